@@ -1,0 +1,138 @@
+"""The test-suite check: per-test outcomes from JUnit XML, cross-checked with the exit
+status of the runner, judged against FAIL_TO_PASS and PASS_TO_PASS.
+
+Stdout is never parsed for outcomes: "PASSED" lines are the easiest thing for a
+submission to print. The report arrives through a pipe the supervisor reads, and it
+must agree with the runner's exit status, or the run does not pass.
+"""
+
+from __future__ import annotations
+
+from xml.etree.ElementTree import ParseError
+
+from junitparser import Error, Failure, JUnitXml, Skipped, TestSuite
+
+from grader.checks.base import CheckOutcome
+from grader.verdict import TestOutcomes
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+_RANK = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
+# pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
+_PYTEST_OK, _PYTEST_FAILED = 0, 1
+
+
+class ReportError(ValueError):
+    """Raised when a JUnit report cannot be parsed."""
+
+
+def node_id(classname: str, name: str, file: str | None) -> str:
+    """Rebuild a pytest node id (`tests/test_x.py::TestC::test_m[p]`) from a JUnit case."""
+    if file and file.endswith(".py"):
+        module = file[:-3].replace("/", ".")
+        if classname == module:
+            return f"{file}::{name}"
+        if classname.startswith(module + "."):
+            classes = classname[len(module) + 1:].split(".")
+            return "::".join([file, *classes, name])
+        return f"{file}::{name}"
+    if not classname:
+        return name
+    return f"{classname}::{name}"
+
+
+def parse_junit(xml: str) -> dict[str, str]:
+    """Test id -> outcome. A test named twice (a teardown error after a pass) keeps its
+    worst outcome."""
+    try:
+        doc = JUnitXml.fromstring(xml)
+    except (ParseError, ValueError, TypeError) as exc:
+        raise ReportError(f"the JUnit report is not valid XML: {exc}") from exc
+    suites = [doc] if isinstance(doc, TestSuite) else list(doc)
+    outcomes: dict[str, str] = {}
+    for suite in suites:
+        for case in suite:
+            results = case.result
+            if any(isinstance(r, Error) for r in results):
+                outcome = ERROR
+            elif any(isinstance(r, Failure) for r in results):
+                outcome = FAILED
+            elif any(isinstance(r, Skipped) for r in results):
+                outcome = SKIPPED
+            else:
+                outcome = PASSED
+            tid = node_id(case.classname or "", case.name or "", case._elem.get("file"))
+            if tid not in outcomes or _RANK[outcome] > _RANK[outcomes[tid]]:
+                outcomes[tid] = outcome
+    return outcomes
+
+
+def _split(ids: list[str], outcomes: dict[str, str]) -> dict[str, list[str]]:
+    return {
+        "success": [t for t in ids if outcomes.get(t) == PASSED],
+        "failure": [t for t in ids if outcomes.get(t) != PASSED],
+    }
+
+
+def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: list[str], pass_to_pass: list[str],
+                   runner: str, tampered: list[str]) -> CheckOutcome:
+    """Decide passed / not passed from the report and exit status.
+
+    With FAIL_TO_PASS / PASS_TO_PASS lists, every listed test must be in the report and
+    have passed. Without them, the runner must have succeeded (and, for pytest, have
+    run at least one test with no failures). In both cases the report and the exit
+    status must agree, and the hidden tests must be intact after the run.
+    """
+    tests = TestOutcomes(exit_code=exit_code)
+    details: dict = {"runner": runner}
+    if tampered:
+        return CheckOutcome(False, f"the hidden tests were modified while they ran: {', '.join(tampered)}",
+                            tests=tests, details={**details, "tampered": tampered})
+
+    outcomes: dict[str, str] = {}
+    report_problem = None
+    if junit:
+        try:
+            outcomes = parse_junit(junit)
+        except ReportError as exc:
+            report_problem = str(exc)
+    elif runner == "pytest":
+        report_problem = "the test runner exited without writing its report"
+    tests.all = outcomes
+    tests.fail_to_pass = _split(fail_to_pass, outcomes)
+    tests.pass_to_pass = _split(pass_to_pass, outcomes)
+    counts = {k: sum(1 for v in outcomes.values() if v == k) for k in _RANK}
+    details["counts"] = counts
+    if report_problem:
+        details["report_problem"] = report_problem
+
+    if runner == "pytest":
+        bad = counts[FAILED] + counts[ERROR]
+        if not report_problem:
+            if exit_code == _PYTEST_OK and bad:
+                report_problem = f"pytest exited 0 but its report has {bad} failing test(s)"
+            elif exit_code == _PYTEST_FAILED and not bad:
+                report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
+            elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
+                report_problem = f"pytest exited {exit_code} (interrupted, internal error, usage error or no tests)"
+        if report_problem:
+            details["report_problem"] = report_problem
+            return CheckOutcome(False, report_problem, tests=tests, details=details)
+
+    if fail_to_pass or pass_to_pass:
+        failed = tests.fail_to_pass["failure"] + tests.pass_to_pass["failure"]
+        total = len(fail_to_pass) + len(pass_to_pass)
+        if not failed:
+            return CheckOutcome(True, f"all {total} required test(s) passed", tests=tests, details=details)
+        absent = [t for t in failed if t not in outcomes]
+        shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        why = f"{len(failed)} of {total} required test(s) did not pass: {shown}"
+        if absent:
+            why += f" ({len(absent)} not run)"
+        return CheckOutcome(False, why, tests=tests, details=details)
+
+    if exit_code != 0:
+        return CheckOutcome(False, f"the test command exited with status {exit_code}", tests=tests, details=details)
+    if runner == "pytest" and counts[PASSED] == 0:
+        return CheckOutcome(False, "no test passed", tests=tests, details=details)
+    return CheckOutcome(True, "the test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
+                        tests=tests, details=details)

@@ -1,0 +1,30 @@
+"""Faults of the grading machinery. A failure of the code under test is data (a verdict);
+a failure of the measuring instrument is one of these exceptions, and the pipeline turns
+it into the ERROR verdict, which is retried and never charged to the submitter.
+
+    GraderError
+    ├── TaskError             a task definition or its files are unusable
+    │   └── TaskNotFound
+    ├── ImageError            an image could not be found or built
+    └── SandboxError          the container runtime failed (Docker down, API error)
+"""
+
+
+class GraderError(Exception):
+    """Raised when the grading machinery itself fails."""
+
+
+class TaskError(GraderError):
+    """Raised when a task definition or one of its files is invalid or missing."""
+
+
+class TaskNotFound(TaskError):
+    """Raised when no task has the requested id."""
+
+
+class ImageError(GraderError):
+    """Raised when an environment, base or instance image is missing and cannot be built."""
+
+
+class SandboxError(GraderError):
+    """Raised when the sandbox cannot run a container (engine unreachable, API error, bad output)."""

@@ -1,0 +1,85 @@
+"""The sandbox interface: run one command in a fresh, isolated container and hand back
+what it printed. Providers register by name; the pipeline never knows which it has.
+
+A sandbox raises SandboxError (or ImageError) for faults of its own; whatever the
+command does, including crashing or running out of time, is returned as data.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from grader.errors import GraderError
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: str = "1g"
+    cpus: float = 1.0
+    pids: int = 256
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    image: str
+    command: list[str]
+    # Placed before start, root-owned (directories 0700, files 0600), under `files_root`,
+    # a directory that exists in the image; keys are paths relative to it.
+    files: dict[str, bytes] = field(default_factory=dict)
+    files_root: str = "/opt/grader"
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"
+    limits: Limits = Limits()
+    timeout: float = 60.0  # wall clock for the whole container life, from start to exit
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunOutput:
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    oom_killed: bool
+    image_id: str
+    runtime: str
+    durations: dict[str, float] = field(default_factory=dict)
+
+
+class Sandbox(ABC):
+    name: str = "abstract"
+
+    @abstractmethod
+    def run(self, spec: RunSpec) -> RunOutput:
+        """Run `spec.command` in a new container from `spec.image` and always remove it."""
+
+    def reap_orphans(self) -> int:
+        """Remove containers left behind by graders that died; returns how many."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+_PROVIDERS: dict[str, Callable[..., Sandbox]] = {}
+
+
+def sandbox_provider(name: str):
+    def register(factory: Callable[..., Sandbox]):
+        _PROVIDERS[name] = factory
+        return factory
+
+    return register
+
+
+def get_sandbox(name: str = "docker", **kwargs) -> Sandbox:
+    if name not in _PROVIDERS:
+        # providers register on import; docker is the built-in one
+        from grader.sandbox import docker  # noqa: F401
+    try:
+        factory = _PROVIDERS[name]
+    except KeyError:
+        raise GraderError(f"unknown sandbox provider {name!r}; known: {sorted(_PROVIDERS)}") from None
+    return factory(**kwargs)

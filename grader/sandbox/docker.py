@@ -1,0 +1,330 @@
+"""The Docker provider: the only module that imports the Docker SDK.
+
+`DockerEngine` wraps the few engine calls the grader makes (images, builds, imports,
+containers); `DockerSandbox` runs one hardened container per grading run:
+
+- no network, all capabilities dropped but the supervisor's five, no-new-privileges;
+- memory (with no extra swap), CPU and pids limits, a size-capped tmpfs /tmp, a file
+  size rlimit, a writable-layer cap where the storage driver supports it;
+- the run's files copied in before start, so a run is one start and one wait;
+- a hard kill from here when the wall-clock limit passes, whatever the inside does;
+- the container removed in every case, and labelled so that a crashed grader's
+  leftovers are reaped on the next start.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import tarfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import Ulimit
+
+from grader.errors import ImageError, SandboxError
+from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
+
+LABEL = "grader.sandbox"
+OWNER_LABEL = "grader.owner"
+SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
+API_TIMEOUT = 900  # builds stream for minutes; per-call waits pass their own timeout
+
+
+def _parse_size(text: str) -> int:
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    text = text.strip().lower()
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        dirs: set[str] = set()
+        for path in sorted(files):
+            parts = path.strip("/").split("/")
+            for i in range(1, len(parts)):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.add(d)
+                    info = tarfile.TarInfo(d)
+                    info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, 0, 0
+                    tar.addfile(info)
+            data = files[path]
+            info = tarfile.TarInfo("/".join(parts))
+            info.size, info.mode, info.uid, info.gid = len(data), 0o600, 0, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class DockerEngine:
+    """A thin, error-translating face of the engine for the image and sandbox code."""
+
+    def __init__(self, client: docker.DockerClient | None = None):
+        self._client = client
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                self._client = docker.from_env(timeout=API_TIMEOUT)
+                self._client.ping()
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                self._client = None
+                raise SandboxError(f"the Docker engine does not answer: {exc}") from exc
+        return self._client
+
+    def available(self) -> bool:
+        try:
+            self.client.ping()
+            return True
+        except Exception:
+            return False
+
+    def info(self) -> dict:
+        return self._call(self.client.info)
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.ImageNotFound as exc:
+            raise ImageError(str(exc)) from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"Docker engine error: {exc}") from exc
+
+    # images ----------------------------------------------------------------------
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return self.client.images.get(ref).id
+        except docker.errors.ImageNotFound:
+            return None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"Docker engine error: {exc}") from exc
+
+    def images(self, label: str) -> list[dict]:
+        found = self._call(self.client.images.list, filters={"label": label})
+        return [
+            {"id": im.id, "tags": im.tags, "labels": im.labels or {}, "size": im.attrs.get("Size", 0),
+             "created": im.attrs.get("Created")}
+            for im in found
+        ]
+
+    def remove_image(self, ref: str) -> None:
+        try:
+            self.client.images.remove(ref, force=True, noprune=False)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise ImageError(f"cannot remove {ref}: {exc.explanation}") from exc
+
+    def prune_dangling(self) -> int:
+        res = self._call(self.client.images.prune, filters={"dangling": True})
+        return int(res.get("SpaceReclaimed") or 0)
+
+    def build(self, context: bytes, tag: str, *, labels: dict[str, str], buildargs: dict[str, str] | None = None,
+              log: callable | None = None) -> str:
+        """Build from an in-memory tar context with the classic builder; returns the image id."""
+        lines: list[str] = []
+        try:
+            stream = self.client.api.build(
+                fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels, buildargs=buildargs or {},
+                rm=True, forcerm=True, decode=True, pull=False,
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    text = chunk["stream"].rstrip("\n")
+                    if text:
+                        lines.append(text)
+                        if log:
+                            log(text)
+                if "error" in chunk:
+                    tail = "\n".join(lines[-30:])
+                    raise ImageError(f"building {tag} failed: {chunk['error'].strip()}\n{tail}")
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise ImageError(f"building {tag} failed: {exc}") from exc
+        image_id = self.image_id(tag)
+        if image_id is None:
+            raise ImageError(f"building {tag} produced no image")
+        return image_id
+
+    def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: Iterable[str] = ()) -> str:
+        self._call(self.client.api.import_image_from_file, str(tarball), repository=repository, tag=tag,
+                   changes=list(changes))
+        image_id = self.image_id(f"{repository}:{tag}")
+        if image_id is None:
+            raise ImageError(f"importing {repository}:{tag} produced no image")
+        return image_id
+
+    def tag(self, image_id: str, repository: str, tag: str) -> None:
+        self._call(self.client.api.tag, image_id, repository, tag)
+
+    def runtimes(self) -> set[str]:
+        return set((self.info().get("Runtimes") or {}).keys())
+
+    def supports_storage_cap(self) -> bool:
+        """overlay2 enforces --storage-opt size only on xfs with project quotas."""
+        info = self.info()
+        status = dict(info.get("DriverStatus") or [])
+        return info.get("Driver") == "overlay2" and status.get("Backing Filesystem") == "xfs"
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class DockerSandbox(Sandbox):
+    name = "docker"
+
+    def __init__(self, runtime: str = "runc", engine: DockerEngine | None = None, *, tmpfs_size: str = "256m",
+                 storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024):
+        self.engine = engine or DockerEngine()
+        self.runtime = runtime
+        self.tmpfs_size = tmpfs_size
+        self.storage_size = storage_size
+        self.file_size_limit = file_size_limit
+        self._checked = False
+        self._storage_cap = False
+
+    def _check_engine(self) -> None:
+        if self._checked:
+            return
+        if self.runtime != "runc" and self.runtime not in self.engine.runtimes():
+            raise SandboxError(f"the Docker engine has no {self.runtime!r} runtime (see scripts/setup.sh)")
+        self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
+        self._checked = True
+
+    def _create_kwargs(self, spec: RunSpec) -> dict:
+        memory = _parse_size(spec.limits.memory)
+        kwargs = dict(
+            image=spec.image,
+            command=spec.command,
+            user="0:0",
+            working_dir=spec.workdir,
+            environment=spec.env,
+            network_mode="none",
+            cap_drop=["ALL"],
+            cap_add=SUPERVISOR_CAPS,
+            security_opt=["no-new-privileges:true"],
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(spec.limits.cpus * 1e9),
+            pids_limit=spec.limits.pids,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_size},mode=1777"},
+            ulimits=[
+                Ulimit(name="fsize", soft=self.file_size_limit, hard=self.file_size_limit),
+                Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="nofile", soft=1024, hard=1024),
+            ],
+            labels={LABEL: "1", OWNER_LABEL: _owner(), **spec.labels},
+            log_config={"type": "json-file", "config": {"max-size": "16m", "max-file": "1"}},
+            ipc_mode="private",
+            detach=True,
+        )
+        if self.runtime != "runc":
+            kwargs["runtime"] = self.runtime
+        if self._storage_cap:
+            kwargs["storage_opt"] = {"size": self.storage_size}
+        return kwargs
+
+    def run(self, spec: RunSpec) -> RunOutput:
+        self._check_engine()
+        client = self.engine.client
+        durations: dict[str, float] = {}
+        t0 = time.monotonic()
+        try:
+            container = client.containers.create(**self._create_kwargs(spec))
+        except docker.errors.ImageNotFound as exc:
+            raise ImageError(f"image {spec.image} is missing: {exc.explanation}") from exc
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"cannot create the container: {exc}") from exc
+        durations["create"] = time.monotonic() - t0
+        timed_out = False
+        try:
+            try:
+                t = time.monotonic()
+                if spec.files and not container.put_archive(spec.files_root, _tar(spec.files)):
+                    raise SandboxError("the engine refused the run's files")
+                container.start()
+                durations["start"] = time.monotonic() - t
+                t = time.monotonic()
+                try:
+                    status = container.wait(timeout=spec.timeout)
+                    exit_code = status.get("StatusCode")
+                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                    timed_out = True
+                    exit_code = None
+                    try:
+                        container.kill()
+                    except docker.errors.APIError:
+                        pass  # it exited on its own between the timeout and the kill
+                    container.wait(timeout=30)
+                durations["wait"] = time.monotonic() - t
+                t = time.monotonic()
+                stdout = container.logs(stdout=True, stderr=False)
+                stderr = container.logs(stdout=False, stderr=True, tail=200)
+                state = client.api.inspect_container(container.id)["State"]
+                durations["collect"] = time.monotonic() - t
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                raise SandboxError(f"the container failed to run: {exc}") from exc
+        finally:
+            t = time.monotonic()
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except (docker.errors.DockerException, requests.exceptions.RequestException):
+                pass  # the orphan reaper will get it
+            durations["remove"] = time.monotonic() - t
+        return RunOutput(
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            oom_killed=bool(state.get("OOMKilled")),
+            image_id=container.attrs.get("Image", ""),
+            runtime=self.runtime,
+            durations=durations,
+        )
+
+    def reap_orphans(self) -> int:
+        """Remove grading containers whose owning process on this host is gone."""
+        host = socket.gethostname()
+        removed = 0
+        for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL}):
+            owner = (c.labels or {}).get(OWNER_LABEL, "")
+            owner_host, _, pid = owner.rpartition(":")
+            if owner_host != host or not pid.isdigit():
+                continue
+            if int(pid) == os.getpid() or _alive(int(pid)):
+                continue  # a live grader's container (ours included) is not an orphan
+            try:
+                c.remove(force=True)
+                removed += 1
+            except docker.errors.DockerException:
+                pass
+        return removed
+
+    def live_containers(self) -> list[str]:
+        return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL})]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@sandbox_provider("docker")
+def _docker(**kwargs) -> DockerSandbox:
+    return DockerSandbox(**kwargs)

@@ -1,0 +1,249 @@
+"""The task: what a submission is graded against.
+
+A task file is YAML (documented in docs/tasks.md). Paths inside it are relative to the
+file's own directory. The model splits cleanly into a public part (what a submitter may
+see: id, instruction, metadata, environment, limits, the kind of check) and a private
+part (the gold patch, hidden tests, expected files and output). `public_view()` is the
+only way the public part leaves the process, so a leak needs a change here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from grader.errors import TaskError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+PROMPT_VARIANTS = ("minimal", "concise", "contextual", "guided")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metadata(_Strict):
+    suite: str = "default"
+    language: str = "python"
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    created_at: dt.date | None = None
+    source: str | None = None
+
+
+class Repo(_Strict):
+    """Where the repository comes from, and the exact commit the task starts at.
+
+    Exactly one of `url`, `bundle` (a `git bundle` file) or `path` (a git repository
+    directory). `merge` names a second commit merged into the base without committing,
+    which leaves a real conflicted merge state (markers, MERGE_HEAD, unmerged index).
+    """
+
+    url: str | None = None
+    bundle: str | None = None
+    path: str | None = None
+    commit: str
+    merge: str | None = None
+
+    @field_validator("commit", "merge")
+    @classmethod
+    def _full_sha(cls, v: str | None) -> str | None:
+        if v is not None and not SHA_RE.match(v):
+            raise ValueError("must be a full 40-character lowercase commit sha")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Repo:
+        given = [k for k in ("url", "bundle", "path") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of url, bundle, path")
+        return self
+
+
+class Limits(_Strict):
+    timeout: float = Field(60.0, gt=0, le=3600, description="wall-clock seconds for the whole container life")
+    memory: str = Field("1g", pattern=r"^\d+[kmg]?$")
+    cpus: float = Field(1.0, gt=0, le=64)
+    pids: int = Field(256, ge=16, le=32768)
+
+
+class TestsCheck(_Strict):
+    """Run the hidden tests after the submission's patch.
+
+    runner `pytest`: the grader runs pytest itself on `paths` (default: the hidden test
+    files), with the base commit's pytest configuration, and reads per-test outcomes
+    from JUnit XML. runner `command`: `command` is run with sh; its exit status decides,
+    and `junit` (optional) names a JUnit file it writes, for per-test feedback.
+    """
+
+    type: Literal["tests"]
+    runner: Literal["pytest", "command"] = "pytest"
+    paths: list[str] = []
+    pytest_args: list[str] = []
+    command: str | None = None
+    junit: str | None = None
+    hidden_tests: dict[str, str] = Field({}, description="repository path -> file in the task directory")
+    test_patch: str | None = Field(None, description="a diff, applied to the base, whose files are the hidden tests")
+    fail_to_pass: list[str] = []
+    pass_to_pass: list[str] = []
+
+    @model_validator(mode="after")
+    def _runner_fields(self) -> TestsCheck:
+        if self.runner == "command" and not self.command:
+            raise ValueError("runner 'command' needs a command")
+        if self.runner == "pytest" and self.command:
+            raise ValueError("runner 'pytest' builds its own command; use paths and pytest_args")
+        if self.hidden_tests and self.test_patch:
+            raise ValueError("give hidden_tests or test_patch, not both")
+        return self
+
+
+class Normalize(_Strict):
+    line_endings: bool = False
+    trailing_whitespace: bool = False
+
+
+class ExactMatchCheck(_Strict):
+    """Compare named files after the patch with expected contents.
+
+    `files` maps a repository path to a file in the task directory; `expected_commit`
+    instead reads every path in `paths` from that commit of the task's repository (a
+    merge-conflict task points it at the real merge commit).
+    """
+
+    type: Literal["exact_match"]
+    files: dict[str, str] = {}
+    expected_commit: str | None = None
+    paths: list[str] = []
+    normalize: Normalize = Normalize()
+
+    @model_validator(mode="after")
+    def _source(self) -> ExactMatchCheck:
+        if bool(self.files) == bool(self.expected_commit):
+            raise ValueError("give files, or expected_commit with paths")
+        if self.expected_commit and (not self.paths or not SHA_RE.match(self.expected_commit)):
+            raise ValueError("expected_commit must be a full sha and needs paths")
+        return self
+
+    def compared_paths(self) -> list[str]:
+        return sorted(self.files) if self.files else sorted(self.paths)
+
+
+class OutputCheck(_Strict):
+    """Compare a command's stdout after the patch with an expected text.
+
+    Without `threshold` the match is exact (after optional normalisation); with it,
+    PASS needs difflib.SequenceMatcher's ratio to be at least the threshold.
+    """
+
+    type: Literal["output"]
+    command: str
+    expected: str = Field(description="a file in the task directory holding the expected stdout")
+    threshold: float | None = Field(None, gt=0, le=1)
+    normalize: Normalize = Normalize()
+
+
+Check = Annotated[TestsCheck | ExactMatchCheck | OutputCheck, Field(discriminator="type")]
+
+
+class Task(_Strict):
+    id: str
+    instruction: str
+    prompts: dict[str, str] = {}
+    metadata: Metadata = Metadata()
+    repo: Repo
+    environment: str
+    install: str | None = Field(None, description="shell command run in the repository when the instance image is built")
+    check: Check
+    limits: Limits = Limits()
+    gold_patch: str | None = None
+
+    # Where the file was loaded from; every relative path resolves against it.
+    root: Path = Field(Path("."), exclude=True)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v):
+            raise ValueError("task ids are letters, digits, '.', '_' and '-', starting with a letter or digit")
+        return v
+
+    @field_validator("prompts")
+    @classmethod
+    def _variants(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = set(v) - set(PROMPT_VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown prompt variants {sorted(unknown)}; use {list(PROMPT_VARIANTS)}")
+        return v
+
+    def file(self, rel: str) -> Path:
+        """A file named by the task definition, relative to the task file's directory
+        (a shared repository bundle may sit in a sibling directory)."""
+        if Path(rel).is_absolute():
+            raise TaskError(f"task {self.id}: {rel!r} must be relative to the task file")
+        path = (self.root / rel).resolve()
+        if not path.is_file() and not path.is_dir():
+            raise TaskError(f"task {self.id}: {rel!r} does not exist (looked in {self.root})")
+        return path
+
+    def read(self, rel: str) -> bytes:
+        return self.file(rel).read_bytes()
+
+    def gold_patch_text(self) -> bytes | None:
+        return self.read(self.gold_patch) if self.gold_patch else None
+
+    def referenced_files(self) -> list[str]:
+        """Every task-directory file the definition depends on (for the task hash)."""
+        refs: list[str] = []
+        check = self.check
+        if isinstance(check, TestsCheck):
+            refs += list(check.hidden_tests.values())
+            refs += [check.test_patch] if check.test_patch else []
+        elif isinstance(check, ExactMatchCheck):
+            refs += list(check.files.values())
+        else:
+            refs.append(check.expected)
+        if self.gold_patch:
+            refs.append(self.gold_patch)
+        if self.repo.bundle:
+            refs.append(self.repo.bundle)
+        return sorted(set(refs))
+
+    def definition_hash(self) -> str:
+        """sha256 over the definition and every file it references: a changed hidden
+        test, expected file or gold patch is a different task."""
+        h = hashlib.sha256()
+        h.update(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode())
+        for rel in self.referenced_files():
+            h.update(b"\0" + rel.encode() + b"\0")
+            h.update(hashlib.sha256(self.read(rel)).digest())
+        return h.hexdigest()
+
+    def public_view(self) -> dict:
+        """What a submitter may see. No gold patch, hidden tests, test ids or expected data."""
+        return {
+            "id": self.id,
+            "instruction": self.instruction,
+            "prompts": dict(self.prompts),
+            "metadata": self.metadata.model_dump(mode="json"),
+            "environment": self.environment,
+            "check": self.check.type,
+            "limits": self.limits.model_dump(mode="json"),
+            "repo": {
+                "commit": self.repo.commit,
+                "url": self.repo.url,
+                "conflicted_merge": self.repo.merge is not None,
+            },
+        }
+
+    def prompt(self, variant: str | None = None) -> str:
+        if variant is None:
+            return self.instruction
+        if variant not in PROMPT_VARIANTS:
+            raise ValueError(f"unknown prompt variant {variant!r}")
+        return self.prompts.get(variant, self.instruction)

@@ -1,0 +1,82 @@
+"""The verdict and the result record that explains it."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Verdict(str, Enum):
+    """The wire strings are the values: a Verdict serializes as itself."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    PATCH_FAILED = "PATCH FAILED"
+    TIMED_OUT = "TIMED OUT"
+    ERROR = "ERROR"  # the grading machinery failed; never the submitter's fault
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def charged(self) -> bool:
+        """Whether the attempt counts against the submitter (ERROR never does)."""
+        return self is not Verdict.ERROR
+
+
+class TestOutcomes(BaseModel):
+    """Per-test outcomes in SWE-bench's shape, plus every test the report named."""
+
+    fail_to_pass: dict[str, list[str]] = Field(default_factory=lambda: {"success": [], "failure": []})
+    pass_to_pass: dict[str, list[str]] = Field(default_factory=lambda: {"success": [], "failure": []})
+    all: dict[str, str] = Field(default_factory=dict, description="test id -> passed/failed/error/skipped")
+    exit_code: int | None = None
+
+
+class ApplyAttempt(BaseModel):
+    method: str
+    command: str
+    exit_code: int
+    output: str
+
+
+class ApplyLog(BaseModel):
+    method: str | None = Field(None, description="the chain step that applied the patch, or None")
+    attempts: list[ApplyAttempt] = []
+    neutralized: list[str] = Field([], description="runner-visible files the patch added or changed, reverted")
+    restored: list[str] = Field([], description="hidden test files put back after the patch")
+
+
+class Localization(BaseModel):
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    patch_files: list[str]
+    gold_files: list[str]
+
+
+class Provenance(BaseModel):
+    patch_sha256: str
+    task_hash: str | None = None
+    image_id: str | None = None
+    grader_version: str
+    runtime: str | None = None
+
+
+class Result(BaseModel):
+    task_id: str
+    verdict: Verdict
+    explanation: str
+    tests: TestOutcomes | None = None
+    check: dict[str, Any] = Field(default_factory=dict, description="what the check measured (ratio, mismatched files, ...)")
+    apply: ApplyLog = ApplyLog()
+    output: str = Field("", description="the check command's output, truncated in the middle")
+    durations: dict[str, float] = Field(default_factory=dict, description="seconds per stage")
+    localization: Localization | None = None
+    provenance: Provenance
+    error: str | None = Field(None, description="for ERROR: what failed in the machinery")
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
