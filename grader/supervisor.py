@@ -208,11 +208,11 @@ def ensure_parents(repo: str, rel: str, uid: int, gid: int) -> str:
 def place_file(repo: str, rel: str, data: bytes, *, mode: int, uid: int, gid: int, owner: tuple[int, int]) -> None:
     path = ensure_parents(repo, rel, uid, gid)
     remove_path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    os.chown(path, *owner)
-    os.chmod(path, mode)
+        os.fchmod(f.fileno(), mode)  # before the chown: root may not chmod what it no longer owns
+        os.fchown(f.fileno(), *owner)
 
 
 def snapshot(repo: str, paths: list[str]) -> dict:

@@ -96,7 +96,8 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
         except ReportError as exc:
             report_problem = str(exc)
     elif runner == "pytest":
-        report_problem = "the test runner exited without writing its report"
+        report_problem = f"the test runner exited without writing its report (exit status {exit_code}"
+        report_problem += ", killed: the memory limit or a signal)" if exit_code is not None and exit_code < 0 else ")"
     tests.all = outcomes
     tests.fail_to_pass = _split(fail_to_pass, outcomes)
     tests.pass_to_pass = _split(pass_to_pass, outcomes)

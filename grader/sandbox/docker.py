@@ -67,14 +67,18 @@ def _tar(files: dict[str, bytes]) -> bytes:
 class DockerEngine:
     """A thin, error-translating face of the engine for the image and sandbox code."""
 
-    def __init__(self, client: docker.DockerClient | None = None):
+    def __init__(self, client: docker.DockerClient | None = None, base_url: str | None = None):
         self._client = client
+        self._base_url = base_url  # default: DOCKER_HOST, else the local socket
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             try:
-                self._client = docker.from_env(timeout=API_TIMEOUT)
+                if self._base_url:
+                    self._client = docker.DockerClient(base_url=self._base_url, timeout=API_TIMEOUT)
+                else:
+                    self._client = docker.from_env(timeout=API_TIMEOUT)
                 self._client.ping()
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 self._client = None
@@ -216,7 +220,9 @@ class DockerSandbox(Sandbox):
             memswap_limit=memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
             pids_limit=spec.limits.pids,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_size},mode=1777"},
+            # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
+            # filling it fails with ENOSPC instead of killing the test runner.
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={min(_parse_size(self.tmpfs_size), memory // 2)},mode=1777"},
             ulimits=[
                 Ulimit(name="fsize", soft=self.file_size_limit, hard=self.file_size_limit),
                 Ulimit(name="core", soft=0, hard=0),

@@ -1,0 +1,150 @@
+"""Shared fixtures. The `mini` task set is built here, in a temporary directory, from a
+tiny repository written by the fixture: hostile patches are made against it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader.config import get_settings
+from grader.pipeline import Grader
+from grader.tasks.loader import TaskSet
+
+ROOT = Path(__file__).resolve().parent.parent
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+}
+
+BASE_FILES = {
+    "calc/__init__.py": "def mean(xs):\n    return sum(xs) / len(xs)\n",
+    "tests/test_basic.py": "from calc import mean\n\n\ndef test_one():\n    assert mean([2]) == 2\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+    "README.md": "mini\n",
+}
+HIDDEN_TEST = textwrap.dedent("""\
+    import pytest
+    from calc import mean
+
+
+    def test_empty():
+        with pytest.raises(ValueError):
+            mean([])
+
+
+    def test_two():
+        assert mean([1, 3]) == 2
+    """)
+FIXED = "def mean(xs):\n    if not xs:\n        raise ValueError('empty')\n    return sum(xs) / len(xs)\n"
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=GIT_ENV, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def write(root: Path, files: dict[str, str | bytes | None]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        if content is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+class Mini:
+    """The mini repository, and a way to turn file edits into a real git diff."""
+
+    def __init__(self, root: Path):
+        self.src = root / "src"
+        self.src.mkdir(parents=True)
+        git("init", "-q", ".", cwd=self.src)
+        write(self.src, BASE_FILES)
+        git("add", "-A", cwd=self.src)
+        git("commit", "-qm", "base", cwd=self.src)
+        self.base = git("rev-parse", "HEAD", cwd=self.src).strip()
+
+    def diff(self, files: dict[str, str | bytes | None], *, symlinks: dict[str, str] | None = None) -> bytes:
+        """A `git diff --binary` of the base with `files` written (None deletes)."""
+        write(self.src, files)
+        for rel, target in (symlinks or {}).items():
+            (self.src / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, self.src / rel)
+        try:
+            git("add", "-A", cwd=self.src)
+            return subprocess.run(["git", "diff", "--cached", "--binary"], cwd=self.src, check=True,
+                                  capture_output=True).stdout
+        finally:
+            git("reset", "-q", "--hard", "HEAD", cwd=self.src)
+            git("clean", "-qfdx", cwd=self.src)
+
+
+TASK_YAML = """\
+id: {id}
+instruction: Make calc.mean raise ValueError on an empty list.
+metadata: {{suite: mini, difficulty: easy, created_at: 2024-01-01}}
+repo: {{bundle: ../mini.bundle, commit: {commit}}}
+environment: python-3.11
+check:
+  type: tests
+  hidden_tests: {{tests/test_mean.py: test_mean.py}}
+{lists}
+limits: {{timeout: {timeout}, memory: 256m, pids: 64}}
+gold_patch: gold.patch
+"""
+
+
+@pytest.fixture(scope="session")
+def mini(tmp_path_factory) -> Mini:
+    return Mini(tmp_path_factory.mktemp("mini"))
+
+
+@pytest.fixture(scope="session")
+def mini_tasks_dir(tmp_path_factory, mini: Mini) -> Path:
+    tasks = tmp_path_factory.mktemp("tasks")
+    git("bundle", "create", "-q", str(tasks / "mini.bundle"), "--all", cwd=mini.src)
+    gold = mini.diff({"calc/__init__.py": FIXED})
+    lists = ("  fail_to_pass: [tests/test_mean.py::test_empty]\n"
+             "  pass_to_pass: [tests/test_mean.py::test_two, tests/test_basic.py::test_one]")
+    for task_id, task_lists, timeout in (("mini", lists, 20), ("mini-nolist", "", 20)):
+        d = tasks / task_id
+        d.mkdir()
+        (d / "task.yaml").write_text(TASK_YAML.format(id=task_id, commit=mini.base, lists=task_lists, timeout=timeout))
+        (d / "test_mean.py").write_text(HIDDEN_TEST)
+        (d / "gold.patch").write_bytes(gold)
+    return tasks
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory, mini_tasks_dir):
+    return get_settings(tasks_dir=mini_tasks_dir, environments_dir=ROOT / "environments",
+                        cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session")
+def mini_set(settings) -> TaskSet:
+    return TaskSet(settings.tasks_dir)
+
+
+@pytest.fixture(scope="session")
+def grader(settings) -> Grader:
+    return Grader(settings)
+
+
+@pytest.fixture(scope="session")
+def examples() -> TaskSet:
+    return TaskSet(ROOT / "tasks")
+
+
+@pytest.fixture(scope="session")
+def example_grader(tmp_path_factory) -> Grader:
+    return Grader(get_settings(tasks_dir=ROOT / "tasks", environments_dir=ROOT / "environments"))
