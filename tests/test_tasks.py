@@ -1,0 +1,116 @@
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from grader.errors import TaskError, TaskNotFound
+from grader.tasks.loader import TaskSet, load_task_file
+from grader.tasks.model import Task
+from grader.tasks.prepare import checkout_base, prepare
+
+SHA = "a" * 40
+
+
+def make(**over):
+    data = {
+        "id": "t-1", "instruction": "do it", "repo": {"url": "https://example.invalid/r.git", "commit": SHA},
+        "environment": "python-3.11",
+        "check": {"type": "tests", "hidden_tests": {"tests/test_x.py": "hidden.py"},
+                  "fail_to_pass": ["tests/test_x.py::test_a"]},
+    }
+    data.update(over)
+    return data
+
+
+def test_valid_task_and_defaults():
+    t = Task(**make())
+    assert t.limits.timeout == 60 and t.check.runner == "pytest" and t.metadata.suite == "default"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"id": "has space"}, "task ids"),
+    ({"repo": {"url": "u", "commit": "abc"}}, "40-character"),
+    ({"repo": {"url": "u", "path": "p", "commit": SHA}}, "exactly one"),
+    ({"check": {"type": "tests", "runner": "command"}}, "needs a command"),
+    ({"check": {"type": "exact_match"}}, "give files"),
+    ({"check": {"type": "output", "command": "x", "expected": "e", "threshold": 1.5}}, "less than or equal"),
+    ({"check": {"type": "nonsense"}}, "type"),
+    ({"prompts": {"verbose": "x"}}, "unknown prompt variants"),
+    ({"surprise": 1}, "Extra inputs"),
+    ({"limits": {"memory": "lots"}}, "pattern"),
+])
+def test_invalid_tasks_say_why(bad, words):
+    with pytest.raises(Exception) as exc:
+        Task(**make(**bad))
+    assert words in str(exc.value)
+
+
+def test_public_view_leaks_nothing_private():
+    t = Task(**make(gold_patch="gold.patch"))
+    text = json.dumps(t.public_view())
+    for secret in ("hidden.py", "tests/test_x.py", "gold.patch", "fail_to_pass", "test_a"):
+        assert secret not in text
+
+
+def test_loader_finds_tasks_and_rejects_duplicates(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "task.yaml").write_text(yaml.safe_dump(make(id="one")))
+    (tmp_path / "a" / "notes.yaml").write_text("just: data\n")  # not a task: ignored
+    ts = TaskSet(tmp_path)
+    assert ts.ids() == ["one"]
+    with pytest.raises(TaskNotFound):
+        ts.get("two")
+    (tmp_path / "b.yml").write_text(yaml.safe_dump(make(id="one")))
+    with pytest.raises(TaskError, match="defined twice"):
+        TaskSet(tmp_path)
+
+
+def test_broken_task_file_is_an_error(tmp_path):
+    p = tmp_path / "task.yaml"
+    p.write_text(yaml.safe_dump(make(check={"type": "tests", "runner": "command"})))
+    with pytest.raises(TaskError, match="invalid task"):
+        load_task_file(p)
+
+
+def test_definition_hash_covers_referenced_files(tmp_path):
+    (tmp_path / "hidden.py").write_text("def test_a(): pass\n")
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(make()))
+    h1 = load_task_file(tmp_path / "task.yaml").definition_hash()
+    assert h1 == load_task_file(tmp_path / "task.yaml").definition_hash()
+    (tmp_path / "hidden.py").write_text("def test_a(): assert 0\n")
+    assert load_task_file(tmp_path / "task.yaml").definition_hash() != h1
+
+
+def test_missing_referenced_file_is_a_task_error(tmp_path):
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(make()))
+    with pytest.raises(TaskError, match="does not exist"):
+        load_task_file(tmp_path / "task.yaml").definition_hash()
+
+
+def test_prepare_strips_future_history(mini, mini_tasks_dir, tmp_path):
+    # A later commit (the "fix") in the source must not reach the prepared base.
+    from tests.conftest import git
+    src = tmp_path / "src"
+    git("clone", "-q", str(mini.src), str(src), cwd=tmp_path)
+    (src / "calc" / "__init__.py").write_text("# the future fix\n")
+    git("commit", "-qam", "future", cwd=src)
+    future = git("rev-parse", "HEAD", cwd=src).strip()
+    (tmp_path / "t").mkdir()
+    git("bundle", "create", "-q", str(tmp_path / "t" / "r.bundle"), "--all", cwd=src)
+    base = TaskSet(mini_tasks_dir).get("mini")
+    task = base.model_copy(update={"repo": base.repo.model_copy(update={"bundle": "r.bundle"}), "root": tmp_path / "t"})
+    prepared = prepare(task, tmp_path / "cache")
+    log = subprocess.run(["git", "log", "--all", "--format=%H"], cwd=prepared.repo, capture_output=True, text=True)
+    assert log.stdout.split() == [mini.base]
+    missing = subprocess.run(["git", "cat-file", "-e", future], cwd=prepared.repo, capture_output=True)
+    assert missing.returncode != 0
+    assert list(prepared.hidden_manifest()) == ["tests/test_mean.py"]
+    assert not (prepared.repo / "tests" / "test_mean.py").exists()
+    assert prepare(task, tmp_path / "cache").root == prepared.root  # cached
+
+
+def test_checkout_for_submitters(mini_tasks_dir, tmp_path):
+    task = TaskSet(mini_tasks_dir).get("mini")
+    checkout_base(task, tmp_path / "work", tmp_path / "cache")
+    assert (tmp_path / "work" / "calc" / "__init__.py").read_text().startswith("def mean")
