@@ -98,6 +98,8 @@ def test_prepare_strips_future_history(mini, mini_tasks_dir, tmp_path):
     future = git("rev-parse", "HEAD", cwd=src).strip()
     (tmp_path / "t").mkdir()
     git("bundle", "create", "-q", str(tmp_path / "t" / "r.bundle"), "--all", cwd=src)
+    for name in ("gold.patch", "test_mean.py"):
+        (tmp_path / "t" / name).write_bytes((mini_tasks_dir / "mini" / name).read_bytes())
     base = TaskSet(mini_tasks_dir).get("mini")
     task = base.model_copy(update={"repo": base.repo.model_copy(update={"bundle": "r.bundle"}), "root": tmp_path / "t"})
     prepared = prepare(task, tmp_path / "cache")
