@@ -10,7 +10,7 @@ SETGID, KILL) under no-new-privileges, and it never executes submitted code itse
 3. reverts runner-visible files the patch added or changed (conftest.py and friends),
    then puts the hidden tests back in place, root-owned and read-only;
 4. runs the check command as the unprivileged user (no capabilities, new session) with
-   its JUnit report streamed through a pipe, not a file the submission could forge;
+   its JUnit report streamed through a named pipe, not a file the submission could forge;
 5. kills every process left behind, verifies the hidden tests are still intact, and
    prints one JSON document on stdout, which nothing else in the container can reach.
 
@@ -25,11 +25,13 @@ import errno
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -397,6 +399,24 @@ def read_files(job: dict, paths: list[str], limit: int) -> dict:
     return out
 
 
+def report_fifo(job: dict) -> tuple[str, tuple[int, int]]:
+    """A named pipe for the JUnit report, in a directory only root can list.
+
+    The report streams to the supervisor as pytest writes it: there is no file a
+    submission could overwrite before it is read. The supervisor holds a write end
+    open so the reader sees end-of-file only after the test run is over.
+    """
+    d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
+    os.chmod(d, 0o711)
+    fifo = os.path.join(d, f"report-{secrets.token_hex(8)}.xml")
+    os.mkfifo(fifo, 0o600)
+    os.chown(fifo, job["uid"], job["gid"])
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    wr = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(rd, True)
+    return fifo, (rd, wr)
+
+
 def run_check(job: dict, result: dict) -> None:
     check = job["check"]
     kind = check["kind"]
@@ -408,15 +428,14 @@ def run_check(job: dict, result: dict) -> None:
         suffix, data = job["pytest_config"]
         cfg = TRUSTED_CONFIG + suffix
         place_file(job["repo"], cfg, base64.b64decode(data), mode=0o444, uid=job["uid"], gid=job["gid"], owner=(0, 0))
-        rep_r, rep_w = os.pipe()
-        os.fchown(rep_w, job["uid"], job["gid"])
+        fifo, hold = report_fifo(job)
         argv = [
             "python", "-m", "pytest", "-c", cfg, "--rootdir", job["repo"], "-p", "no:cacheprovider",
-            "-o", "junit_family=xunit1", f"--junitxml=/dev/fd/{rep_w}", "-o", "console_output_style=classic",
+            "-o", "junit_family=xunit1", f"--junitxml={fifo}", "-o", "console_output_style=classic",
         ] + check["args"]
-        report = Capture(rep_r, job["report_limit"])
-        run = run_as_user(job, argv, timeout=remaining(job), stdout_limit=job["output_limit"], pass_fds=(rep_w,))
-        os.close(rep_w)
+        report = Capture(hold[0], job["report_limit"])
+        run = run_as_user(job, argv, timeout=remaining(job), stdout_limit=job["output_limit"])
+        os.close(hold[1])
         report.join(2)
     elif kind == "command":
         run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job), stdout_limit=job["output_limit"])

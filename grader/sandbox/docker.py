@@ -33,7 +33,10 @@ from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
 LABEL = "grader.sandbox"
 OWNER_LABEL = "grader.owner"
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
-API_TIMEOUT = 900  # builds stream for minutes; per-call waits pass their own timeout
+API_TIMEOUT = 900
+# gVisor's own sentry and gofer threads live in the container's pids cgroup: without
+# headroom a small task limit starves the sandbox before the task starts.
+RUNSC_PIDS_HEADROOM = 128  # builds stream for minutes; per-call waits pass their own timeout
 
 
 def _parse_size(text: str) -> int:
@@ -219,7 +222,7 @@ class DockerSandbox(Sandbox):
             mem_limit=memory,
             memswap_limit=memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
-            pids_limit=spec.limits.pids,
+            pids_limit=spec.limits.pids + (RUNSC_PIDS_HEADROOM if self.runtime == "runsc" else 0),
             # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
             # filling it fails with ENOSPC instead of killing the test runner.
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={min(_parse_size(self.tmpfs_size), memory // 2)},mode=1777"},

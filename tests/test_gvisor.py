@@ -1,0 +1,56 @@
+"""The same sandbox under gVisor (runsc): the verdicts hold, and the hardening too."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from grader.pipeline import Grader
+from grader.verdict import Verdict
+from tests.conftest import FIXED
+
+pytestmark = [pytest.mark.docker, pytest.mark.gvisor]
+
+
+@pytest.fixture(scope="module")
+def gvisor(settings) -> Grader:
+    g = Grader(settings, runtime="runsc")
+    if "runsc" not in g.sandbox.engine.runtimes():
+        pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
+    return g
+
+
+def test_gold_passes_and_empty_fails_under_gvisor(gvisor, mini_set):
+    task = mini_set.get("mini")
+    gold = gvisor.grade(task, task.gold_patch_text())
+    assert gold.verdict is Verdict.PASS, gold.to_json()
+    assert gold.provenance.runtime == "runsc"
+    assert gvisor.grade(task, b"").verdict is Verdict.FAIL
+
+
+def test_conftest_attack_under_gvisor(gvisor, mini, mini_set):
+    conftest = "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n" \
+               "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    result = gvisor.grade(mini_set.get("mini"), mini.diff({"conftest.py": conftest}))
+    assert result.verdict is Verdict.FAIL and result.apply.neutralized == ["conftest.py"]
+
+
+def test_network_and_timeout_under_gvisor(gvisor, mini, mini_set):
+    code = textwrap.dedent("""\
+        import socket
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=2).close()
+            ONLINE = True
+        except OSError:
+            ONLINE = False
+
+        def mean(xs):
+            if not xs and ONLINE:
+                raise ValueError("empty")
+            return sum(xs) / len(xs)
+        """)
+    assert gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": code})).verdict is Verdict.FAIL
+    slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(600)\n" + FIXED})
+    assert gvisor.grade(mini_set.get("mini"), slow).verdict is Verdict.TIMED_OUT
+    assert gvisor.sandbox.live_containers() == []
