@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     tmpfs_size: str = Field("256m", description="size of the writable /tmp inside grading containers")
     storage_size: str = Field("2G", description="writable-layer cap, applied where the storage driver supports it")
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
+    prewarm: int = Field(4, description="run shapes (task and limits) kept started ahead of demand; 0 turns it off")
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
 
 

@@ -93,7 +93,8 @@ class Grader:
         if self._sandbox is None:
             s = self.settings
             self._sandbox = get_sandbox("docker", runtime=self.runtime, tmpfs_size=s.tmpfs_size,
-                                        storage_size=s.storage_size, file_size_limit=s.file_size_limit)
+                                        storage_size=s.storage_size, file_size_limit=s.file_size_limit,
+                                        max_warm=s.prewarm)
         return self._sandbox
 
     # ------------------------------------------------------------------------------

@@ -53,4 +53,4 @@ def test_network_and_timeout_under_gvisor(gvisor, mini, mini_set):
     assert gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": code})).verdict is Verdict.FAIL
     slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(600)\n" + FIXED})
     assert gvisor.grade(mini_set.get("mini"), slow).verdict is Verdict.TIMED_OUT
-    assert gvisor.sandbox.live_containers() == []
+    assert gvisor.sandbox.busy_containers() == []

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.docker
 
 def grade(grader, mini_set, patch: bytes, task: str = "mini"):
     result = grader.grade(mini_set.get(task), patch)
-    assert grader.sandbox.live_containers() == [], "a grading container was left behind"
+    assert grader.sandbox.busy_containers() == [], "a grading container was left behind"
     return result
 
 

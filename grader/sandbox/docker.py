@@ -6,7 +6,8 @@ containers); `DockerSandbox` runs one hardened container per grading run:
 - no network, all capabilities dropped but the supervisor's five, no-new-privileges;
 - memory (with no extra swap), CPU and pids limits, a size-capped tmpfs /tmp, a file
   size rlimit, a writable-layer cap where the storage driver supports it;
-- the run's files copied in before start, so a run is one start and one wait;
+- containers started ahead of demand, idling until the run's files are copied in, so a
+  run costs one copy and one wait (a cold run adds one create and start);
 - a hard kill from here when the wall-clock limit passes, whatever the inside does;
 - the container removed in every case, and labelled so that a crashed grader's
   leftovers are reaped on the next start.
@@ -14,10 +15,12 @@ containers); `DockerSandbox` runs one hardened container per grading run:
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,7 +39,16 @@ SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
 API_TIMEOUT = 900
 # gVisor's own sentry and gofer threads live in the container's pids cgroup: without
 # headroom a small task limit starves the sandbox before the task starts.
-RUNSC_PIDS_HEADROOM = 128  # builds stream for minutes; per-call waits pass their own timeout
+RUNSC_PIDS_HEADROOM = 128
+GO_MARKER = ".go"
+# A container idles in this loop until its run's files arrive, then becomes the run's
+# command. Starting it is the slow part of a run, so it can happen ahead of demand.
+BOOT = (
+    "import os, sys, time\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.002)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)  # builds stream for minutes; per-call waits pass their own timeout
 
 
 def _parse_size(text: str) -> int:
@@ -51,7 +63,7 @@ def _tar(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         dirs: set[str] = set()
-        for path in sorted(files):
+        for path in files:  # in the caller's order: a marker may need to come last
             parts = path.strip("/").split("/")
             for i in range(1, len(parts)):
                 d = "/".join(parts[:i])
@@ -190,8 +202,16 @@ class DockerSandbox(Sandbox):
     name = "docker"
 
     def __init__(self, runtime: str = "runc", engine: DockerEngine | None = None, *, tmpfs_size: str = "256m",
-                 storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024):
+                 storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024, max_warm: int = 4):
         self.engine = engine or DockerEngine()
+        self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
+        self._warm: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self._refills: list[threading.Thread] = []
+        # gVisor keeps its own overlay of the root filesystem: files copied in after the
+        # start are not seen inside, so under runsc every run starts cold.
+        self.warm_capable = runtime == "runc"
+        atexit.register(self.close)
         self.runtime = runtime
         self.tmpfs_size = tmpfs_size
         self.storage_size = storage_size
@@ -242,26 +262,110 @@ class DockerSandbox(Sandbox):
             kwargs["storage_opt"] = {"size": self.storage_size}
         return kwargs
 
-    def run(self, spec: RunSpec) -> RunOutput:
-        self._check_engine()
+    # --- containers started ahead of demand ------------------------------------------
+    @staticmethod
+    def _shape(spec: RunSpec) -> tuple:
+        """What a container is fixed to at creation: runs of one shape can share a pool."""
+        return (spec.image, tuple(spec.command), tuple(sorted(spec.env.items())), spec.workdir, spec.limits,
+                spec.files_root, tuple(sorted(spec.labels.items())))
+
+    def _start_new(self, spec: RunSpec, files: bytes | None = None):
+        """Create and start a container that idles until its run's files arrive (or,
+        given `files`, with them copied in before it starts)."""
         client = self.engine.client
-        durations: dict[str, float] = {}
-        t0 = time.monotonic()
+        kwargs = self._create_kwargs(spec)
+        kwargs["command"] = ["python3", "-I", "-c", BOOT, f"{spec.files_root}/{GO_MARKER}", *spec.command]
         try:
-            container = client.containers.create(**self._create_kwargs(spec))
+            container = client.containers.create(**kwargs)
         except docker.errors.ImageNotFound as exc:
             raise ImageError(f"image {spec.image} is missing: {exc.explanation}") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"cannot create the container: {exc}") from exc
-        durations["create"] = time.monotonic() - t0
+        try:
+            if files is not None and not container.put_archive(spec.files_root, files):
+                raise SandboxError("the engine refused the run's files")
+            container.start()
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self._remove(container)
+            raise SandboxError(f"cannot start the container: {exc}") from exc
+        return container
+
+    def _take_warm(self, spec: RunSpec):
+        with self._lock:
+            return self._warm.pop(self._shape(spec), None)
+
+    def _refill(self, spec: RunSpec) -> None:
+        """Start the next container of this shape in the background, keeping at most
+        `max_warm` shapes (the least recently used one is dropped)."""
+        if not self.max_warm or not self.warm_capable:
+            return
+
+        def work():
+            try:
+                container = self._start_new(spec)
+            except Exception:  # noqa: BLE001 - a failed refill only means the next run starts cold
+                return
+            key = self._shape(spec)
+            with self._lock:
+                old = self._warm.pop(key, None)
+                self._warm[key] = container
+                evicted = []
+                while len(self._warm) > self.max_warm:
+                    evicted.append(self._warm.pop(next(iter(self._warm))))
+            for c in [old, *evicted]:
+                if c is not None:
+                    self._remove(c)
+
+        thread = threading.Thread(target=work, name="grader-prewarm", daemon=True)
+        thread.start()
+        self._refills.append(thread)
+        self._refills = [t for t in self._refills if t.is_alive()]
+
+    def prewarm(self, spec: RunSpec) -> None:
+        """Start a container for runs of `spec`'s shape before any is asked for."""
+        self._check_engine()
+        self._refill(spec)
+
+    def close(self) -> None:
+        """Remove the idle containers (runs in flight finish on their own)."""
+        for t in list(self._refills):
+            t.join(30)
+        with self._lock:
+            idle, self._warm = list(self._warm.values()), {}
+        for c in idle:
+            self._remove(c)
+
+    @staticmethod
+    def _remove(container) -> float:
+        t = time.monotonic()
+        try:
+            container.remove(force=True)
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            pass  # already gone, or the orphan reaper will get it
+        return time.monotonic() - t
+
+    # --- one run ----------------------------------------------------------------------
+    def run(self, spec: RunSpec) -> RunOutput:
+        self._check_engine()
+        client = self.engine.client
+        durations: dict[str, float] = {}
+        # the marker comes last in the archive: when it exists, every file is complete
+        files = _tar({**spec.files, GO_MARKER: b""})
+        t = time.monotonic()
+        container = self._take_warm(spec)
+        durations["warm"] = 1.0 if container is not None else 0.0
+        delivered = False
+        if container is None:
+            container = self._start_new(spec, files)
+            delivered = True
+        durations["start"] = time.monotonic() - t
         timed_out = False
         try:
             try:
                 t = time.monotonic()
-                if spec.files and not container.put_archive(spec.files_root, _tar(spec.files)):
+                if not delivered and not container.put_archive(spec.files_root, files):
                     raise SandboxError("the engine refused the run's files")
-                container.start()
-                durations["start"] = time.monotonic() - t
+                durations["deliver"] = time.monotonic() - t
                 t = time.monotonic()
                 try:
                     status = container.wait(timeout=spec.timeout)
@@ -283,14 +387,8 @@ class DockerSandbox(Sandbox):
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 raise SandboxError(f"the container failed to run: {exc}") from exc
         finally:
-            t = time.monotonic()
-            try:
-                container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
-            except (docker.errors.DockerException, requests.exceptions.RequestException):
-                pass  # the orphan reaper will get it
-            durations["remove"] = time.monotonic() - t
+            durations["remove"] = self._remove(container)
+            self._refill(spec)
         return RunOutput(
             exit_code=exit_code,
             stdout=stdout,
@@ -321,7 +419,16 @@ class DockerSandbox(Sandbox):
         return removed
 
     def live_containers(self) -> list[str]:
+        """Every grading container of any grader on this engine, idle ones included."""
         return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL})]
+
+    def busy_containers(self) -> list[str]:
+        """Grading containers other than this sandbox's idle ones, once refills have settled."""
+        for t in list(self._refills):
+            t.join(60)
+        with self._lock:
+            idle = {c.id for c in self._warm.values()}
+        return [cid for cid in self.live_containers() if cid not in idle]
 
 
 def _alive(pid: int) -> bool:
