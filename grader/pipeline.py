@@ -95,6 +95,10 @@ class Grader:
             self._sandbox = get_sandbox("docker", runtime=self.runtime, tmpfs_size=s.tmpfs_size,
                                         storage_size=s.storage_size, file_size_limit=s.file_size_limit,
                                         max_warm=s.prewarm)
+            # containers of graders on this host that died mid-run go first
+            reaped = self._sandbox.reap_orphans()
+            if reaped:
+                log.info("removed %d orphaned grading container(s)", reaped)
         return self._sandbox
 
     # ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Guards on the public surface: __all__, the verdict wire strings, settings precedence."""
 
 import grader
-from grader.config import Settings, get_settings
+from grader.config import Settings, _from_env, get_settings
 from grader.verdict import Verdict
 
 
@@ -21,10 +21,15 @@ def test_verdict_wire_strings():
 def test_settings_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADER_MAX_PATCH_BYTES", "123")
     monkeypatch.setenv("GRADER_TASKS_DIR", str(tmp_path))
-    s = Settings()
-    assert s.max_patch_bytes == 123 and s.tasks_dir == tmp_path
-    assert Settings(max_patch_bytes=7).max_patch_bytes == 7
-    assert get_settings(tasks_dir=tmp_path / "x").tasks_dir == tmp_path / "x"
+    _from_env.cache_clear()  # the environment is read once per process; this test changes it
+    try:
+        s = Settings()
+        assert s.max_patch_bytes == 123 and s.tasks_dir == tmp_path
+        assert Settings(max_patch_bytes=7).max_patch_bytes == 7
+        merged = get_settings(tasks_dir=tmp_path / "x")
+        assert merged.tasks_dir == tmp_path / "x" and merged.max_patch_bytes == 123
+    finally:
+        _from_env.cache_clear()
 
 
 def test_only_the_docker_module_imports_the_sdk():

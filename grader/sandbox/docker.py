@@ -22,6 +22,7 @@ import socket
 import tarfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -200,6 +201,7 @@ def _owner() -> str:
 
 class DockerSandbox(Sandbox):
     name = "docker"
+    _instances: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 
     def __init__(self, runtime: str = "runc", engine: DockerEngine | None = None, *, tmpfs_size: str = "256m",
                  storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024, max_warm: int = 4):
@@ -212,6 +214,7 @@ class DockerSandbox(Sandbox):
         # start are not seen inside, so under runsc every run starts cold.
         self.warm_capable = runtime == "runc"
         atexit.register(self.close)
+        DockerSandbox._instances.add(self)
         self.runtime = runtime
         self.tmpfs_size = tmpfs_size
         self.storage_size = storage_size
@@ -423,11 +426,14 @@ class DockerSandbox(Sandbox):
         return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL})]
 
     def busy_containers(self) -> list[str]:
-        """Grading containers other than this sandbox's idle ones, once refills have settled."""
-        for t in list(self._refills):
-            t.join(60)
-        with self._lock:
-            idle = {c.id for c in self._warm.values()}
+        """Grading containers that are not idle in some sandbox of this process, once
+        every refill has settled: after a run, this is what was left behind."""
+        idle: set[str] = set()
+        for sandbox in list(DockerSandbox._instances):
+            for t in list(sandbox._refills):
+                t.join(60)
+            with sandbox._lock:
+                idle |= {c.id for c in sandbox._warm.values()}
         return [cid for cid in self.live_containers() if cid not in idle]
 
 
