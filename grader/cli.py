@@ -25,7 +25,8 @@ from grader.tasks.prepare import checkout_base
 from grader.tasks.validate import validate_task
 from grader.verdict import Result, Verdict
 
-out = Console()
+# Piped output (CI logs, files) gets wide lines instead of rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.PATCH_FAILED: "bold yellow",
                  Verdict.TIMED_OUT: "bold magenta", Verdict.ERROR: "bold white on red"}
@@ -301,6 +302,7 @@ def demo(settings: Settings, runtime: str | None, as_json: bool) -> None:
         click.echo(json.dumps([{"task": t.id, "patch": label, **r.model_dump(mode="json")} for t, label, r in rows]))
         return
     table = Table("task", "check", "patch", "verdict", "explanation", "seconds", title="grader demo")
+    table.columns[0].no_wrap = True
     for task, label, r in rows:
         table.add_row(task.id, task.check.type, label, f"[{VERDICT_STYLE[r.verdict]}]{r.verdict}[/]",
                       r.explanation, f"{r.durations.get('total', 0):.2f}")

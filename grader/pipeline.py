@@ -243,7 +243,7 @@ class Grader:
         if outcome.passed and apply_log.neutralized:
             outcome.explanation += f" ({len(apply_log.neutralized)} runner file(s) from the patch were reverted)"
         return Result(**base, verdict=Verdict.PASS if outcome.passed else Verdict.FAIL,
-                      explanation=outcome.explanation[:1].upper() + outcome.explanation[1:] + ".",
+                      explanation=outcome.explanation + ".",
                       tests=outcome.tests, check={"type": task.check.type, **outcome.details})
 
     @staticmethod

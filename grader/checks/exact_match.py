@@ -38,10 +38,10 @@ def evaluate_exact_match(actual: dict[str, bytes | None], expected: dict[str, by
     matched = len(expected) - len(mismatched) - len(missing)
     details = {"files": len(expected), "matched": matched, "mismatched": mismatched, "missing": missing, "diffs": diffs}
     if not mismatched and not missing:
-        return CheckOutcome(True, f"all {len(expected)} file(s) match the expected contents", details=details)
+        return CheckOutcome(True, f"All {len(expected)} file(s) match the expected contents", details=details)
     parts = []
     if mismatched:
-        parts.append(f"{', '.join(mismatched)} differ{'s' if len(mismatched) == 1 else ''} from the expected contents")
+        parts.append(f"Not as expected: {', '.join(mismatched)}")
     if missing:
-        parts.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing or not a regular file")
+        parts.append(f"missing or not a regular file: {', '.join(missing)}")
     return CheckOutcome(False, "; ".join(parts), details=details)

@@ -19,11 +19,11 @@ def evaluate_output(stdout: bytes, complete: bool, expected: bytes, *, threshold
     details = {"ratio": ratio, "threshold": threshold, "exit_code": exit_code, "stdout_bytes": len(stdout),
                "stdout_truncated": not complete}
     if not complete:
-        return CheckOutcome(False, "the command printed more than the output limit", details=details)
+        return CheckOutcome(False, "The command printed more than the output limit", details=details)
     if threshold is None:
         if actual == wanted:
-            return CheckOutcome(True, "the output matches the expected text exactly", details=details)
-        return CheckOutcome(False, f"the output differs from the expected text (similarity {ratio:.3f})", details=details)
+            return CheckOutcome(True, "The output matches the expected text exactly", details=details)
+        return CheckOutcome(False, f"The output differs from the expected text (similarity {ratio:.3f})", details=details)
     if ratio >= threshold:
-        return CheckOutcome(True, f"the output's similarity {ratio:.3f} is at least the threshold {threshold}", details=details)
-    return CheckOutcome(False, f"the output's similarity {ratio:.3f} is below the threshold {threshold}", details=details)
+        return CheckOutcome(True, f"The output's similarity {ratio:.3f} is at least the threshold {threshold}", details=details)
+    return CheckOutcome(False, f"The output's similarity {ratio:.3f} is below the threshold {threshold}", details=details)

@@ -19,6 +19,8 @@ PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
 # pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
 _PYTEST_OK, _PYTEST_FAILED = 0, 1
+_PYTEST_STATUS = {2: "interrupted, or a test file failed to import", 3: "internal error",
+                  4: "usage error (a test path may be missing)", 5: "no tests were collected"}
 
 
 class ReportError(ValueError):
@@ -85,7 +87,7 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
     tests = TestOutcomes(exit_code=exit_code)
     details: dict = {"runner": runner}
     if tampered:
-        return CheckOutcome(False, f"the hidden tests were modified while they ran: {', '.join(tampered)}",
+        return CheckOutcome(False, f"The hidden tests were modified while they ran: {', '.join(tampered)}",
                             tests=tests, details={**details, "tampered": tampered})
 
     outcomes: dict[str, str] = {}
@@ -96,7 +98,7 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
         except ReportError as exc:
             report_problem = str(exc)
     elif runner == "pytest":
-        report_problem = f"the test runner exited without writing its report (exit status {exit_code}"
+        report_problem = f"The test runner exited without writing its report (exit status {exit_code}"
         report_problem += ", killed: the memory limit or a signal)" if exit_code is not None and exit_code < 0 else ")"
     tests.all = outcomes
     tests.fail_to_pass = _split(fail_to_pass, outcomes)
@@ -114,7 +116,8 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
             elif exit_code == _PYTEST_FAILED and not bad:
                 report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
             elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
-                report_problem = f"pytest exited {exit_code} (interrupted, internal error, usage error or no tests)"
+                why = _PYTEST_STATUS.get(exit_code, "killed or crashed")
+                report_problem = f"pytest exited {exit_code}: {why}"
         if report_problem:
             details["report_problem"] = report_problem
             return CheckOutcome(False, report_problem, tests=tests, details=details)
@@ -123,7 +126,7 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
         failed = tests.fail_to_pass["failure"] + tests.pass_to_pass["failure"]
         total = len(fail_to_pass) + len(pass_to_pass)
         if not failed:
-            return CheckOutcome(True, f"all {total} required test(s) passed", tests=tests, details=details)
+            return CheckOutcome(True, f"All {total} required test(s) passed", tests=tests, details=details)
         absent = [t for t in failed if t not in outcomes]
         shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
         why = f"{len(failed)} of {total} required test(s) did not pass: {shown}"
@@ -132,8 +135,8 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
         return CheckOutcome(False, why, tests=tests, details=details)
 
     if exit_code != 0:
-        return CheckOutcome(False, f"the test command exited with status {exit_code}", tests=tests, details=details)
+        return CheckOutcome(False, f"The test command exited with status {exit_code}", tests=tests, details=details)
     if runner == "pytest" and counts[PASSED] == 0:
-        return CheckOutcome(False, "no test passed", tests=tests, details=details)
-    return CheckOutcome(True, "the test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
+        return CheckOutcome(False, "No test passed", tests=tests, details=details)
+    return CheckOutcome(True, "The test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
                         tests=tests, details=details)
