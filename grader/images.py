@@ -184,9 +184,10 @@ class Images:
         h = hashlib.sha256(f"{prepared.task_hash}\0{env_image_id}\0{LAYOUT_VERSION}".encode()).hexdigest()[:16]
         return f"grader/task-{prepared.task.id.lower()}:{h}"
 
-    def instance_image(self, task: Task, *, build: bool = True, log: Log = _quiet) -> tuple[str, PreparedTask]:
+    def instance_image(self, task: Task, *, build: bool = True, log: Log = _quiet,
+                       task_hash: str | None = None) -> tuple[str, PreparedTask]:
         """The instance image id for `task` (built if missing and `build`), and the prepared task."""
-        prepared = prepare(task, self.settings.cache_dir)
+        prepared = prepare(task, self.settings.cache_dir, task_hash)
         env = self.environment(task.environment)
         env_id = self.engine.image_id(self.env_tag(env))
         if env_id is None:

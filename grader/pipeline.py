@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import time
@@ -73,6 +74,11 @@ RUNNER_SUFFIXES = [".pth"]
 NOT_TEST_FILES = ("conftest.py", "__init__.py")
 
 
+@functools.cache
+def _supervisor_source() -> bytes:
+    return resources.files("grader").joinpath("supervisor.py").read_bytes()
+
+
 def _margin(timeout: float) -> float:
     """Time the supervisor keeps back to report before the hard kill from outside."""
     return min(2.0, max(0.3, timeout * 0.05))
@@ -118,7 +124,8 @@ class Grader:
                     durations=durations,
                 ), started)
             t = time.monotonic()
-            image_id, prepared = self.images.instance_image(task, build=self.settings.build_missing_images)
+            image_id, prepared = self.images.instance_image(task, build=self.settings.build_missing_images,
+                                                            task_hash=provenance.task_hash)
             provenance.image_id = image_id
             durations["image"] = time.monotonic() - t
             t = time.monotonic()
@@ -189,7 +196,7 @@ class Grader:
             "check": check_job,
             "env": CONTAINER_ENV,
         }
-        supervisor = resources.files("grader").joinpath("supervisor.py").read_bytes()
+        supervisor = _supervisor_source()
         return RunSpec(
             image=image_id,
             command=["python3", "-I", f"{RUN_DIR}/supervisor.py"],

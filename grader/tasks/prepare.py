@@ -166,8 +166,9 @@ def _write_tree(root: Path, files: dict[str, bytes | None]) -> None:
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
 
-def prepare(task: Task, cache: Path) -> PreparedTask:
-    task_hash = task.definition_hash()
+def prepare(task: Task, cache: Path, task_hash: str | None = None) -> PreparedTask:
+    """`task_hash`, when the caller already has it, saves hashing every task file again."""
+    task_hash = task_hash or task.definition_hash()
     root = cache / "tasks" / f"{task.id}-{task_hash[:16]}"
     if (root / ".done").exists():
         return PreparedTask(task, task_hash, root)
