@@ -277,8 +277,8 @@ def images_bootstrap(settings: Settings, suites: tuple[str, ...], force: bool) -
 @common
 def config_cmd(settings: Settings) -> None:
     """Print the effective settings (defaults <- GRADER_* environment <- options)."""
-    for name, value in settings.model_dump(mode="json").items():
-        out.print(f"GRADER_{name.upper()}={value}", highlight=False)
+    for name, value in settings.masked().items():
+        out.print(f"GRADER_{name.upper()}={'' if value is None else value}", highlight=False)
 
 
 @main.command()

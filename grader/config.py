@@ -6,11 +6,23 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
+import re
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from grader.errors import ConfigError
+
 SYSTEM_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def _data_home() -> Path:
+    return Path.home() / ".local" / "share" / "grader"
+
+
+def _default_database_url() -> str:
+    return f"sqlite:///{_data_home() / 'grader.db'}"
 
 
 def _default_ca_bundle() -> Path | None:
@@ -37,6 +49,64 @@ class Settings(BaseSettings):
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
     prewarm: int = Field(4, description="run shapes (task and limits) kept started ahead of demand; 0 turns it off")
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
+
+    # --- the service -------------------------------------------------------------------
+    mode: Literal["development", "production"] = Field(
+        "development", description="production refuses to start without its secrets set and hides error details")
+    secret_key: SecretStr | None = Field(
+        None, description="signs portal sessions; required in production (no default is shipped)")
+    database_url: str = Field(default_factory=_default_database_url,
+                              description="SQLAlchemy URL; SQLite (WAL mode) by default, postgresql+psycopg://... for several hosts")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="the Redis server that holds the queue")
+    queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
+    queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
+    max_wait: float = Field(60.0, description="the longest ?wait= a request may hold for its verdict, in seconds")
+    max_request_bytes: int = Field(64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413")
+    max_batch_items: int = Field(10_000, description="most submissions in one batch request")
+    daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
+    queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")
+    max_retries: int = Field(3, description="times an ERROR (machinery fault) is retried before it is final")
+    retry_backoff: float = Field(10.0, description="seconds before the first ERROR retry; doubled each time")
+    job_timeout_margin: float = Field(900.0, description="added to a task's timeout for the RQ job (image builds, start-up)")
+    lease_seconds: float = Field(60.0, description="a running submission whose worker has not renewed it this long is re-queued")
+    reconcile_interval: float = Field(30.0, description="seconds between reconciler passes in `grader worker`")
+    cache: bool = Field(True, description="answer a submission from an identical finished grade (same task, patch, image, version)")
+    webhook_timeout: float = Field(10.0, description="seconds a callback POST may take")
+    webhook_retries: int = Field(6, description="callback attempts after the first, on timeouts, connection errors, 429 and 5xx")
+    webhook_backoff: float = Field(5.0, description="seconds before the first callback retry; doubled each time")
+    callback_allow_private: bool = Field(
+        False, description="allow callback URLs that resolve to loopback, private or link-local addresses")
+    api_url: str = Field("http://127.0.0.1:8000", description="where `grader submit` and `grader status` find the service")
+    api_key: SecretStr | None = Field(None, description="the key `grader submit` and `grader status` send")
+
+    def masked(self) -> dict[str, object]:
+        """Every setting as JSON values, with secrets and URL passwords masked (for `grader config`, logs)."""
+        out = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                out[name] = "********"
+            elif isinstance(value, str) and name.endswith("_url"):
+                out[name] = mask_url(value)
+        return out
+
+    def require_production_secrets(self) -> None:
+        """Raised ConfigError unless production has what it must not default (Judge0's CVE-2024-29021)."""
+        if self.mode != "production":
+            return
+        problems = []
+        key = self.secret_key.get_secret_value() if self.secret_key else ""
+        if len(key) < 32:
+            problems.append("GRADER_SECRET_KEY must be set to at least 32 random characters")
+        if self.callback_allow_private:
+            problems.append("GRADER_CALLBACK_ALLOW_PRIVATE must be off (callbacks could reach internal services)")
+        if problems:
+            raise ConfigError("refusing to start in production mode: " + "; ".join(problems))
+
+
+def mask_url(url: str) -> str:
+    """`scheme://user:secret@host/...` -> `scheme://user:****@host/...`."""
+    return re.sub(r"^([a-z0-9+.-]+://[^:/@]*:)[^@]*@", r"\1****@", url, flags=re.I)
 
 
 @lru_cache(maxsize=1)

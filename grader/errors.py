@@ -6,7 +6,12 @@ it into the ERROR verdict, which is retried and never charged to the submitter.
     ├── TaskError             a task definition or its files are unusable
     │   └── TaskNotFound
     ├── ImageError            an image could not be found or built
-    └── SandboxError          the container runtime failed (Docker down, API error)
+    ├── SandboxError          the container runtime failed (Docker down, API error)
+    ├── ConfigError           the settings cannot run the service (production without secrets)
+    └── StoreError            the database or the queue cannot be reached
+
+The REST API has its own error, `grader.api.errors.ApiError`, rendered as JSON: that is a
+fault of the request, not of the machinery.
 """
 
 
@@ -28,3 +33,11 @@ class ImageError(GraderError):
 
 class SandboxError(GraderError):
     """Raised when the sandbox cannot run a container (engine unreachable, API error, bad output)."""
+
+
+class ConfigError(GraderError):
+    """Raised when the effective settings cannot run the service (missing production secrets)."""
+
+
+class StoreError(GraderError):
+    """Raised when the database or Redis cannot be reached or refuses an operation."""
