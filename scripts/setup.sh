@@ -21,6 +21,9 @@ command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
 command -v runsc >/dev/null || need_pkgs+=(runsc)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
+# Debian keeps the PostgreSQL server binaries off the PATH. The tests start their own
+# cluster on a free port; the one the package may start on 5432 is left alone, unused.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   as_root apt-get update -qq

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import textwrap
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
+from servers import INSTALL_HINT, PostgresServer, RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 GIT_ENV = {
@@ -148,3 +151,51 @@ def examples() -> TaskSet:
 @pytest.fixture(scope="session")
 def example_grader(tmp_path_factory) -> Grader:
     return Grader(get_settings(tasks_dir=ROOT / "tasks", environments_dir=ROOT / "environments"))
+
+
+# Real Redis and PostgreSQL servers, started here: CI has the packages (scripts/setup.sh)
+# but nothing running, and a missing package is a failure to fix, never a skip.
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
+    if not RedisServer.is_available():
+        pytest.fail(f"redis-server is not installed: {INSTALL_HINT}", pytrace=False)
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> Iterator[PostgresServer]:
+    if not PostgresServer.is_available():
+        pytest.fail(f"PostgreSQL server binaries are not installed: {INSTALL_HINT}", pytrace=False)
+    server = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session's Redis, emptied for this test."""
+    redis_server.flush()
+    return redis_server.url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> Iterator[str]:
+    """An empty database for this test: a SQLite file, then a fresh PostgreSQL database
+    (dropped afterwards). PostgreSQL starts only when a test asks for this param."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/grader.db"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    url = server.create_database(name)
+    try:
+        yield url
+    finally:
+        server.drop_database(name)
