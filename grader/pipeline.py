@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 import functools
 import json
 import logging
@@ -108,7 +109,9 @@ class Grader:
         return self._sandbox
 
     # ------------------------------------------------------------------------------
-    def grade(self, task: Task, patch: bytes) -> Result:
+    def grade(self, task: Task, patch: bytes, *, lookup: Callable[[Provenance], Result | None] | None = None) -> Result:
+        """The verdict for `patch` on `task`. `lookup`, given the provenance once the image is
+        known, may answer with an earlier identical grade instead (the service's cache)."""
         started = time.monotonic()
         t = time.monotonic()
         info = inspect_patch(patch, self.settings.max_patch_bytes)
@@ -128,6 +131,9 @@ class Grader:
                                                             task_hash=provenance.task_hash)
             provenance.image_id = image_id
             durations["image"] = time.monotonic() - t
+            earlier = lookup(provenance) if lookup is not None else None
+            if earlier is not None:
+                return earlier
             t = time.monotonic()
             out = self.sandbox.run(self._spec(task, prepared, image_id, info, patch))
             durations["container"] = time.monotonic() - t

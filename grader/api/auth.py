@@ -1,0 +1,54 @@
+"""Bearer API keys. Every /v1 route needs a key; the team it belongs to is `g.team`."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from flask import current_app, g, request
+
+from grader.api.errors import ApiError
+from grader.store.keys import authenticate
+
+
+@dataclass(frozen=True)
+class Caller:
+    team_id: int
+    name: str
+    admin: bool
+    daily_quota: int | None
+    queued_quota: int | None
+    webhook_secret: str
+
+
+def current() -> Caller:
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if not header:
+        raise ApiError(401, "unauthorized", "send your API key as 'Authorization: Bearer <key>'")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise ApiError(401, "unauthorized", "the Authorization header must be 'Bearer <key>'")
+    svc = current_app.extensions["grader"]
+    with svc.db.read() as s:
+        team = authenticate(s, key.strip())
+        if team is None:
+            raise ApiError(401, "unauthorized", "this API key is not valid (unknown or revoked)")
+        return Caller(team.id, team.name, team.admin, team.daily_quota, team.queued_quota, team.webhook_secret)
+
+
+def required(view):
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        g.caller = current()
+        return view(*args, **kwargs)
+    return wrapper
+
+
+def admin_required(view):
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        g.caller = current()
+        if not g.caller.admin:
+            raise ApiError(403, "forbidden", "this route needs an admin key")
+        return view(*args, **kwargs)
+    return wrapper

@@ -1,0 +1,79 @@
+"""The one exception the API raises for a bad request, and the handlers that render every
+error, ours or Flask's, as `{"error": {"code", "message"}}` with the right status."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+from grader.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """Raised when a request cannot be served as asked; rendered as JSON with `status`."""
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None,
+                 details: list | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.retry_after, self.details = retry_after, details
+
+    def body(self) -> dict:
+        err: dict = {"code": self.code, "message": self.message}
+        if self.details:
+            err["details"] = self.details
+        return {"error": err}
+
+
+def validation_error(exc: ValidationError, where: str = "body") -> ApiError:
+    details = [{"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in exc.errors()]
+    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
+    return ApiError(422, "invalid_fields", f"invalid {where}: {summary}", details=details)
+
+
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+          409: "conflict", 413: "body_too_large", 415: "unsupported_media_type", 422: "invalid_fields",
+          429: "too_many_requests", 500: "internal_error", 503: "unavailable"}
+
+
+def render(err: ApiError):
+    response = jsonify(err.body())
+    response.status_code = err.status
+    if err.retry_after is not None:
+        response.headers["Retry-After"] = str(int(err.retry_after))
+    if err.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="grader"'
+    return response
+
+
+def init_app(app: Flask) -> None:
+    app.register_error_handler(ApiError, render)
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        code = exc.code or 500
+        message = exc.description or exc.name
+        if code == 413:
+            message = f"the request body is larger than the limit of {app.config['MAX_CONTENT_LENGTH']} bytes"
+        response = render(ApiError(code, _CODES.get(code, "http_error"), message))
+        valid = getattr(exc, "valid_methods", None)
+        if code == 405 and valid:
+            response.headers["Allow"] = ", ".join(valid)
+        return response
+
+    @app.errorhandler(StoreError)
+    def _store(exc: StoreError):
+        log.warning("storage unavailable: %s", exc)
+        return render(ApiError(503, "unavailable", "the service's storage is unavailable; retry shortly",
+                               retry_after=5))
+
+    @app.errorhandler(Exception)
+    def _bug(exc: Exception):
+        log.exception("unhandled error")
+        detail = "" if app.config.get("GRADER_PRODUCTION") else f": {type(exc).__name__}: {exc}"
+        return render(ApiError(500, "internal_error", "the service failed on this request" + detail))

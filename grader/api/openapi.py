@@ -1,0 +1,145 @@
+"""The OpenAPI 3.1 document, built from the request and response models, and a readable
+docs page rendered from it on the server (no JavaScript from a CDN: it works air-gapped).
+A test checks that every route the app serves is documented here and nothing more."""
+
+from __future__ import annotations
+
+import functools
+
+from flask import Blueprint, jsonify, render_template
+from pydantic.json_schema import models_json_schema
+
+from grader.api import schemas as m
+from grader.pipeline import GRADER_VERSION
+
+bp = Blueprint("openapi", __name__)
+
+_MODELS = [m.SubmissionIn, m.PredictionIn, m.BatchIn, m.SubmissionOut, m.SubmissionPage, m.BatchOut, m.ErrorOut,
+           m.TaskOut, m.TaskPage, m.AccountOut, m.TeamIn, m.KeyOut, m.Health, m.WorkersOut]
+
+
+def _ref(model) -> dict:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _json(model, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _errors(*codes: int) -> dict:
+    text = {400: "malformed request", 401: "missing or invalid API key", 403: "needs an admin key",
+            404: "not found (or another team's)", 409: "conflict", 413: "body too large",
+            422: "invalid fields", 429: "over quota (see Retry-After)", 503: "queue full or storage down (see Retry-After)"}
+    return {str(c): _json(m.ErrorOut, text[c]) for c in codes}
+
+
+_P = {
+    "id": {"name": "submission_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 32}},
+    "task": {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}},
+    "wait": {"name": "wait", "in": "query", "required": False, "description": "seconds to hold for the verdict "
+             "(capped by the server's maximum)", "schema": {"type": "number", "minimum": 0}},
+    "idem": {"name": "Idempotency-Key", "in": "header", "required": False, "description": "a retried request "
+             "with the same key returns the first answer", "schema": {"type": "string", "maxLength": 180}},
+    "run": {"name": "run_id", "in": "query", "required": False, "schema": {"type": "string"}},
+    "status": {"name": "status", "in": "query", "required": False,
+               "schema": {"type": "string", "enum": ["queued", "running", "done", "cancelled"]}},
+    "limit": {"name": "limit", "in": "query", "required": False,
+              "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+    "cursor": {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
+}
+_AUTH = [{"bearer": []}]
+
+
+def _paths() -> dict:
+    sub = {"200": _json(m.SubmissionOut, "the submission")}
+    return {
+        "/v1/submissions": {
+            "post": {"summary": "Submit a patch for grading", "tags": ["submissions"], "security": _AUTH,
+                     "parameters": [_P["wait"], _P["idem"]],
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.SubmissionIn)}}},
+                     "responses": {"202": _json(m.SubmissionOut, "accepted; poll Location"),
+                                   "200": _json(m.SubmissionOut, "already done (within wait, from the cache, or replayed)"),
+                                   **_errors(400, 401, 409, 413, 422, 429, 503)}},
+            "get": {"summary": "List your submissions, oldest first", "tags": ["submissions"], "security": _AUTH,
+                    "parameters": [_P["run"], _P["status"], _P["limit"], _P["cursor"]],
+                    "responses": {"200": _json(m.SubmissionPage, "a page; follow next_cursor"), **_errors(401, 422)}},
+        },
+        "/v1/submissions/batch": {
+            "post": {"summary": "Submit many patches (ours, or SWE-bench predictions; JSON list or JSONL)",
+                     "tags": ["submissions"], "security": _AUTH, "parameters": [_P["run"], _P["idem"]],
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": {"oneOf": [_ref(m.BatchIn), {"type": "array", "items": {
+                             "anyOf": [_ref(m.SubmissionIn), _ref(m.PredictionIn)]}}]}},
+                         "application/x-ndjson": {"schema": {"type": "string"}}}},
+                     "responses": {"202": _json(m.BatchOut, "each item's id or error, in input order"),
+                                   **_errors(400, 401, 413, 422, 429, 503)}},
+        },
+        "/v1/submissions/{submission_id}": {
+            "get": {"summary": "A submission, with its result when done", "tags": ["submissions"], "security": _AUTH,
+                    "parameters": [_P["id"]], "responses": {**sub, **_errors(401, 404)}},
+            "delete": {"summary": "Cancel a queued submission", "tags": ["submissions"], "security": _AUTH,
+                       "parameters": [_P["id"]], "responses": {**sub, **_errors(401, 404, 409)}},
+        },
+        "/v1/tasks": {"get": {"summary": "Every task's public view", "tags": ["tasks"], "security": _AUTH,
+                              "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401)}}},
+        "/v1/tasks/{task_id}": {"get": {"summary": "One task's public view", "tags": ["tasks"], "security": _AUTH,
+                                        "parameters": [_P["task"]],
+                                        "responses": {"200": _json(m.TaskOut, "the task"), **_errors(401, 404)}}},
+        "/v1/account": {"get": {"summary": "Your team, quotas, usage and webhook secret", "tags": ["account"],
+                                "security": _AUTH, "responses": {"200": _json(m.AccountOut, "your account"),
+                                                                 **_errors(401)}}},
+        "/v1/workers": {"get": {"summary": "Workers, what they are doing, and the queue's depth", "tags": ["system"],
+                                "security": _AUTH, "responses": {"200": _json(m.WorkersOut, "workers"),
+                                                                 **_errors(401)}}},
+        "/v1/admin/teams": {
+            "get": {"summary": "Teams (admin)", "tags": ["admin"], "security": _AUTH,
+                    "responses": {"200": {"description": "teams", "content": {"application/json": {
+                        "schema": {"type": "object"}}}}, **_errors(401, 403)}},
+            "post": {"summary": "Create a team or give it a new key (admin); the key is shown once",
+                     "tags": ["admin"], "security": _AUTH,
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.TeamIn)}}},
+                     "responses": {"201": _json(m.KeyOut, "the new key"), **_errors(401, 403, 409, 422)}},
+        },
+        "/v1/admin/tasks/reload": {"post": {"summary": "Read the tasks directory again (admin)", "tags": ["admin"],
+                                            "security": _AUTH, "responses": {"200": {"description": "reloaded"},
+                                                                             **_errors(401, 403)}}},
+        "/healthz": {"get": {"summary": "The process is alive", "tags": ["system"],
+                             "responses": {"200": _json(m.Health, "alive")}}},
+        "/readyz": {"get": {"summary": "Redis, the database and Docker answer", "tags": ["system"],
+                            "responses": {"200": _json(m.Health, "ready"), "503": _json(m.Health, "not ready")}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "tags": ["system"], "responses": {"200": {
+            "description": "text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+        "/openapi.json": {"get": {"summary": "This document", "tags": ["system"],
+                                  "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        "/docs": {"get": {"summary": "This document as a page", "tags": ["system"],
+                          "responses": {"200": {"description": "HTML"}}}},
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def document() -> dict:
+    _, defs = models_json_schema([(model, "validation") for model in _MODELS],
+                                 ref_template="#/components/schemas/{model}")
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "grader", "version": GRADER_VERSION,
+                 "description": "Grade a unified-diff patch against a task in an isolated container: PASS, FAIL, "
+                                "PATCH FAILED or TIMED OUT, with per-test outcomes, the apply log and durations. "
+                                "ERROR is a fault of the grading machinery: retried, never charged."},
+        "servers": [{"url": "/"}],
+        "paths": _paths(),
+        "components": {"schemas": defs.get("$defs", {}),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                      "description": "a team's API key (grader keys create TEAM)"}}},
+    }
+
+
+@bp.get("/openapi.json")
+def spec():
+    return jsonify(document())
+
+
+@bp.get("/docs")
+def docs():
+    doc = document()
+    return render_template("docs.html", doc=doc, paths=doc["paths"], schemas=doc["components"]["schemas"])

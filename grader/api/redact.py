@@ -1,0 +1,71 @@
+"""Keep a task's secrets out of what the API sends. Results quote the run (test output,
+tracebacks, diffs against expected files), and a traceback can quote a hidden test, a
+diff an expected line. Every line of a task's hidden tests, expected files and gold
+patch that carries information is collected once per task, and any such line in a
+result's text is replaced before the result leaves the server."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from grader.errors import TaskError
+from grader.tasks.model import Task
+
+MASK = "[hidden by grader]"
+_MIN = 8  # shorter lines ("pass", "}", "return x") say nothing about the secret
+_WORD = re.compile(r"[A-Za-z0-9]")
+
+
+def _lines(text: str, *, diff: bool) -> set[str]:
+    out = set()
+    for line in text.splitlines():
+        if diff:
+            if not line.startswith("+") or line.startswith("+++"):
+                continue
+            line = line[1:]
+        s = line.strip()
+        if len(s) >= _MIN and _WORD.search(s):
+            out.add(s)
+    return out
+
+
+def secret_lines(task: Task) -> frozenset[str]:
+    secrets: set[str] = set()
+    refs = [r for r in task.referenced_files() if r != task.repo.bundle]
+    patches = {task.gold_patch}
+    check = task.check
+    if getattr(check, "test_patch", None):
+        patches.add(check.test_patch)
+    for rel in refs:
+        try:
+            text = task.read(rel).decode("utf-8", errors="replace")
+        except (TaskError, OSError):
+            continue
+        secrets |= _lines(text, diff=rel in patches)
+    return frozenset(secrets)
+
+
+def redact(value: Any, secrets: frozenset[str]) -> Any:
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        if len(value) < _MIN:
+            return value
+        lines = value.split("\n")
+        changed = False
+        for i, line in enumerate(lines):
+            s = line.strip()
+            if len(s) < _MIN:
+                continue
+            # a diff or traceback prefixes the quoted line: "+    assert ...", ">       assert ..."
+            core = s[1:].strip() if s[0] in "+- >" else s
+            if s in secrets or core in secrets:
+                lines[i] = line[: len(line) - len(line.lstrip())] + MASK
+                changed = True
+        return "\n".join(lines) if changed else value
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    return value

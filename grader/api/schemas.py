@@ -1,0 +1,176 @@
+"""Request and response shapes. The request models validate what comes in (422 with the
+field named when it is wrong); the response models document what goes out, and the
+OpenAPI document is built from both."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from grader.verdict import Result
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def _clean(value: Any, where: str = "") -> None:
+    """Text that a database could not store faithfully is refused here, with its field named."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{where or 'a string'} contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where or 'a string'} is not valid Unicode (a lone surrogate)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _clean(k, where)
+            _clean(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _clean(v, f"{where}[{i}]")
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        _clean(data)
+        return data
+
+
+class SubmissionIn(_In):
+    task_id: Name = Field(description="the task to grade against (GET /v1/tasks)")
+    patch: str = Field(description="a unified diff (git diff or diff -u), applied at the task's base commit; "
+                                   "the empty string grades the base as it is")
+    run_id: Name | None = Field(None, description="groups the submissions of one campaign (system, configuration)")
+    system: Name | None = Field(None, description="the submitting system or model")
+    trial: int | None = Field(None, ge=0, le=1_000_000, description="which attempt of the run this is")
+    prompt_variant: Annotated[str, StringConstraints(max_length=100)] | None = Field(
+        None, description="the prompt variant the system was given")
+    metadata: dict[str, Any] | None = Field(None, description="free JSON kept with the submission (at most 16 KiB)")
+    callback_url: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
+        None, description="POSTed the finished submission, signed (X-Grader-Signature)")
+
+    @field_validator("metadata")
+    @classmethod
+    def _small(cls, v: dict | None) -> dict | None:
+        import json
+        if v is not None:
+            text = json.dumps(v)
+            if len(text) > 16 * 1024:
+                raise ValueError("metadata is larger than 16 KiB")
+        return v
+
+
+class PredictionIn(_In):
+    """SWE-bench's prediction format."""
+
+    model_config = ConfigDict(extra="ignore")
+    instance_id: Name
+    model_name_or_path: Name | None = None
+    model_patch: str | None = Field(None, description="null or empty: graded as the empty patch")
+
+
+class BatchIn(_In):
+    run_id: Name | None = None
+    system: Name | None = None
+    submissions: list[dict[str, Any]] = Field(description="SubmissionIn or SWE-bench prediction objects")
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class SubmissionOut(BaseModel):
+    id: str
+    task_id: str
+    status: Literal["queued", "running", "done", "cancelled"]
+    verdict: Literal["PASS", "FAIL", "PATCH FAILED", "TIMED OUT", "ERROR"] | None
+    charged: bool | None = Field(description="whether the verdict counts against the submitter (ERROR never does)")
+    cached: bool
+    run_id: str | None
+    system: str | None
+    trial: int | None
+    prompt_variant: str | None
+    metadata: dict[str, Any] | None
+    callback_url: str | None
+    webhook_status: str | None
+    attempts: int
+    errors: int = Field(description="attempts that ended in a machinery fault and were retried")
+    patch_sha256: str
+    queued_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    host: str | None = Field(description="the worker that graded it")
+    links: dict[str, str]
+    result: Result | None = Field(None, description="the grading core's full result, when done")
+
+
+class SubmissionPage(BaseModel):
+    items: list[SubmissionOut]
+    next_cursor: str | None
+
+
+class BatchItemOut(BaseModel):
+    index: int
+    id: str | None = None
+    status: str | None = None
+    verdict: str | None = None
+    error: ErrorBody | None = None
+
+
+class BatchOut(BaseModel):
+    items: list[BatchItemOut]
+    accepted: int
+    rejected: int
+    run_id: str | None
+
+
+class TaskOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    instruction: str
+
+
+class TaskPage(BaseModel):
+    items: list[TaskOut]
+
+
+class AccountOut(BaseModel):
+    team: str
+    admin: bool
+    quotas: dict[str, int]
+    usage: dict[str, int]
+    webhook_secret: str = Field(description="verifies the X-Grader-Signature of your callbacks")
+
+
+class TeamIn(_In):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+    admin: bool = False
+    daily_quota: int | None = Field(None, ge=0)
+    queued_quota: int | None = Field(None, ge=0)
+
+
+class KeyOut(BaseModel):
+    team: str
+    key: str = Field(description="shown once; only its hash is kept")
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, Any] = {}
+
+
+class WorkersOut(BaseModel):
+    workers: list[dict[str, Any]]
+    queue: dict[str, int]

@@ -1,0 +1,430 @@
+"""/v1/submissions: accept, batch, read, list, cancel.
+
+A submission is written to the database before it is put on the queue, so that once the
+API has answered 202 nothing can lose it: if Redis is away, the reconciler enqueues it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from flask import Blueprint, current_app, g, jsonify, request
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
+
+from grader import webhooks
+from grader.api import auth
+from grader.api.errors import ApiError, validation_error
+from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
+from grader.api.views import submission_view, task_secrets
+from grader.errors import StoreError, TaskNotFound
+from grader.pipeline import GRADER_VERSION
+from grader.service import Service
+from grader.store import submissions as subs
+from grader.store.models import Status, Submission, utcnow
+from grader.tasks.model import PROMPT_VARIANTS
+
+log = logging.getLogger(__name__)
+bp = Blueprint("submissions", __name__, url_prefix="/v1/submissions")
+JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
+
+
+def _svc() -> Service:
+    return current_app.extensions["grader"]
+
+
+# --- reading bodies ----------------------------------------------------------------------------
+def _json_body():
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        raise ApiError(400, "bad_request", "the request body is empty; send JSON")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_request", f"the request body is not valid JSON: {exc}") from None
+
+
+def _jsonl_body() -> list:
+    raw = request.get_data(cache=False)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, "bad_request", f"the request body is not UTF-8: {exc}") from None
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ApiError(400, "bad_request", f"line {n} of the JSONL body is not valid JSON: {exc}") from None
+    if not items:
+        raise ApiError(400, "bad_request", "the JSONL body holds no items")
+    return items
+
+
+def _wait_seconds() -> float:
+    raw = request.args.get("wait")
+    if raw is None:
+        return 0.0
+    try:
+        wait = float(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_fields", f"wait must be a number of seconds, not {raw!r}") from None
+    if not (0 <= wait < float("inf")):
+        raise ApiError(422, "invalid_fields", "wait must be zero or more seconds")
+    return min(wait, _svc().settings.max_wait)
+
+
+def _request_hash(item: SubmissionIn) -> str:
+    return hashlib.sha256(json.dumps(item.model_dump(exclude_none=True), sort_keys=True).encode()).hexdigest()
+
+
+def _idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > 180:
+        raise ApiError(422, "invalid_fields", "Idempotency-Key must be 1 to 180 characters")
+    return key
+
+
+# --- intake ------------------------------------------------------------------------------------
+@dataclass
+class Quota:
+    """How many more submissions may be accepted now, and what to answer once none may."""
+
+    room: int
+    reason: ApiError
+
+
+def _quota(svc: Service, caller: auth.Caller) -> Quota:
+    st = svc.settings
+    with svc.db.read() as s:
+        today, active, queued = subs.count_today(s, caller.team_id), subs.count_active(s, caller.team_id), \
+            subs.count_queued(s)
+    daily = caller.daily_quota if caller.daily_quota is not None else st.daily_quota
+    at_once = caller.queued_quota if caller.queued_quota is not None else st.queued_quota
+    limits = [
+        (daily - today, ApiError(429, "quota_exceeded", f"your team's quota of {daily} submissions a day is used up",
+                                 retry_after=_seconds_to_midnight())),
+        (at_once - active, ApiError(429, "quota_exceeded", f"your team already has {active} submissions queued or "
+                                    f"running; the limit is {at_once}", retry_after=30)),
+        (st.queue_max - queued, ApiError(503, "queue_full", f"the queue is at its bound of {st.queue_max}; "
+                                         "retry later", retry_after=30)),
+    ]
+    room, reason = min(limits, key=lambda r: r[0])  # the binding limit, and what to say when it is reached
+    return Quota(max(room, 0), reason)
+
+
+def _seconds_to_midnight() -> int:
+    now = utcnow()
+    return int((subs.start_of_day(now) + dt.timedelta(days=1) - now).total_seconds()) + 1
+
+
+@dataclass
+class Accepted:
+    row: Submission
+    replayed: bool = False
+    enqueue: bool = True
+
+
+@dataclass
+class Intake:
+    items: list[Accepted | ApiError] = field(default_factory=list)
+
+
+def _check_item(svc: Service, item: SubmissionIn) -> None:
+    try:
+        svc.task(item.task_id)
+    except TaskNotFound:
+        raise ApiError(422, "unknown_task", f"no task {item.task_id!r}; GET /v1/tasks lists them") from None
+    if item.prompt_variant is not None and item.prompt_variant not in PROMPT_VARIANTS:
+        raise ApiError(422, "invalid_fields", f"prompt_variant must be one of {list(PROMPT_VARIANTS)}")
+    if item.callback_url is not None:
+        try:
+            webhooks.check_url(item.callback_url, allow_private=svc.settings.callback_allow_private)
+        except webhooks.CallbackRefused as exc:
+            raise ApiError(422, "invalid_callback_url", str(exc)) from None
+
+
+def _new_row(svc: Service, caller: auth.Caller, item: SubmissionIn, key: str | None) -> Submission:
+    patch = item.patch.encode("utf-8")
+    return Submission(
+        id=subs.new_id(), team_id=caller.team_id, task_id=item.task_id, patch=patch,
+        patch_sha256=hashlib.sha256(patch).hexdigest(), task_hash=svc.task_hash(item.task_id),
+        run_id=item.run_id, system=item.system, trial=item.trial, prompt_variant=item.prompt_variant,
+        meta=item.metadata, callback_url=item.callback_url, idempotency_key=key, request_hash=_request_hash(item),
+        status=Status.QUEUED.value, queued_at=utcnow(), attempts=0, errors=0, cached=False,
+    )
+
+
+def _answer_from_cache(svc: Service, s, row: Submission) -> bool:
+    if not svc.settings.cache:
+        return False
+    hit = subs.cached_result(s, row.task_hash, row.patch_sha256, GRADER_VERSION, None)
+    if hit is None:
+        return False
+    now = utcnow()
+    row.status, row.verdict, row.result, row.cached = Status.DONE.value, hit.verdict, hit.result, True
+    row.started_at = row.finished_at = now
+    row.image_id, row.grader_version, row.duration = hit.image_id, hit.grader_version, hit.duration
+    return True
+
+
+def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiError], keys: list[str | None]) -> Intake:
+    """Validate, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping order."""
+    out = Intake()
+    wanted = [k for k in keys if k]
+    with svc.db.read() as s:
+        seen = subs.by_idempotency_key(s, caller.team_id, wanted)
+    quota = None
+    fresh: list[Accepted] = []
+    for item, key in zip(items, keys):
+        if isinstance(item, ApiError):
+            out.items.append(item)
+            continue
+        if key and key in seen:
+            prior = seen[key]
+            if prior.request_hash != _request_hash(item):
+                out.items.append(ApiError(409, "idempotency_conflict",
+                                          "this Idempotency-Key was used before with a different request"))
+            else:
+                out.items.append(Accepted(prior, replayed=True, enqueue=False))
+            continue
+        try:
+            _check_item(svc, item)
+        except ApiError as err:
+            out.items.append(err)
+            continue
+        if quota is None:
+            quota = _quota(svc, caller)
+        if quota.room <= 0:
+            out.items.append(quota.reason)
+            continue
+        quota.room -= 1
+        acc = Accepted(_new_row(svc, caller, item, key))
+        fresh.append(acc)
+        out.items.append(acc)
+    if fresh:
+        _store(svc, caller, fresh, out)
+    todo = [(a.row.id, a.row.job_id, a.row.task_id) for a in fresh if a.enqueue and a.row.status == Status.QUEUED.value]
+    if todo:
+        try:
+            svc.enqueue_many(todo)
+        except StoreError as exc:  # stored already: the reconciler will enqueue them
+            log.warning("enqueueing %d submission(s) failed (%s); the reconciler will", len(todo), exc)
+    return out
+
+
+def _store(svc: Service, caller: auth.Caller, fresh: list[Accepted], out: Intake) -> None:
+    try:
+        with svc.db.write() as s:
+            for acc in fresh:
+                if _answer_from_cache(svc, s, acc.row):
+                    acc.enqueue = False
+                else:
+                    acc.row.job_id = subs.new_job_id(acc.row.id)
+            s.add_all([a.row for a in fresh])
+    except StoreError as exc:
+        if not isinstance(exc.__cause__, IntegrityError):
+            raise
+        # a concurrent request with the same Idempotency-Key won the race: answer with its rows
+        keys = [a.row.idempotency_key for a in fresh if a.row.idempotency_key]
+        if not keys:
+            raise
+        with svc.db.read() as s:
+            seen = subs.by_idempotency_key(s, caller.team_id, keys)
+        for acc in fresh:
+            prior = seen.get(acc.row.idempotency_key or "")
+            if prior is None:
+                raise ApiError(409, "conflict", "a concurrent request conflicted with this one; retry it") from exc
+            acc.row, acc.replayed, acc.enqueue = prior, True, False
+    else:
+        for acc in fresh:
+            if acc.row.status == Status.DONE.value:
+                _after_cached(svc, acc.row.id)
+
+
+def _after_cached(svc: Service, submission_id: str) -> None:
+    from grader.jobs import after_finish
+    try:
+        after_finish(svc, submission_id)
+    except StoreError as exc:
+        log.warning("callback for cached %s not queued: %s", submission_id, exc)
+
+
+def _wait_for(svc: Service, ids: list[str], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    pause = 0.1
+    while time.monotonic() < deadline:
+        with svc.db.read() as s:
+            open_ = s.query(Submission.id).filter(Submission.id.in_(ids), Submission.status.in_(
+                [Status.QUEUED.value, Status.RUNNING.value])).count()
+        if open_ == 0:
+            return
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 1.0)
+
+
+def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
+    with svc.db.read() as s:
+        sub = s.get(Submission, submission_id) if len(submission_id) <= 32 else None
+    if sub is None or (sub.team_id != caller.team_id and not caller.admin):
+        # another team's submission is not found, rather than forbidden: ids are not disclosed
+        raise ApiError(404, "not_found", f"no submission {submission_id!r}")
+    return sub
+
+
+def _full(svc: Service, sub: Submission) -> dict:
+    return submission_view(sub, full=True, secrets=task_secrets(svc, sub.task_id))
+
+
+# --- routes --------------------------------------------------------------------------------------
+@bp.post("")
+@auth.required
+def create():
+    svc = _svc()
+    body = _json_body()
+    if not isinstance(body, dict):
+        raise ApiError(422, "invalid_fields", "the body must be a JSON object with task_id and patch; "
+                                              "send several submissions to /v1/submissions/batch")
+    try:
+        item = SubmissionIn.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    wait = _wait_seconds()
+    result = accept(svc, g.caller, [item], [_idempotency_key()]).items[0]
+    if isinstance(result, ApiError):
+        raise result
+    sub = result.row
+    if wait and sub.status not in (Status.DONE.value, Status.CANCELLED.value):
+        _wait_for(svc, [sub.id], wait)
+    sub = _load(svc, sub.id, g.caller)
+    response = jsonify(_full(svc, sub))
+    response.status_code = 200 if sub.status == Status.DONE.value or result.replayed else 202
+    response.headers["Location"] = f"/v1/submissions/{sub.id}"
+    if result.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _batch_items(svc: Service) -> tuple[list, str | None, str | None]:
+    if request.mimetype in JSONL_TYPES:
+        raw, run_id, system = _jsonl_body(), None, None
+    else:
+        body = _json_body()
+        if isinstance(body, list):
+            raw, run_id, system = body, None, None
+        elif isinstance(body, dict):
+            try:
+                batch = BatchIn.model_validate(body)
+            except ValidationError as exc:
+                raise validation_error(exc) from None
+            raw, run_id, system = batch.submissions, batch.run_id, batch.system
+        else:
+            raise ApiError(422, "invalid_fields", "the body must be a JSON list, a JSON object with 'submissions', "
+                                                  "or JSONL (Content-Type: application/x-ndjson)")
+    run_id = request.args.get("run_id") or run_id
+    if not raw:
+        raise ApiError(422, "invalid_fields", "the batch holds no submissions")
+    if len(raw) > svc.settings.max_batch_items:
+        raise ApiError(413, "body_too_large", f"a batch holds at most {svc.settings.max_batch_items} submissions; "
+                                              f"this one has {len(raw)}")
+    return raw, run_id, system
+
+
+def _batch_item(raw, run_id: str | None, system: str | None) -> SubmissionIn | ApiError:
+    if not isinstance(raw, dict):
+        return ApiError(422, "invalid_fields", "each item must be a JSON object")
+    try:
+        if "instance_id" in raw:  # SWE-bench's prediction format
+            p = PredictionIn.model_validate(raw)
+            return SubmissionIn(task_id=p.instance_id, patch=p.model_patch or "", run_id=run_id,
+                                system=p.model_name_or_path or system)
+        merged = {"run_id": run_id, "system": system, **{k: v for k, v in raw.items()}}
+        return SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw})
+    except ValidationError as exc:
+        return validation_error(exc, "item")
+
+
+@bp.post("/batch")
+@auth.required
+def create_batch():
+    svc = _svc()
+    raw, run_id, system = _batch_items(svc)
+    items = [_batch_item(r, run_id, system) for r in raw]
+    key = _idempotency_key()
+    keys = [f"{key}#{i}" if key else None for i in range(len(items))]
+    intake = accept(svc, g.caller, items, keys)
+    out, accepted = [], 0
+    for i, it in enumerate(intake.items):
+        if isinstance(it, ApiError):
+            out.append({"index": i, "error": it.body()["error"]})
+        else:
+            accepted += 1
+            out.append({"index": i, "id": it.row.id, "status": it.row.status, "verdict": it.row.verdict})
+    body = {"items": out, "accepted": accepted, "rejected": len(out) - accepted, "run_id": run_id}
+    if accepted:
+        return jsonify(body), 202
+    errors = [it for it in intake.items if isinstance(it, ApiError)]
+    status = 503 if all(e.status == 503 for e in errors) else 429 if all(e.status in (429, 503) for e in errors) \
+        else 422
+    first = errors[0]
+    body["error"] = {"code": first.code if status != 422 else "invalid_items",
+                     "message": f"none of the {len(out)} items was accepted; the first reason: {first.message}"}
+    response = jsonify(body)
+    response.status_code = status
+    if status in (429, 503):
+        response.headers["Retry-After"] = str(max(e.retry_after or 30 for e in errors))
+    return response
+
+
+@bp.get("/<submission_id>")
+@auth.required
+def show(submission_id: str):
+    svc = _svc()
+    return jsonify(_full(svc, _load(svc, submission_id, g.caller)))
+
+
+@bp.get("")
+@auth.required
+def index():
+    svc = _svc()
+    try:
+        limit = int(request.args.get("limit", 100))
+    except ValueError:
+        raise ApiError(422, "invalid_fields", "limit must be an integer") from None
+    if not 1 <= limit <= 1000:
+        raise ApiError(422, "invalid_fields", "limit must be between 1 and 1000")
+    status = request.args.get("status")
+    if status is not None and status not in {s.value for s in Status}:
+        raise ApiError(422, "invalid_fields", f"status must be one of {[s.value for s in Status]}")
+    with svc.db.read() as s:
+        rows = subs.page(s, team_id=None if g.caller.admin else g.caller.team_id, run_id=request.args.get("run_id"),
+                         status=status, after=request.args.get("cursor"), limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return jsonify({"items": [submission_view(r, full=False) for r in rows],
+                    "next_cursor": rows[-1].id if more else None})
+
+
+@bp.delete("/<submission_id>")
+@auth.required
+def cancel(submission_id: str):
+    svc = _svc()
+    sub = _load(svc, submission_id, g.caller)
+    if not subs.cancel(svc.db, sub.id):
+        sub = _load(svc, submission_id, g.caller)
+        if sub.status == Status.CANCELLED.value:
+            return jsonify(_full(svc, sub))
+        raise ApiError(409, "conflict", f"submission {sub.id} is {sub.status}; only a queued submission can be "
+                                        "cancelled")
+    svc.cancel_job(sub.job_id)
+    return jsonify(_full(svc, _load(svc, submission_id, g.caller)))

@@ -1,0 +1,196 @@
+"""Health, readiness, workers, Prometheus metrics, the caller's account, and admin routes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from flask import Blueprint, Response, current_app, g, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from grader.api import auth
+from grader.api.errors import ApiError, validation_error
+from grader.api.schemas import TeamIn
+from grader.errors import StoreError
+from grader.service import Service
+from grader.store import submissions as subs
+from grader.store.keys import create_key
+from grader.store.models import Team
+
+bp = Blueprint("system", __name__)
+DOCKER_KEY = "grader:docker:"  # + host: what `grader worker` last saw of its Docker engine
+DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800]
+
+
+def _svc() -> Service:
+    return current_app.extensions["grader"]
+
+
+@bp.get("/healthz")
+def healthz():
+    return jsonify({"status": "ok"})
+
+
+def docker_status(svc: Service) -> tuple[bool, str]:
+    """Whether a Docker engine that can grade answers: this host's, or one a live worker reports."""
+    from grader.sandbox.docker import DockerEngine
+    if DockerEngine().available():
+        return True, "this host's engine answers"
+    reports = {}
+    try:
+        for key in svc.redis.scan_iter(f"{DOCKER_KEY}*", count=100):
+            reports[key.decode()[len(DOCKER_KEY):]] = (svc.redis.get(key) or b"").decode()
+    except Exception as exc:  # Redis is checked on its own
+        return False, f"no local engine, and worker reports unreadable: {exc}"
+    ok = [h for h, v in reports.items() if v == "ok"]
+    if ok:
+        return True, f"workers on {', '.join(sorted(ok))} report their engine answers"
+    if reports:
+        return False, "; ".join(f"{h}: {v}" for h, v in sorted(reports.items()))
+    return False, "no Docker engine answers here and no worker has reported one"
+
+
+@bp.get("/readyz")
+def readyz():
+    svc = _svc()
+    checks, ready = {}, True
+    for name, probe in (("database", svc.db.ping), ("redis", svc.ping_redis)):
+        try:
+            probe()
+            checks[name] = {"ok": True}
+        except StoreError as exc:
+            checks[name] = {"ok": False, "detail": str(exc)}
+            ready = False
+    ok, detail = docker_status(svc)
+    checks["docker"] = {"ok": ok, "detail": detail}
+    ready = ready and ok
+    return jsonify({"status": "ready" if ready else "not ready", "checks": checks}), 200 if ready else 503
+
+
+def _queue_depth(svc: Service) -> dict[str, int]:
+    from rq.registry import ScheduledJobRegistry, StartedJobRegistry
+    with svc.db.read() as s:
+        queued = subs.count_queued(s)
+        active = subs.count_active(s)
+    return {"queued": queued, "running": active - queued, "redis_queued": svc.queue.count,
+            "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,
+            "redis_started": StartedJobRegistry(queue=svc.queue).count,
+            "webhooks_queued": svc.webhook_queue.count}
+
+
+@bp.get("/v1/workers")
+@auth.required
+def workers():
+    from rq import Worker
+    svc = _svc()
+    out = []
+    for w in Worker.all(connection=svc.redis):
+        job = w.get_current_job_id()
+        out.append({"name": w.name, "host": w.hostname, "pid": w.pid, "state": w.get_state(),
+                    "current_submission": job.rsplit("-", 1)[0] if job else None,
+                    "last_heartbeat": w.last_heartbeat.isoformat() if w.last_heartbeat else None,
+                    "successful_jobs": w.successful_job_count, "failed_jobs": w.failed_job_count,
+                    "queues": w.queue_names()})
+    return jsonify({"workers": sorted(out, key=lambda w: w["name"]), "queue": _queue_depth(svc)})
+
+
+class _Collector:
+    """Figures read from the database and Redis at scrape time: the same on every API
+    process and host, and exact after restarts (no per-process counters to lose)."""
+
+    def __init__(self, svc: Service):
+        self.svc = svc
+
+    def collect(self):
+        with self.svc.db.read() as s:
+            counts = subs.verdict_counts(s)
+            buckets, total, n = subs.duration_histogram(s, DURATION_BUCKETS)
+        c = CounterMetricFamily("grader_submissions", "Submissions accepted, by status and verdict",
+                                labels=["status", "verdict"])
+        for status, verdict, count in counts:
+            c.add_metric([status, verdict or ""], count)
+        yield c
+        depth = _queue_depth(self.svc)
+        g = GaugeMetricFamily("grader_queue_depth", "Submissions waiting, and jobs in Redis", labels=["where"])
+        for k, v in depth.items():
+            g.add_metric([k], v)
+        yield g
+        h = HistogramMetricFamily("grader_grading_seconds", "Time to grade a submission (cache answers excluded)")
+        h.add_metric([], [(str(b), v) for b, v in zip(DURATION_BUCKETS, buckets)] + [("+Inf", n)], total)
+        yield h
+        from rq import Worker
+        w = GaugeMetricFamily("grader_workers", "RQ workers registered, by state", labels=["state"])
+        states: dict[str, int] = {}
+        for worker in Worker.all(connection=self.svc.redis):
+            states[worker.get_state()] = states.get(worker.get_state(), 0) + 1
+        for state, count in states.items():
+            w.add_metric([state], count)
+        yield w
+
+
+@bp.get("/metrics")
+def metrics():
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(_svc()))
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+@bp.get("/v1/account")
+@auth.required
+def account():
+    svc, c = _svc(), g.caller
+    st = svc.settings
+    with svc.db.read() as s:
+        today, active = subs.count_today(s, c.team_id), subs.count_active(s, c.team_id)
+    return jsonify({
+        "team": c.name, "admin": c.admin, "webhook_secret": c.webhook_secret,
+        "quotas": {"per_day": c.daily_quota if c.daily_quota is not None else st.daily_quota,
+                   "queued_at_once": c.queued_quota if c.queued_quota is not None else st.queued_quota},
+        "usage": {"today": today, "queued_or_running": active},
+    })
+
+
+# --- admin ----------------------------------------------------------------------------------------
+@bp.get("/v1/admin/teams")
+@auth.admin_required
+def teams():
+    svc = _svc()
+    with svc.db.read() as s:
+        rows = list(s.scalars(select(Team).order_by(Team.name)))
+        out = [{"name": t.name, "admin": t.admin, "daily_quota": t.daily_quota, "queued_quota": t.queued_quota,
+                "keys": sum(1 for k in t.keys if k.revoked_at is None),
+                "created_at": t.created_at.isoformat()} for t in rows]
+    return jsonify({"items": out})
+
+
+@bp.post("/v1/admin/teams")
+@auth.admin_required
+def create_team():
+    svc = _svc()
+    try:
+        body = TeamIn.model_validate(request.get_json(force=True, silent=True) or {})
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    try:
+        with svc.db.write() as s:
+            key = create_key(s, body.name, admin=body.admin, daily_quota=body.daily_quota,
+                             queued_quota=body.queued_quota)
+    except StoreError as exc:
+        if isinstance(exc.__cause__, IntegrityError):
+            raise ApiError(409, "conflict", f"team {body.name!r} was created concurrently; retry") from None
+        raise
+    return jsonify({"team": body.name, "key": key}), 201
+
+
+@bp.post("/v1/admin/tasks/reload")
+@auth.admin_required
+def reload_tasks():
+    """Read the tasks directory again (after adding or changing tasks)."""
+    from grader.tasks.loader import TaskSet
+    svc = _svc()
+    svc._tasks = TaskSet(svc.settings.tasks_dir)
+    svc.task_hash.cache_clear()
+    return jsonify({"tasks": len(svc.tasks), "reloaded_at": dt.datetime.now(dt.timezone.utc).isoformat()})

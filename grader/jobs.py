@@ -1,0 +1,293 @@
+"""RQ entry points, the reconciler and the worker processes.
+
+A job carries only a submission id. It claims the submission (queued -> running) with a
+compare-and-set, keeps a lease on it while the grade runs, and finishes it only if it still
+holds the claim. A machinery fault (ERROR) is put back on the queue with backoff until
+`max_retries` is spent. The reconciler re-enqueues what the database holds as queued or
+running but no live job owns: after a worker was killed (its lease runs out) or Redis lost
+its data. Together they make sure nothing accepted is lost and nothing is graded twice
+into different results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from rq import SimpleWorker
+
+from grader.errors import GraderError, StoreError, TaskNotFound
+from grader.pipeline import GRADER_VERSION, Grader
+from grader.service import Service, host_name
+from grader.store import submissions as subs
+from grader.store.models import Status, Submission, Team, WebhookDelivery
+from grader.verdict import Provenance, Result, Verdict
+from grader import webhooks
+
+log = logging.getLogger(__name__)
+
+_service: Service | None = None
+_grader: Grader | None = None
+
+
+def context() -> tuple[Service, Grader]:
+    """The worker process's service and grader, made once: the grader keeps warm containers."""
+    global _service, _grader
+    if _service is None:
+        _service = Service()
+        _grader = Grader(_service.settings)
+    return _service, _grader
+
+
+def use(service: Service, grader: Grader | None = None) -> None:
+    """Set the process's service (tests, and `grader worker` after it migrated the schema)."""
+    global _service, _grader
+    _service, _grader = service, grader or Grader(service.settings)
+
+
+# --- grading ---------------------------------------------------------------------------------
+class _Lease(threading.Thread):
+    def __init__(self, svc: Service, claim: subs.Claim):
+        super().__init__(daemon=True, name=f"lease-{claim.submission_id}")
+        self.svc, self.claim = svc, claim
+        self.stop = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        every = max(1.0, self.svc.settings.lease_seconds / 3)
+        while not self.stop.wait(every):
+            try:
+                if not subs.renew(self.svc.db, self.claim, self.svc.settings.lease_seconds):
+                    self.lost = True
+                    return
+            except StoreError as exc:  # the database may come back before the lease ends
+                log.warning("renewing the lease on %s: %s", self.claim.submission_id, exc)
+
+
+def grade_submission(submission_id: str) -> str:
+    from rq import get_current_job
+    svc, grader = context()
+    job = get_current_job()
+    job_id = job.id if job is not None else None
+    claim = subs.claim(svc.db, submission_id, job_id, host_name(), svc.settings.lease_seconds)
+    if claim is None:
+        return "not claimed: cancelled, finished or owned by another job"
+    lease = _Lease(svc, claim)
+    lease.start()
+    try:
+        with svc.db.read() as s:
+            sub = s.get(Submission, submission_id)
+            task_id, patch, errors = sub.task_id, sub.patch, sub.errors
+        cached = False
+
+        def lookup(p: Provenance) -> Result | None:
+            nonlocal cached
+            if not svc.settings.cache:
+                return None
+            with svc.db.read() as s:
+                hit = subs.cached_result(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
+                if hit is None or hit.id == submission_id:
+                    return None
+                cached = True
+                return Result.model_validate(hit.result)
+
+        try:
+            task = svc.task(task_id)
+        except TaskNotFound as exc:  # removed since it was accepted: the service's fault, not theirs
+            result = Result(task_id=task_id, verdict=Verdict.ERROR, error=str(exc),
+                            explanation="The task is no longer defined on this grader; this attempt is not charged.",
+                            provenance=Provenance(patch_sha256=sub.patch_sha256, grader_version=GRADER_VERSION))
+        else:
+            result = grader.grade(task, patch, lookup=lookup)
+    finally:
+        lease.stop.set()
+
+    if result.verdict is Verdict.ERROR and errors < svc.settings.max_retries:
+        new_job = subs.retry_later(svc.db, claim, result.error or result.explanation)
+        if new_job is None:
+            return "claim lost; the retry is someone else's"
+        delay = svc.settings.retry_backoff * (2 ** errors)
+        log.warning("submission %s: ERROR (%s); retry %d of %d in %.0f s", submission_id,
+                    (result.error or "").splitlines()[0] if result.error else "", errors + 1,
+                    svc.settings.max_retries, delay)
+        try:
+            svc.enqueue(submission_id, new_job, task_id, delay=delay)
+        except StoreError as exc:
+            log.warning("re-enqueueing %s failed (%s); the reconciler will", submission_id, exc)
+        return f"ERROR, retry {errors + 1} queued"
+    if not subs.finish(svc.db, claim, result, cached=cached):
+        log.warning("submission %s: claim lost before finishing; this grade (%s) is discarded",
+                    submission_id, result.verdict)
+        return "claim lost; result discarded"
+    after_finish(svc, submission_id)
+    return result.verdict.value
+
+
+def after_finish(svc: Service, submission_id: str) -> None:
+    """Start the callback of a finished submission, if it asked for one."""
+    with svc.db.write() as s:
+        sub = s.get(Submission, submission_id)
+        if not sub.callback_url or sub.webhook_status is not None:
+            return
+        sub.webhook_status = "pending"
+    try:
+        svc.enqueue_webhook(submission_id)
+    except StoreError as exc:
+        log.warning("queueing the callback of %s failed (%s); the reconciler will", submission_id, exc)
+
+
+# --- webhooks --------------------------------------------------------------------------------
+def webhook_body(sub: Submission) -> bytes:
+    from grader.api.views import submission_view  # the same JSON the API gives for GET
+    return json.dumps({"event": "submission.done", "submission": submission_view(sub, full=True)},
+                      sort_keys=True).encode()
+
+
+def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
+    svc, _ = context()
+    st = svc.settings
+    with svc.db.read() as s:
+        sub = s.get(Submission, submission_id)
+        if sub is None or sub.webhook_status != "pending" or not sub.callback_url:
+            return "nothing to deliver"
+        body, url = webhook_body(sub), sub.callback_url
+        secret = s.get(Team, sub.team_id).webhook_secret
+    outcome = webhooks.deliver(url, body, secret, timeout=st.webhook_timeout, allow_private=st.callback_allow_private,
+                               delivery_id=f"{submission_id}.{attempt}")
+    final = outcome.ok or not outcome.retryable or attempt >= st.webhook_retries
+    with svc.db.write() as s:
+        s.add(WebhookDelivery(submission_id=submission_id, attempt=attempt, status_code=outcome.status_code,
+                              error=outcome.error, ok=outcome.ok))
+        if final:
+            s.get(Submission, submission_id).webhook_status = "delivered" if outcome.ok else "failed"
+    if not final:
+        svc.enqueue_webhook(submission_id, attempt=attempt + 1, delay=st.webhook_backoff * (2 ** attempt))
+        return f"attempt {attempt} failed ({outcome.error}); retrying"
+    return "delivered" if outcome.ok else f"failed: {outcome.error}"
+
+
+# --- the reconciler --------------------------------------------------------------------------
+def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
+    """One pass: re-enqueue queued submissions whose job is gone, re-queue running ones whose
+    lease ran out, and restart callbacks left pending. Safe to run anywhere, any number of
+    times at once: every move is a compare-and-set."""
+    import datetime as dt
+    counts = {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "webhooks": 0}
+    now = subs.utcnow()
+    todo: list[tuple[str, str, str]] = []
+    with svc.db.read() as s:
+        expired = subs.expired_leases(s, now)
+    for sid, token in expired:
+        job_id = subs.reassign_job(svc.db, sid, None, running_token=token)
+        if job_id:
+            with svc.db.read() as s:
+                todo.append((sid, job_id, s.get(Submission, sid).task_id))
+            counts["requeued_expired_leases"] += 1
+    with svc.db.read() as s:
+        # give a just-accepted submission a moment to reach Redis before calling its job lost
+        queued = [(r.id, r.job_id, r.task_id) for r in subs.queued_or_running(
+            s, older_than=now - dt.timedelta(seconds=grace)) if r.status == Status.QUEUED.value]
+    for sid, job_id, task_id in queued:
+        if svc.job_alive(job_id):
+            continue
+        new = subs.reassign_job(svc.db, sid, job_id)
+        if new:
+            todo.append((sid, new, task_id))
+            counts["requeued_lost_jobs"] += 1
+    if todo:
+        svc.enqueue_many(todo)
+    with svc.db.read() as s:
+        from sqlalchemy import select
+        pending = list(s.scalars(select(Submission.id).where(
+            Submission.webhook_status == "pending", Submission.finished_at < now - dt.timedelta(minutes=30))))
+        done_no_hook = list(s.scalars(select(Submission.id).where(
+            Submission.status == Status.DONE.value, Submission.callback_url.is_not(None),
+            Submission.webhook_status.is_(None))))
+    for sid in done_no_hook:
+        after_finish(svc, sid)
+        counts["webhooks"] += 1
+    for sid in pending:  # a callback chain lost with Redis: start it again
+        svc.enqueue_webhook(sid)
+        counts["webhooks"] += 1
+    if any(counts.values()):
+        log.info("reconciler: %s", counts)
+    return counts
+
+
+# --- worker processes ------------------------------------------------------------------------
+def run_worker(svc: Service, *, burst: bool = False, name: str | None = None) -> None:
+    use(svc)
+    worker = SimpleWorker([svc.queue, svc.webhook_queue], connection=svc.redis, name=name)
+    worker.work(burst=burst, with_scheduler=True, logging_level="INFO")
+
+
+def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None) -> None:
+    """`grader worker`: `count` worker processes, restarted when one dies, and the reconciler
+    in this parent, once at start and then every `reconcile_interval` seconds."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    stop = stop or threading.Event()
+    procs: dict[int, mp.Process] = {}
+
+    def spawn(i: int) -> None:
+        svc.db.dispose()  # no pooled connection crosses a fork
+        p = ctx.Process(target=_worker_main, args=(svc.settings, i), name=f"grader-worker-{i}", daemon=False)
+        p.start()
+        procs[i] = p
+
+    def _term(signum, _frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
+    for i in range(count):
+        spawn(i)
+    next_pass = next_report = 0.0
+    while not stop.is_set():
+        if time.monotonic() >= next_report:
+            report_docker(svc)
+            next_report = time.monotonic() + 10
+        for i, p in list(procs.items()):
+            if not p.is_alive():
+                log.warning("worker %d exited (%s); starting a new one", i, p.exitcode)
+                spawn(i)
+        if time.monotonic() >= next_pass:
+            try:
+                reconcile(svc)
+            except (StoreError, GraderError, Exception) as exc:  # keep supervising through outages
+                log.warning("reconciler pass failed: %s", exc)
+            next_pass = time.monotonic() + svc.settings.reconcile_interval
+        stop.wait(1.0)
+    for p in procs.values():
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGTERM)  # RQ finishes the current job, then exits
+    for p in procs.values():
+        p.join(timeout=svc.settings.job_timeout_margin)
+
+
+def report_docker(svc: Service) -> None:
+    """Tell the API (/readyz) whether this host's engine answers; the report expires with us."""
+    from grader.api.system import DOCKER_KEY
+    from grader.sandbox.docker import DockerEngine
+    engine = DockerEngine()
+    state = "ok" if engine.available() else "Docker engine does not answer"
+    try:
+        svc.redis.set(f"{DOCKER_KEY}{host_name().split(':')[0]}", state, ex=30)
+    except Exception as exc:
+        log.warning("reporting Docker's state to Redis: %s", exc)
+
+
+def _worker_main(settings, index: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; SIGTERM is RQ's warm shutdown
+    svc = Service(settings)
+    name = f"{host_name()}-{index}"
+    try:
+        run_worker(svc, name=name)
+    except Exception:
+        log.exception("worker %s crashed", name)
+        sys.exit(1)

@@ -1,0 +1,127 @@
+"""What the API and the workers share: the settings, the database, Redis and its queues,
+and the task set. Built once per process from the settings; nothing is bound at import."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import socket
+import os
+
+from redis import Redis
+from redis.exceptions import RedisError
+from rq import Queue
+from rq.job import Job
+
+from grader.config import Settings, get_settings
+from grader.errors import StoreError, TaskNotFound
+from grader.store.db import Database
+from grader.tasks.loader import TaskSet
+from grader.tasks.model import Task
+
+log = logging.getLogger(__name__)
+
+GRADE_JOB = "grader.jobs.grade_submission"
+WEBHOOK_JOB = "grader.jobs.deliver_webhook"
+
+
+def host_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Service:
+    def __init__(self, settings: Settings | None = None, *, tasks: TaskSet | None = None):
+        self.settings = settings or get_settings()
+        self.db = Database(self.settings.database_url)
+        self.redis = Redis.from_url(self.settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
+                                    health_check_interval=30)
+        self.queue = Queue(self.settings.queue_name, connection=self.redis)
+        self.webhook_queue = Queue(f"{self.settings.queue_name}-webhooks", connection=self.redis)
+        self._tasks = tasks
+
+    @property
+    def tasks(self) -> TaskSet:
+        if self._tasks is None:
+            self._tasks = TaskSet(self.settings.tasks_dir)
+        return self._tasks
+
+    def task(self, task_id: str) -> Task:
+        return self.tasks.get(task_id)
+
+    @functools.lru_cache(maxsize=4096)
+    def task_hash(self, task_id: str) -> str:
+        return self.task(task_id).definition_hash()
+
+    def job_timeout(self, task_id: str) -> int:
+        try:
+            timeout = self.task(task_id).limits.timeout
+        except TaskNotFound:
+            timeout = 60.0
+        return int(timeout + self.settings.job_timeout_margin)
+
+    # --- queueing -------------------------------------------------------------------------
+    def enqueue(self, submission_id: str, job_id: str, task_id: str, *, delay: float = 0.0) -> None:
+        """Put the grading job for a submission on the queue. Raises StoreError if Redis is
+        unreachable: the database already holds the submission, and the reconciler enqueues it."""
+        kwargs = dict(job_id=job_id, job_timeout=self.job_timeout(task_id), result_ttl=3600, failure_ttl=86400,
+                      description=f"grade {submission_id} ({task_id})")
+        try:
+            if delay > 0:
+                self.queue.enqueue_in(dt.timedelta(seconds=delay), GRADE_JOB, submission_id, **kwargs)
+            else:
+                self.queue.enqueue(GRADE_JOB, submission_id, **kwargs)
+        except RedisError as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
+    def enqueue_many(self, items: list[tuple[str, str, str]]) -> None:
+        """(submission id, job id, task id) each; one round trip."""
+        try:
+            data = [Queue.prepare_data(GRADE_JOB, args=(sid,), job_id=jid, timeout=self.job_timeout(tid),
+                                       result_ttl=3600, failure_ttl=86400, description=f"grade {sid} ({tid})")
+                    for sid, jid, tid in items]
+            for i in range(0, len(data), 500):
+                with self.redis.pipeline() as pipe:
+                    self.queue.enqueue_many(data[i:i + 500], pipeline=pipe)
+                    pipe.execute()
+        except RedisError as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
+    def job_alive(self, job_id: str | None) -> bool:
+        """Whether Redis holds a job that will still run (queued, scheduled, deferred or started)."""
+        if not job_id:
+            return False
+        try:
+            job = Job.fetch(job_id, connection=self.redis)
+        except Exception:  # NoSuchJobError, or an unreadable job hash
+            return False
+        return job.get_status(refresh=False) in ("queued", "scheduled", "deferred", "started")
+
+    def cancel_job(self, job_id: str | None) -> None:
+        if not job_id:
+            return
+        try:
+            Job.fetch(job_id, connection=self.redis).cancel()
+        except Exception:  # gone already: the job would skip the cancelled submission anyway
+            pass
+
+    def enqueue_webhook(self, submission_id: str, *, attempt: int = 0, delay: float = 0.0) -> None:
+        kwargs = dict(job_timeout=int(self.settings.webhook_timeout * 3 + 30), result_ttl=600, failure_ttl=86400)
+        try:
+            if delay > 0:
+                self.webhook_queue.enqueue_in(dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt, **kwargs)
+            else:
+                self.webhook_queue.enqueue(WEBHOOK_JOB, submission_id, attempt, **kwargs)
+        except RedisError as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
+    # --- health ---------------------------------------------------------------------------
+    def ping_redis(self) -> None:
+        try:
+            self.redis.ping()
+        except RedisError as exc:
+            raise StoreError(f"redis: {exc}") from exc
+
+    def close(self) -> None:
+        self.db.dispose()
+        self.redis.close()

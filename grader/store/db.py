@@ -1,0 +1,134 @@
+"""The database connection: SQLite in WAL mode by default (one file, no server, several
+processes on one host), PostgreSQL by URL for several hosts. The schema is migrated by
+Alembic when the service or a worker starts, under a lock so that many processes starting
+together migrate once."""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from filelock import FileLock
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from grader.errors import StoreError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+_LOCK_ID = zlib.crc32(b"grader-migrations")  # pg_advisory_lock key
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, pool_pre_ping=True)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        # a writer takes the write lock up front: a read that later upgrades to a write can
+        # fail at once with SQLITE_BUSY, whatever the busy timeout
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    """Sessions for reading and for writing; `write()` commits or rolls back as a unit."""
+
+    def __init__(self, url: str):
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            path = parsed.database
+            if path and path != ":memory:":
+                Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _sqlite_engine(url, immediate=False)
+            self._write_engine = _sqlite_engine(url, immediate=True)
+        else:
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            self._write_engine = self.engine
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._writer = sessionmaker(self._write_engine, expire_on_commit=False)
+
+    def __repr__(self) -> str:
+        return f"Database({make_url(self.url).render_as_string(hide_password=True)})"
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._wrap(), self._read() as session:
+            yield session
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        with self._wrap(), self._writer() as session, session.begin():
+            yield session
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _wrap():
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
+
+    def ping(self) -> None:
+        with self.read() as s:
+            s.execute(text("SELECT 1"))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self._write_engine.dispose()
+
+    # --- schema -------------------------------------------------------------------------
+    def _alembic(self, connection) -> Config:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["connection"] = connection
+        return cfg
+
+    def current_revision(self) -> str | None:
+        with self._wrap(), self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def head_revision(self) -> str:
+        return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision; safe when many processes start together."""
+        with self._wrap(), self._migration_lock():
+            with self._write_engine.connect() as conn:
+                command.upgrade(self._alembic(conn), "head")
+                conn.commit()
+
+    @contextlib.contextmanager
+    def _migration_lock(self):
+        if self.is_sqlite:
+            path = make_url(self.url).database
+            lock = FileLock(f"{path}.migrate.lock") if path and path != ":memory:" else contextlib.nullcontext()
+            with lock:
+                yield
+            return
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_ID})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_ID})
+                conn.commit()

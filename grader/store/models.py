@@ -1,0 +1,129 @@
+"""The relational record of the service: teams and their keys, every submission with its
+result, and every webhook delivery. SQLAlchemy 2 declarative models; the schema is owned
+by the Alembic migrations beside this module (a test checks that they agree)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import Enum
+
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+                        UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Status(str, Enum):
+    """A submission's place in its life; serializes as itself."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def final(self) -> bool:
+        return self in (Status.DONE, Status.CANCELLED)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dt.datetime: DateTime(timezone=True)}
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    daily_quota: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    queued_quota: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    webhook_secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    keys: Mapped[list[ApiKey]] = relationship(back_populates="team")
+
+
+class ApiKey(Base):
+    """Only the SHA-256 of a key is kept: keys are 256-bit random tokens, so a fast hash is
+    as strong as a slow one, and lookups stay one indexed equality."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+    team: Mapped[Team] = relationship(back_populates="keys")
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    __table_args__ = (
+        UniqueConstraint("team_id", "idempotency_key", name="uq_submissions_idempotency"),
+        Index("ix_submissions_status", "status"),
+        Index("ix_submissions_run", "run_id", "id"),
+        Index("ix_submissions_team", "team_id", "id"),
+        Index("ix_submissions_team_queued_at", "team_id", "queued_at"),
+        Index("ix_submissions_cache", "task_hash", "patch_sha256"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # time-ordered: paging follows it
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    task_id: Mapped[str] = mapped_column(String(200))
+    patch: Mapped[bytes] = mapped_column(LargeBinary)
+    patch_sha256: Mapped[str] = mapped_column(String(64))
+    task_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    system: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    trial: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_variant: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    meta: Mapped[dict | None] = mapped_column("metadata", JSON, nullable=True)
+    callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+    status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED.value)
+    verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # grading attempts started
+    errors: Mapped[int] = mapped_column(Integer, default=0)  # of them, ended in ERROR
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    claim_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    lease_expires_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    queued_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    image_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    grader_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds of grading (the result's total)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the latest ERROR, while it is retried
+    webhook_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending, delivered, failed
+
+    deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission",
+                                                             order_by="WebhookDelivery.id")
+
+
+class WebhookDelivery(Base):
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    ok: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    submission: Mapped[Submission] = relationship(back_populates="deliveries")

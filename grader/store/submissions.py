@@ -1,0 +1,229 @@
+"""Submissions: creation, the compare-and-set moves of their life, and the queries the API,
+the workers and the reconciler need.
+
+Every move is one conditional UPDATE, so that two workers, a reconciler and a cancelling
+user racing on one submission leave it in exactly one state: a worker may only finish a
+submission it still holds (`claim_token`), and a finished submission never changes again.
+That is how no submission is ever graded into two different final results.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from grader.store.db import Database
+from grader.store.models import Status, Submission, utcnow
+from grader.verdict import Result, Verdict
+
+
+def new_id() -> str:
+    """24 hex characters, ordered by creation time (milliseconds), then random."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(6)}"
+
+
+def new_job_id(submission_id: str) -> str:
+    return f"{submission_id}-{secrets.token_hex(4)}"
+
+
+def start_of_day(now: dt.datetime | None = None) -> dt.datetime:
+    now = now or utcnow()
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass
+class Claim:
+    submission_id: str
+    token: str
+
+
+# --- the moves -----------------------------------------------------------------------------
+def claim(db: Database, submission_id: str, job_id: str, host: str, lease: float) -> Claim | None:
+    """queued -> running, for the job the submission is waiting for; None if it is not."""
+    token = secrets.token_hex(8)
+    now = utcnow()
+    with db.write() as s:
+        done = s.execute(
+            update(Submission)
+            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value,
+                   Submission.job_id == job_id)
+            .values(status=Status.RUNNING.value, claim_token=token, host=host, attempts=Submission.attempts + 1,
+                    lease_expires_at=now + dt.timedelta(seconds=lease),
+                    started_at=func.coalesce(Submission.started_at, now))
+        ).rowcount
+    return Claim(submission_id, token) if done == 1 else None
+
+
+def renew(db: Database, c: Claim, lease: float) -> bool:
+    with db.write() as s:
+        return s.execute(
+            update(Submission)
+            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
+                   Submission.status == Status.RUNNING.value)
+            .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
+        ).rowcount == 1
+
+
+def finish(db: Database, c: Claim, result: Result, *, cached: bool = False) -> bool:
+    """running -> done with `result`; False (and nothing written) if the claim was lost."""
+    p = result.provenance
+    with db.write() as s:
+        return s.execute(
+            update(Submission)
+            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
+                   Submission.status == Status.RUNNING.value)
+            .values(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
+                    cached=cached, finished_at=utcnow(), duration=result.durations.get("total"),
+                    task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version,
+                    claim_token=None, lease_expires_at=None,
+                    errors=Submission.errors + (1 if result.verdict is Verdict.ERROR else 0))
+        ).rowcount == 1
+
+
+def retry_later(db: Database, c: Claim, error: str) -> str | None:
+    """running -> queued after an ERROR, under a new job id (returned); None if the claim was lost."""
+    job_id = new_job_id(c.submission_id)
+    with db.write() as s:
+        done = s.execute(
+            update(Submission)
+            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
+                   Submission.status == Status.RUNNING.value)
+            .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None,
+                    errors=Submission.errors + 1, last_error=error[:10000])
+        ).rowcount
+    return job_id if done == 1 else None
+
+
+def cancel(db: Database, submission_id: str) -> bool:
+    with db.write() as s:
+        return s.execute(
+            update(Submission)
+            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+            .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
+        ).rowcount == 1
+
+
+def finish_unclaimed(db: Database, submission_id: str, result: Result, *, cached: bool) -> bool:
+    """queued -> done without a worker: an answer from the cache at submission time."""
+    p = result.provenance
+    with db.write() as s:
+        return s.execute(
+            update(Submission)
+            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+            .values(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
+                    cached=cached, started_at=utcnow(), finished_at=utcnow(), duration=result.durations.get("total"),
+                    task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version, job_id=None)
+        ).rowcount == 1
+
+
+def reassign_job(db: Database, submission_id: str, old_job_id: str | None, *, running_token: str | None = None) -> str | None:
+    """Give a queued submission whose job is gone (or a running one whose lease ran out,
+    `running_token`) a new job id; None if someone else moved it first."""
+    job_id = new_job_id(submission_id)
+    cond = [Submission.id == submission_id]
+    if running_token is None:
+        cond += [Submission.status == Status.QUEUED.value,
+                 Submission.job_id.is_(None) if old_job_id is None else Submission.job_id == old_job_id]
+    else:
+        cond += [Submission.status == Status.RUNNING.value, Submission.claim_token == running_token]
+    with db.write() as s:
+        done = s.execute(
+            update(Submission).where(*cond)
+            .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None)
+        ).rowcount
+    return job_id if done == 1 else None
+
+
+# --- queries -------------------------------------------------------------------------------
+def queued_or_running(s: Session, *, older_than: dt.datetime | None = None, limit: int = 10_000) -> list[Submission]:
+    q = select(Submission).where(Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
+    if older_than is not None:
+        q = q.where(Submission.queued_at < older_than)
+    return list(s.scalars(q.order_by(Submission.id).limit(limit)))
+
+
+def count_active(s: Session, team_id: int | None = None) -> int:
+    q = select(func.count()).select_from(Submission).where(
+        Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
+    if team_id is not None:
+        q = q.where(Submission.team_id == team_id)
+    return s.scalar(q) or 0
+
+
+def count_queued(s: Session) -> int:
+    return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == Status.QUEUED.value)) or 0
+
+
+def count_today(s: Session, team_id: int) -> int:
+    return s.scalar(select(func.count()).select_from(Submission).where(
+        Submission.team_id == team_id, Submission.queued_at >= start_of_day())) or 0
+
+
+def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, Submission]:
+    if not keys:
+        return {}
+    rows = s.scalars(select(Submission).where(Submission.team_id == team_id, Submission.idempotency_key.in_(keys)))
+    return {r.idempotency_key: r for r in rows}
+
+
+def page(s: Session, *, team_id: int | None, run_id: str | None = None, status: str | None = None,
+         after: str | None = None, limit: int = 100) -> list[Submission]:
+    q = select(Submission)
+    if team_id is not None:
+        q = q.where(Submission.team_id == team_id)
+    if run_id is not None:
+        q = q.where(Submission.run_id == run_id)
+    if status is not None:
+        q = q.where(Submission.status == status)
+    if after is not None:
+        q = q.where(Submission.id > after)
+    return list(s.scalars(q.order_by(Submission.id).limit(limit)))
+
+
+def cached_result(s: Session, task_hash: str, patch_sha256: str, grader_version: str,
+                  image_id: str | None) -> Submission | None:
+    """A finished, non-ERROR grade of the same patch on the same task definition, image and
+    grader version. Without `image_id`, the task's newest graded image stands for it."""
+    if image_id is None:
+        image_id = s.scalar(
+            select(Submission.image_id)
+            .where(Submission.task_hash == task_hash, Submission.status == Status.DONE.value,
+                   Submission.image_id.is_not(None), Submission.grader_version == grader_version)
+            .order_by(Submission.finished_at.desc()).limit(1))
+        if image_id is None:
+            return None
+    return s.scalar(
+        select(Submission)
+        .where(Submission.task_hash == task_hash, Submission.patch_sha256 == patch_sha256,
+               Submission.status == Status.DONE.value, Submission.verdict != Verdict.ERROR.value,
+               Submission.grader_version == grader_version, Submission.image_id == image_id,
+               Submission.result.is_not(None))
+        .order_by(Submission.finished_at.asc()).limit(1))
+
+
+def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str]]:
+    now = now or utcnow()
+    rows = s.execute(select(Submission.id, Submission.claim_token).where(
+        Submission.status == Status.RUNNING.value,
+        or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < now)))
+    return [(r[0], r[1]) for r in rows]
+
+
+def verdict_counts(s: Session) -> list[tuple[str, str | None, int]]:
+    rows = s.execute(select(Submission.status, Submission.verdict, func.count())
+                     .group_by(Submission.status, Submission.verdict))
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def duration_histogram(s: Session, bounds: list[float]) -> tuple[list[int], float, int]:
+    """Cumulative counts of finished grades per upper bound, their sum and count."""
+    done = and_(Submission.status == Status.DONE.value, Submission.duration.is_not(None), Submission.cached.is_(False))
+    cols = [func.sum(case((Submission.duration <= b, 1), else_=0)) for b in bounds]
+    row = s.execute(select(*cols, func.sum(Submission.duration), func.count()).where(done)).one()
+    return [int(v or 0) for v in row[:len(bounds)]], float(row[-2] or 0.0), int(row[-1] or 0)
+

@@ -1,0 +1,100 @@
+"""Callbacks: when a submission is done, its result is POSTed to the submitter's
+`callback_url`, signed so the receiver can tell it came from us and was not altered.
+
+    X-Grader-Signature: t=<unix time>,v1=<hex HMAC-SHA256(team secret, "<t>.<body>")>
+
+The timestamp is inside the signed text so an old delivery cannot be replayed as new.
+Timeouts, connection errors, 429 and 5xx answers are retried with backoff (Judge0's
+callbacks give up on a 5xx); other 4xx answers are final: the receiver said no.
+Callback URLs that resolve to loopback, private, link-local or reserved addresses are
+refused unless the operator allows them, so a submitter cannot make the service call its
+own Redis or a cloud metadata endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+
+SIGNATURE_HEADER = "X-Grader-Signature"
+TOLERANCE = 300  # seconds a receiver should accept between t= and its clock
+
+
+def sign(body: bytes, secret: str, timestamp: int | None = None) -> str:
+    t = int(time.time()) if timestamp is None else timestamp
+    mac = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def verify(body: bytes, header: str, secret: str, *, tolerance: int = TOLERANCE, now: float | None = None) -> bool:
+    """What a receiver runs: the signature matches and its timestamp is recent."""
+    try:
+        parts = dict(p.split("=", 1) for p in header.split(","))
+        t = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    if abs((time.time() if now is None else now) - t) > tolerance:
+        return False
+    expected = sign(body, secret, t).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, parts.get("v1", ""))
+
+
+class CallbackRefused(ValueError):
+    """Raised when a callback URL is not one the service will call."""
+
+
+def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> None:
+    """Refuse what is not http(s) with a host, and (unless allowed) hosts that resolve to
+    non-public addresses. Checked when the submission is made and again when delivering."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CallbackRefused("callback_url must be an absolute http:// or https:// URL")
+    if parts.username or parts.password:
+        raise CallbackRefused("callback_url must not carry credentials")
+    if allow_private or not resolve:
+        return
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CallbackRefused(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
+    for info in infos:
+        addr = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        if not addr.is_global or addr.is_multicast:
+            raise CallbackRefused(f"callback_url host {parts.hostname!r} resolves to a non-public address ({addr})")
+
+
+@dataclass
+class Delivery:
+    ok: bool
+    retryable: bool
+    status_code: int | None = None
+    error: str | None = None
+
+
+def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private: bool,
+            delivery_id: str, session: requests.Session | None = None) -> Delivery:
+    try:
+        check_url(url, allow_private=allow_private)
+    except CallbackRefused as exc:
+        return Delivery(ok=False, retryable=False, error=str(exc))
+    headers = {"Content-Type": "application/json", "User-Agent": "grader-webhook/1",
+               SIGNATURE_HEADER: sign(body, secret), "X-Grader-Delivery": delivery_id}
+    try:
+        answer = (session or requests).post(url, data=body, headers=headers, timeout=timeout, allow_redirects=False)
+    except requests.Timeout as exc:
+        return Delivery(ok=False, retryable=True, error=f"timed out: {exc}")
+    except requests.RequestException as exc:
+        return Delivery(ok=False, retryable=True, error=f"{type(exc).__name__}: {exc}")
+    code = answer.status_code
+    if 200 <= code < 300:
+        return Delivery(ok=True, retryable=False, status_code=code)
+    return Delivery(ok=False, retryable=code == 429 or code >= 500, status_code=code,
+                    error=f"answered {code}: {answer.text[:200]}")
