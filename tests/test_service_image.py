@@ -1,0 +1,173 @@
+"""The service image (Dockerfile, scripts/build-service-image.sh) and its compose
+deployment (docker-compose.yml).
+
+The compose tests only read the file. The image tests build the image through the
+script, as a user would, and look inside it with no network."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grader.tasks.loader import TaskSet
+
+ROOT = Path(__file__).resolve().parent.parent
+TAG = "grader/service:test"
+SOCKET = "/var/run/docker.sock"
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|(^|_)KEY$", re.I)
+REQUIRED = re.compile(r"^\$\{(\w+):\?[^}]+\}$")  # ${VAR:?message}: compose refuses to run without VAR
+REFERENCE = re.compile(r"\$\{(\w+)([^}]*)\}")
+URL_PASSWORD = re.compile(r"^[a-z0-9+.-]+://[^:/@]*:([^@]*)@", re.I)
+
+
+# --- docker-compose.yml -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compose_text() -> str:
+    return (ROOT / "docker-compose.yml").read_text()
+
+
+@pytest.fixture(scope="module")
+def services(compose_text) -> dict:
+    return yaml.safe_load(compose_text)["services"]
+
+
+def _environment(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def _volume_sources(service: dict) -> list[str]:
+    return [v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source", "")) for v in service.get("volumes") or []]
+
+
+def test_compose_has_every_service(services):
+    assert {"redis", "postgres", "api", "worker"} <= set(services)
+
+
+def test_compose_secrets_come_from_required_variables(compose_text, services):
+    required = {m.group(1) for m in re.finditer(r"\$\{(\w+):\?", compose_text)}
+    for name, service in services.items():
+        for key, value in _environment(service).items():
+            if SECRET_NAME.search(key):
+                assert REQUIRED.match(value), f"{name}: {key} must be ${{VAR:?message}}, not {value!r}"
+            url = URL_PASSWORD.match(value)
+            if url:
+                ref = REFERENCE.fullmatch(url.group(1))
+                assert ref and ref.group(1) in required, f"{name}: {key} holds a literal password"
+    for ref in REFERENCE.finditer(compose_text):
+        if SECRET_NAME.search(ref.group(1)):
+            assert ref.group(2) == "" or ref.group(2).startswith(":?"), f"{ref.group(0)}: a secret with a default"
+
+
+def test_compose_only_the_worker_gets_the_docker_socket(services):
+    assert SOCKET in _volume_sources(services["worker"])
+    for name, service in services.items():
+        if name != "worker":
+            assert not any("docker.sock" in src for src in _volume_sources(service)), name
+            assert not service.get("privileged"), name
+
+
+def test_compose_keeps_data_in_named_volumes(compose_text, services):
+    named = set(yaml.safe_load(compose_text).get("volumes") or {})
+    for name, path in (("postgres", "/var/lib/postgresql/data"), ("redis", "/data")):
+        sources = [v.split(":")[0] for v in services[name]["volumes"] if v.split(":")[1] == path]
+        assert sources and sources[0] in named, f"{name} keeps {path} outside a named volume"
+    command = services["redis"]["command"]
+    command = command if isinstance(command, list) else command.split()
+    assert command[command.index("--appendonly") + 1] == "yes"
+
+
+def test_compose_api_and_worker_run_one_image_in_production(services):
+    api, worker = services["api"], services["worker"]
+    assert api["image"] == worker["image"] and api["build"] == worker["build"]
+    assert "python:3.11-slim-bookworm" in api["build"]["args"]["BASE"]
+    for service in (api, worker):
+        env = _environment(service)
+        assert env["GRADER_MODE"] == "production"
+        assert env["GRADER_DATABASE_URL"].startswith("postgresql+psycopg://")
+        assert env["GRADER_REDIS_URL"].startswith("redis://redis:")
+    assert "/readyz" in " ".join(api["healthcheck"]["test"])
+
+
+def test_dockerignore_keeps_the_context_small():
+    patterns = (ROOT / ".dockerignore").read_text().split()
+    for pattern in (".git", ".venv", "**/__pycache__", "*.db"):
+        assert pattern in patterns
+
+
+# --- the image ----------------------------------------------------------------------------
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _build() -> str:
+    proc = _run("bash", str(ROOT / "scripts" / "build-service-image.sh"), TAG)
+    return proc.stdout + proc.stderr
+
+
+def _in_image(*args: str, entrypoint: str | None = None) -> str:
+    extra = ["--entrypoint", entrypoint] if entrypoint else []
+    return _run("docker", "run", "--rm", "--network", "none", *extra, TAG, *args).stdout
+
+
+@pytest.fixture(scope="module")
+def service_image() -> str:
+    ca_before = (ROOT / "grader-ca.crt").exists()
+    output = _build()
+    if not ca_before:
+        assert not (ROOT / "grader-ca.crt").exists(), "the build left its CA file in the repository"
+    return output
+
+
+@pytest.mark.docker
+def test_the_cli_answers(service_image):
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version in _in_image("--version")
+    assert "Usage" in _in_image("--help")
+
+
+@pytest.mark.docker
+def test_the_container_user_is_not_root(service_image):
+    assert _in_image("-u", entrypoint="id").strip() == "10001"
+    assert _in_image("-un", entrypoint="id").strip() == "grader"
+
+
+@pytest.mark.docker
+def test_the_installed_package_has_every_module_and_data_file(service_image):
+    package = ROOT / "grader"
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["grader"]
+    expected = {p for p in package.rglob("*.py") if "__pycache__" not in p.parts}
+    for pattern in globs:
+        expected |= {p for p in package.glob(pattern) if p.is_file()}
+    listing = json.loads(_in_image("-c", (
+        "import grader, json, pathlib, sys; root = pathlib.Path(grader.__file__).parent; "
+        "print(json.dumps({'prefix': sys.prefix, 'root': str(root), "
+        "'files': [str(p.relative_to(root)) for p in root.rglob('*') if p.is_file()]}))"), entrypoint="python"))
+    assert listing["prefix"] == "/opt/grader"
+    assert listing["root"].startswith("/opt/grader/lib/"), "grader is not installed into the venv"
+    missing = sorted({str(p.relative_to(package)) for p in expected} - set(listing["files"]))
+    assert not missing, f"not in the image: {missing}"
+
+
+@pytest.mark.docker
+def test_the_example_tasks_are_in_the_image(service_image):
+    listed = {t["id"] for t in json.loads(_in_image("tasks", "list", "--json"))}
+    assert listed == {t.id for t in TaskSet(ROOT / "tasks")}
+
+
+@pytest.mark.docker
+def test_an_unchanged_rebuild_runs_no_step(service_image):
+    output = _build()
+    assert "Using cache" in output
+    assert "Running in" not in output, output[-3000:]
