@@ -272,6 +272,223 @@ def images_bootstrap(settings: Settings, suites: tuple[str, ...], force: bool) -
         out.print(f"grader/base:{suite} {image_id[7:19]}")
 
 
+# --- the service: submit and status (clients of the REST API) ----------------------------------
+# The HTTP client is imported inside these commands: grading locally never needs it.
+# `grader submit --wait` exits as `grader grade` does (EXIT); 2 when the service refuses,
+# cannot be reached, or gives no verdict within --timeout.
+LONG_POLL = 60.0  # seconds one submit asks the server to hold for its verdict (the server caps it at max_wait)
+
+
+def remote(fn):
+    """--url and --api-key (GRADER_API_URL, GRADER_API_KEY) on commands that talk to the
+    service; its errors as clean exits with status 2."""
+
+    @click.option("--url", default=None, help="The grader service [default: GRADER_API_URL, or http://127.0.0.1:8000].")
+    @click.option("--api-key", default=None, help="The API key [default: GRADER_API_KEY, which keeps it out of `ps`].")
+    @functools.wraps(fn)
+    def wrapper(*args, url: str | None, api_key: str | None, **kwargs):
+        from pydantic import SecretStr
+
+        from grader.client import ApiError, Client
+        settings = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
+        if settings.api_key is None:
+            err.print("[red]error:[/red] no API key: set GRADER_API_KEY or pass --api-key", highlight=False)
+            sys.exit(2)
+        try:
+            return fn(Client(settings.api_url, settings.api_key), *args, **kwargs)
+        except ApiError as exc:
+            err.print(f"[red]error:[/red] {_escape(exc)}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def _escape(text: object) -> str:
+    """Text from the service, printed literally: a '[' in a message is not rich markup."""
+    from rich.markup import escape
+    return escape(str(text))
+
+
+def _verdict(value: object) -> Verdict | None:
+    try:
+        return Verdict(value)
+    except ValueError:
+        return None
+
+
+@main.command("submit")
+@click.option("--task", "task_id", default=None, help="The task id (one patch).")
+@click.option("--patch", "patch_file", type=click.File("rb"), default=None, help="The unified diff; '-' reads stdin.")
+@click.option("--predictions", "predictions_file", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="A batch: SWE-bench predictions as a JSON list, JSONL, or a JSON object keyed by instance_id "
+                   "('-' reads stdin). Needs --run-id.")
+@click.option("--run-id", default=None, help="The run the submission(s) belong to.")
+@click.option("--system", default=None, help="The system (agent, model) that made the patch(es).")
+@click.option("--wait", "wait_", is_flag=True, help="Wait for the verdict(s).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="With --wait: give up after this many seconds [default: no limit].")
+@click.option("--json", "as_json", is_flag=True, help="Print the submission(s) as JSON.")
+@remote
+def submit_cmd(client, task_id: str | None, patch_file, predictions_file: str | None, run_id: str | None,
+               system: str | None, wait_: bool, timeout: float | None, as_json: bool) -> None:
+    """Submit a patch (--task, --patch) or a batch of predictions (--predictions, --run-id) to the service."""
+    import time
+    if predictions_file is not None:
+        if task_id or patch_file:
+            raise click.UsageError("give either --predictions or --task with --patch, not both")
+        if not run_id:
+            raise click.UsageError("--predictions needs --run-id")
+        _submit_batch(client, predictions_file, run_id, system, wait_, timeout, as_json)
+        return
+    if not (task_id and patch_file):
+        raise click.UsageError("give --task and --patch (or --predictions and --run-id)")
+    started = time.monotonic()
+    hold = None if not wait_ else LONG_POLL if timeout is None else min(timeout, LONG_POLL)
+    sub = client.submit(task_id, patch_file.read(), run_id=run_id, system=system, wait=hold)
+    if wait_ and sub["status"] not in ("done", "cancelled"):
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        with err.status(f"waiting for the verdict of {sub['id']}"):
+            sub = client.wait([sub["id"]], timeout=remaining)[sub["id"]]
+    if as_json:
+        click.echo(json.dumps(sub, indent=2))
+    else:
+        _print_submission(sub)
+    if not wait_:
+        return
+    verdict = _verdict(sub.get("verdict")) if sub["status"] == "done" else None
+    if verdict is not None:
+        sys.exit(EXIT[verdict])
+    if sub["status"] != "cancelled":
+        err.print(f"no verdict within {timeout:g} s; see `grader status {sub['id']}` later", highlight=False)
+    sys.exit(2)
+
+
+def _submit_batch(client, predictions_file: str, run_id: str, system: str | None, wait_: bool,
+                  timeout: float | None, as_json: bool) -> None:
+    from grader.client import ApiError, PredictionsError, parse_predictions, read_predictions
+    try:
+        items = (parse_predictions(click.get_text_stream("stdin").read(), source="<stdin>")
+                 if predictions_file == "-" else read_predictions(predictions_file))
+    except PredictionsError as exc:
+        err.print(f"[red]error:[/red] {_escape(exc)}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    try:
+        answer = client.submit_batch(items, run_id=run_id, system=system)
+    except ApiError as exc:
+        if exc.partial and exc.partial["accepted"]:
+            err.print(f"{exc.partial['accepted']} item(s) were accepted before this failure (run {run_id})",
+                      highlight=False, markup=False)
+        raise
+    for item in answer["items"]:
+        if "error" in item:
+            given = items[item["index"]]
+            name = given.get("instance_id") or given.get("task_id")
+            err.print(f"[red]rejected[/red] #{item['index']} {_escape(name)}: "
+                      f"{_escape(item['error']['message'])} ({_escape(item['error']['code'])})",
+                      highlight=False, soft_wrap=True)
+    ids = [item["id"] for item in answer["items"] if "id" in item]
+    if not wait_:
+        if as_json:
+            click.echo(json.dumps(answer, indent=2))
+        else:
+            out.print(f"run {run_id}: {answer['accepted']} accepted, {answer['rejected']} rejected", highlight=False)
+        sys.exit(0 if not answer["rejected"] else 2)
+    with _progress() as bar:
+        job = bar.add_task("grading", total=len(ids))
+        subs = client.wait(ids, timeout=timeout, run_id=run_id, on_done=lambda _: bar.advance(job))
+    counts: dict[str, int] = {str(v): 0 for v in Verdict}
+    for sub in subs.values():
+        key = sub.get("verdict") if sub["status"] == "done" else sub["status"]
+        key = "not finished" if key in ("queued", "running") else key or "no verdict"
+        counts[key] = counts.get(key, 0) + 1
+    counts["rejected"] = answer["rejected"]
+    if as_json:
+        click.echo(json.dumps({"batch": answer, "submissions": [subs[i] for i in ids if i in subs],
+                               "counts": counts}, indent=2))
+    else:
+        table = Table("verdict", "count", title=f"run {run_id}")
+        for key, n in counts.items():
+            verdict = _verdict(key)
+            if n or verdict or key == "rejected":
+                table.add_row(f"[{VERDICT_STYLE[verdict]}]{key}[/]" if verdict else key, str(n))
+        out.print(table)
+    final = sum(1 for s in subs.values() if s["status"] == "done" and s.get("verdict"))
+    if final < len(ids):
+        err.print(f"{len(ids) - final} of {len(ids)} submission(s) reached no verdict", highlight=False)
+    sys.exit(0 if not answer["rejected"] and final == len(ids) else 2)
+
+
+@main.command("status")
+@click.argument("submission_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the submission, with its result, as JSON.")
+@remote
+def status_cmd(client, submission_id: str, as_json: bool) -> None:
+    """Show a submission: status, verdict, times, host, and the result once done."""
+    sub = client.get(submission_id)
+    if as_json:
+        click.echo(json.dumps(sub, indent=2))
+    else:
+        _print_submission(sub)
+
+
+def _print_submission(sub: dict) -> None:
+    """The service's view (status, times, host), then the result as `grader grade` prints it."""
+    from pydantic import ValidationError
+    about = ", ".join(f"{k} {sub[k]}" for k in ("run_id", "system", "trial") if sub.get(k) is not None)
+    extra = [f"attempts {sub['attempts']}"] if sub.get("attempts", 0) > 1 else []
+    extra += ["from cache"] if sub.get("cached") else []
+    out.print(f"{_escape(sub['id'])}  [bold]{sub['status']}[/bold]  {_escape(sub.get('task_id', ''))}"
+              + (f"  ({_escape(about)})" if about else "") + (f"  [dim]{', '.join(extra)}[/dim]" if extra else ""),
+              highlight=False)
+    times = [f"{k.removesuffix('_at')} {sub[k]}" for k in ("queued_at", "started_at", "finished_at") if sub.get(k)]
+    spans = _spans(sub)
+    if times:
+        out.print("  ".join(times) + (f"  ({spans})" if spans else ""), style="dim", highlight=False, markup=False)
+    if sub.get("host"):
+        out.print(f"host {sub['host']}", style="dim", highlight=False, markup=False)
+    if sub["status"] != "done":
+        return
+    try:
+        result = Result.model_validate(sub["result"]) if sub.get("result") else None
+    except ValidationError:
+        result = None  # a newer server's record: fall back to the fields every version has
+    if result is None:
+        verdict = _verdict(sub.get("verdict"))
+        label = f"[{VERDICT_STYLE[verdict]}]{verdict}[/]" if verdict else _escape(sub.get("verdict") or "no verdict")
+        out.print(f"{label}  {_escape(sub.get('task_id', ''))}", highlight=False)
+        explanation = (sub.get("result") or {}).get("explanation")
+        if explanation:
+            out.print(explanation, highlight=False, markup=False)
+        return
+    _print_result(result)
+    if result.tests and result.tests.all:
+        outcomes: dict[str, int] = {}
+        for outcome in result.tests.all.values():
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        parts = [", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))]
+        for kind in ("fail_to_pass", "pass_to_pass"):
+            lists = getattr(result.tests, kind)
+            total = len(lists["success"]) + len(lists["failure"])
+            if total:
+                parts.append(f"{kind.upper()} {len(lists['success'])}/{total}")
+        out.print("tests: " + "; ".join(parts), highlight=False, markup=False)
+
+
+def _spans(sub: dict) -> str:
+    """'waited 1.2 s, ran 3.4 s' from the ISO 8601 times, when they parse."""
+    import datetime as dt
+    try:
+        at = {k: dt.datetime.fromisoformat(sub[k]) for k in ("queued_at", "started_at", "finished_at") if sub.get(k)}
+        parts = []
+        if "queued_at" in at and "started_at" in at:
+            parts.append(f"waited {(at['started_at'] - at['queued_at']).total_seconds():.1f} s")
+        if "started_at" in at and "finished_at" in at:
+            parts.append(f"ran {(at['finished_at'] - at['started_at']).total_seconds():.1f} s")
+        return ", ".join(parts)
+    except (TypeError, ValueError):
+        return ""
+
+
 # --- config and demo ------------------------------------------------------------------------
 @main.command("config")
 @common

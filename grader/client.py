@@ -1,0 +1,374 @@
+"""The Python client of the grader REST API.
+
+    client = Client("https://grader.example", api_key)
+    sub = client.submit("calc-mean-empty", patch_text, run_id="r1", wait=30)
+    done = client.wait([sub["id"]])            # id -> final submission, with its result
+
+Retrying is always safe: every POST carries an Idempotency-Key (a uuid4 unless the
+caller gives one), so a POST repeated after a lost answer returns the first submission
+instead of grading twice. Connection failures, timeouts, 502, 503, 504 and 429 are
+retried a bounded number of times (Retry-After honoured, up to `max_retry_wait`); any
+other error answer raises `ApiError` at once.
+
+`read_predictions` / `parse_predictions` read SWE-bench prediction files (a JSON list,
+JSONL, or a JSON object keyed by instance_id) for `submit_batch`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+FINAL_STATUSES = frozenset({"done", "cancelled"})
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# The transport failures after which the request may or may not have reached the server:
+# safe to repeat because GETs are reads and POSTs carry an Idempotency-Key.
+RETRY_EXCEPTIONS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+DEFAULT_BATCH_SIZE = 500
+MAX_IDEMPOTENCY_KEY = 180  # the server's limit on the header (maxLength in its OpenAPI document)
+SERVER_DEFAULT_PAGE = 100  # the server's page size when a listing gives no ?limit=
+
+Submission = dict[str, Any]  # the API's JSON as it came: id, task_id, status, verdict, ..., result
+TaskViews = list[dict[str, Any]]  # spelled here: inside Client, `list` is the method
+
+
+class ApiError(Exception):
+    """Raised when the grader API answers with an error, or cannot be reached at all.
+
+    `status` is the HTTP status, or None when no answer came (connection refused, timed
+    out) after every retry; `code` is the machine-readable code from the error body
+    (`unreachable` and `http_<status>` when the server gave none); `retry_after` is the
+    server's Retry-After in seconds, if it sent one; `body` the whole error answer (a
+    batch refused whole still lists every item's reason there). `partial` is set by
+    `Client.submit_batch` when a later chunk of a split batch failed: the combined
+    answer of the chunks sent before it (retry with the same idempotency key).
+    """
+
+    def __init__(self, status: int | None, code: str, message: str, retry_after: float | None = None):
+        super().__init__(status, code, message, retry_after)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+        self.body: dict[str, Any] | None = None
+        self.partial: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        where = f"HTTP {self.status}" if self.status is not None else "no answer"
+        return f"{self.message} ({where}, {self.code})"
+
+
+class PredictionsError(ValueError):
+    """Raised when a predictions file is not a JSON list, JSONL or instance_id-keyed object of predictions."""
+
+
+class Client:
+    """One grader service, one API key. `session`, `sleep` and `clock` are injectable
+    (connection pooling, proxies, tests); everything else has a documented default."""
+
+    def __init__(self, url: str, api_key: Any = None, *, timeout: float = 30, session: requests.Session | None = None,
+                 max_retries: int = 5, batch_size: int = DEFAULT_BATCH_SIZE, backoff: float = 0.5,
+                 max_retry_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.url = url.rstrip("/")
+        # A pydantic SecretStr (the settings' api_key) or a plain string.
+        self._key = api_key.get_secret_value() if hasattr(api_key, "get_secret_value") else api_key
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self.max_retries = max_retries
+        self.batch_size = batch_size
+        self.backoff = backoff
+        self.max_retry_wait = max_retry_wait
+        self._sleep = sleep
+        self._clock = clock
+
+    def __repr__(self) -> str:  # never the key
+        return f"Client({self.url!r})"
+
+    # --- submissions ---------------------------------------------------------------------
+    def submit(self, task_id: str, patch: str | bytes, *, run_id: str | None = None, system: str | None = None,
+               trial: int | None = None, prompt_variant: str | None = None, metadata: dict | None = None,
+               callback_url: str | None = None, wait: float | None = None,
+               idempotency_key: str | None = None) -> Submission:
+        """Submit one patch; with `wait`, the server holds the answer up to that many
+        seconds for the verdict. Returns the submission (check its `status`)."""
+        if isinstance(patch, bytes):
+            patch = patch.decode("utf-8", errors="surrogateescape")
+        body = _without_none({"task_id": task_id, "patch": patch, "run_id": run_id, "system": system, "trial": trial,
+                              "prompt_variant": prompt_variant, "metadata": metadata, "callback_url": callback_url})
+        params = {"wait": _seconds(wait)} if wait else None
+        return self._request("POST", "/v1/submissions", params=params, json_body=body,
+                             idempotency_key=idempotency_key, extra_timeout=wait or 0)
+
+    def submit_batch(self, items: Iterable[dict], *, run_id: str | None = None, system: str | None = None,
+                     idempotency_key: str | None = None) -> dict[str, Any]:
+        """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
+        `batch_size`; the answer combines them with indexes into `items`, in input order.
+
+        Each chunk's Idempotency-Key is derived from `idempotency_key`, so repeating the
+        whole call with the same key and batch size repeats nothing. A chunk the server
+        refuses as a whole (every item invalid, over quota, too large, malformed) has its
+        items rejected, each with the server's reason when it gave one, and the rest go
+        on; an auth failure, or a chunk that may or may not have been taken (no answer,
+        5xx without the server's per-item answer), raises ApiError with `partial` set.
+        """
+        items = list(items)
+        key = idempotency_key or str(uuid.uuid4())
+        chunks = range(0, len(items), self.batch_size)
+        combined: dict[str, Any] = {"items": [], "accepted": 0, "rejected": 0, "run_id": run_id}
+        for n, start in enumerate(chunks):
+            chunk = items[start:start + self.batch_size]
+            body = _without_none({"run_id": run_id, "system": system, "submissions": chunk})
+            chunk_key = key if len(chunks) == 1 else _chunk_key(key, n)
+            try:
+                answer = self._request("POST", "/v1/submissions/batch", json_body=body, idempotency_key=chunk_key)
+            except ApiError as exc:
+                answer = exc.body if exc.body and isinstance(exc.body.get("items"), list) else None
+                if answer is None:
+                    if exc.status is None or exc.status >= 500 or exc.status in (401, 403):
+                        exc.partial = combined if start else None
+                        raise
+                    error = {"code": exc.code, "message": exc.message}
+                    answer = {"items": [{"index": i, "error": error} for i in range(len(chunk))],
+                              "accepted": 0, "rejected": len(chunk)}
+            for item in sorted(answer["items"], key=lambda it: it["index"]):
+                combined["items"].append({**item, "index": item["index"] + start})
+            combined["accepted"] += answer.get("accepted", 0)
+            combined["rejected"] += answer.get("rejected", 0)
+            combined["run_id"] = combined["run_id"] or answer.get("run_id")
+        return combined
+
+    def get(self, id: str) -> Submission:
+        """One submission, with its result once done."""
+        return self._request("GET", f"/v1/submissions/{id}")
+
+    def list(self, run_id: str | None = None, status: str | None = None, limit: int | None = None, *,
+             page_size: int | None = None) -> Iterator[Submission]:
+        """Every matching submission (without `result`), following `next_cursor` across
+        pages. `limit` caps how many are yielded; `page_size` is the server's `?limit=`."""
+        if limit is not None and limit <= 0:
+            return
+        per_page = page_size or (min(limit, SERVER_DEFAULT_PAGE) if limit else None)
+        cursor, yielded = None, 0
+        while True:
+            params = _without_none({"run_id": run_id, "status": status, "limit": per_page, "cursor": cursor})
+            page = self._request("GET", "/v1/submissions", params=params)
+            for sub in page.get("items", []):
+                yield sub
+                yielded += 1
+                if limit is not None and yielded >= limit:
+                    return
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def cancel(self, id: str) -> Submission:
+        """Cancel a queued submission; ApiError 409 if it is already running or done."""
+        return self._request("DELETE", f"/v1/submissions/{id}")
+
+    def wait(self, ids: Iterable[str], *, timeout: float | None = None, poll: float = 1.0,
+             on_done: Callable[[dict], None] | None = None, run_id: str | None = None,
+             max_poll: float = 10.0) -> dict[str, Submission]:
+        """Poll until every submission is done or cancelled, or `timeout` seconds pass.
+
+        Returns id -> the latest submission seen, in the order of `ids`; after a timeout
+        the unfinished ones still say queued or running. `on_done` is called once per
+        submission as it finishes. The interval starts at `poll` and grows by half each
+        round nothing finished, up to `max_poll`. With `run_id` (the run all the ids
+        belong to) each round lists the run instead of fetching every id, and the
+        submissions returned have no `result`: the way to wait for a large batch.
+        """
+        order = list(dict.fromkeys(ids))
+        latest: dict[str, Submission] = {}
+        pending = set(order)
+        deadline = None if timeout is None else self._clock() + timeout
+        interval = poll
+        while pending:
+            seen = self._poll(pending, run_id)
+            finished = 0
+            for sid, sub in seen.items():
+                latest[sid] = sub
+                if sub.get("status") in FINAL_STATUSES:
+                    pending.discard(sid)
+                    finished += 1
+                    if on_done:
+                        on_done(sub)
+            if not pending:
+                break
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                break
+            self._sleep(interval if deadline is None else min(interval, deadline - now))
+            interval = poll if finished else min(interval * 1.5, max(poll, max_poll))
+        return {sid: latest[sid] for sid in order if sid in latest}
+
+    def _poll(self, pending: set[str], run_id: str | None) -> dict[str, Submission]:
+        seen: dict[str, Submission] = {}
+        if run_id and len(pending) > 1:
+            for sub in self.list(run_id=run_id):
+                if sub.get("id") in pending:
+                    seen[sub["id"]] = sub
+        for sid in pending - seen.keys():  # without a run, or ids the run listing did not hold
+            seen[sid] = self.get(sid)
+        return seen
+
+    # --- tasks and account -----------------------------------------------------------------
+    def tasks(self) -> TaskViews:
+        """The public views of every task."""
+        return self._request("GET", "/v1/tasks").get("items", [])
+
+    def task(self, id: str) -> dict[str, Any]:
+        return self._request("GET", f"/v1/tasks/{id}")
+
+    def account(self) -> dict[str, Any]:
+        """The team, whether the key is an admin's, its quotas and usage."""
+        return self._request("GET", "/v1/account")
+
+    # --- transport -----------------------------------------------------------------------------
+    def _request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
+                 idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:
+        headers = {"Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        if method == "POST":
+            # Generated once, outside the retry loop: every attempt must carry the same key.
+            headers["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
+        attempt = 0
+        while True:
+            try:
+                resp = self.session.request(method, self.url + path, params=params, json=json_body, headers=headers,
+                                            timeout=self.timeout + extra_timeout)
+            except RETRY_EXCEPTIONS as exc:
+                if attempt >= self.max_retries:
+                    raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc
+                self._sleep(self._backoff(attempt))
+                attempt += 1
+                continue
+            if 200 <= resp.status_code < 300:
+                try:
+                    return resp.json()
+                except ValueError as exc:
+                    raise ApiError(resp.status_code, "bad_response",
+                                   f"{method} {path} answered {resp.status_code} without JSON") from exc
+            error = _error_from(resp)
+            if resp.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
+                raise error
+            if error.retry_after is not None and error.retry_after > self.max_retry_wait:
+                raise error  # e.g. a daily quota: waiting the capped time would only burn attempts
+            self._sleep(error.retry_after if error.retry_after is not None else self._backoff(attempt))
+            attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential with jitter, so that many clients refused together do not return together."""
+        return min(self.max_retry_wait, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
+
+
+# --- predictions files ----------------------------------------------------------------------------
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """SWE-bench predictions (or our own submission items) from a file: see `parse_predictions`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictionsError(f"{path}: cannot read: {exc}") from exc
+    return parse_predictions(text, source=str(path))
+
+
+def parse_predictions(text: str, *, source: str = "<predictions>") -> list[dict[str, Any]]:
+    """A JSON list of predictions, JSONL (one per line), or a JSON object keyed by
+    instance_id (as SWE-bench's harness also accepts). Each must be an object naming an
+    `instance_id` (SWE-bench) or a `task_id` (our format); the server checks the rest.
+    Errors name the line (JSONL) or the position (JSON list / object)."""
+    stripped = text.strip()
+    if not stripped:
+        raise PredictionsError(f"{source}: no predictions (the file is empty)")
+    try:
+        whole = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        if stripped[0] == "[":  # a list that does not parse is a broken JSON file, not JSONL
+            line = exc.lineno + text[:len(text) - len(text.lstrip())].count("\n")
+            raise PredictionsError(f"{source}:{line}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        whole = None
+    if isinstance(whole, list):
+        return [_prediction(p, f"{source}: item {i}") for i, p in enumerate(whole)]
+    if isinstance(whole, dict):
+        values = list(whole.values())
+        if values and all(isinstance(v, dict) for v in values):  # keyed by instance_id
+            return [_prediction({"instance_id": k, **v}, f"{source}: {k!r}") for k, v in whole.items()]
+        return [_prediction(whole, f"{source}:1")]  # one line of JSONL
+    if whole is not None:
+        raise PredictionsError(f"{source}: expected a list or an object of predictions, got {type(whole).__name__}")
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PredictionsError(f"{source}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
+        out.append(_prediction(value, f"{source}:{lineno}"))
+    return out
+
+
+def _prediction(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise PredictionsError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    if "instance_id" not in value and "task_id" not in value:
+        raise PredictionsError(f"{where}: has neither instance_id (SWE-bench) nor task_id")
+    return value
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def _without_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _chunk_key(key: str, n: int) -> str:
+    suffix = f".{n}"
+    if len(key) + len(suffix) > MAX_IDEMPOTENCY_KEY:
+        key = hashlib.sha256(key.encode()).hexdigest()
+    return key + suffix
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: a number, or (as HTTP also allows) a date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_from(resp: requests.Response) -> ApiError:
+    """The contract's `{"error": {"code", "message"}}`; a proxy's HTML page still gives a usable error."""
+    retry_after = _retry_after(resp.headers.get("Retry-After"))
+    try:
+        body = resp.json()
+        err = body["error"]
+        error = ApiError(resp.status_code, str(err["code"]), str(err["message"]), retry_after)
+        error.body = body
+        return error
+    except (ValueError, KeyError, TypeError):
+        text = " ".join(resp.text.split())[:200] or resp.reason or "no body"
+        return ApiError(resp.status_code, f"http_{resp.status_code}", text, retry_after)
