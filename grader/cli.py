@@ -532,5 +532,140 @@ def demo(settings: Settings, runtime: str | None, as_json: bool) -> None:
     out.print(f"[green]all {len(rows)} verdicts as expected[/green] (gold patches PASS, empty patches FAIL)")
 
 
+# --- the service: serve, worker, keys, db ------------------------------------------------------
+def _service(settings: Settings):
+    from grader.service import Service
+    settings.require_production_secrets()
+    svc = Service(settings)
+    svc.db.migrate()
+    return svc
+
+
+@main.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
+@click.option("--threads", type=int, default=8, show_default=True,
+              help="Threads per process (requests holding ?wait= each use one).")
+@common
+def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
+    """Run the REST API under gunicorn. The schema is migrated first."""
+    from gunicorn.app.base import BaseApplication
+
+    from grader.api import create_app
+
+    _service(settings).close()
+
+    class _App(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": bind, "workers": processes, "threads": threads, "worker_class": "gthread",
+                               "timeout": int(settings.max_wait + 60), "graceful_timeout": 30,
+                               "accesslog": "-", "errorlog": "-", "loglevel": "info",
+                               "proc_name": "grader-api"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return create_app(settings, migrate=False)
+
+    _App().run()
+
+
+@main.command()
+@click.option("--count", type=int, default=2, show_default=True, help="Worker processes on this host.")
+@click.option("--burst", is_flag=True, help="One worker: grade what is queued, then exit.")
+@common
+def worker(settings: Settings, count: int, burst: bool) -> None:
+    """Run grading workers (restarted if one dies) and the reconciler."""
+    import logging
+
+    from grader.jobs import reconcile, run_worker, run_workers
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s")
+    svc = _service(settings)
+    if burst:
+        reconcile(svc, grace=0)
+        run_worker(svc, burst=True)
+        return
+    run_workers(svc, count)
+
+
+@main.command("reconcile")
+@common
+def reconcile_cmd(settings: Settings) -> None:
+    """One reconciler pass: re-enqueue what the database holds but no live job owns."""
+    from grader.jobs import reconcile
+
+    counts = reconcile(_service(settings), grace=0)
+    out.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()), highlight=False)
+
+
+@main.group()
+def keys() -> None:
+    """Teams and their API keys."""
+
+
+@keys.command("create")
+@click.argument("team")
+@click.option("--admin", is_flag=True, help="The team may manage tasks and teams.")
+@click.option("--daily-quota", type=int, default=None, help="Submissions per UTC day [default: GRADER_DAILY_QUOTA].")
+@click.option("--queued-quota", type=int, default=None,
+              help="Submissions queued at once [default: GRADER_QUEUED_QUOTA].")
+@common
+def keys_create(settings: Settings, team: str, admin: bool, daily_quota: int | None, queued_quota: int | None) -> None:
+    """Make a new key for TEAM (created if new) and print it, and only it, once."""
+    from grader.store.keys import create_key
+
+    svc = _service(settings)
+    with svc.db.write() as s:
+        key = create_key(s, team, admin=admin, daily_quota=daily_quota, queued_quota=queued_quota)
+    click.echo(key)
+
+
+@keys.command("list")
+@common
+def keys_list(settings: Settings) -> None:
+    """Teams, their quotas and how many live keys they have (never the keys)."""
+    from sqlalchemy import select
+
+    from grader.store.models import Team
+
+    svc = _service(settings)
+    table = Table("team", "admin", "daily quota", "queued quota", "live keys", "created")
+    with svc.db.read() as s:
+        for t in s.scalars(select(Team).order_by(Team.name)):
+            table.add_row(t.name, "yes" if t.admin else "", str(t.daily_quota or f"{settings.daily_quota} (default)"),
+                          str(t.queued_quota or f"{settings.queued_quota} (default)"),
+                          str(sum(1 for k in t.keys if k.revoked_at is None)), t.created_at.strftime("%Y-%m-%d"))
+    out.print(table)
+
+
+@keys.command("revoke")
+@click.argument("team")
+@common
+def keys_revoke(settings: Settings, team: str) -> None:
+    """Revoke every key of TEAM."""
+    from grader.store.keys import revoke_team_keys
+
+    svc = _service(settings)
+    with svc.db.write() as s:
+        n = revoke_team_keys(s, team)
+    out.print(f"revoked {n} key(s) of {team}")
+
+
+@main.group()
+def db() -> None:
+    """The service's database."""
+
+
+@db.command("upgrade")
+@common
+def db_upgrade(settings: Settings) -> None:
+    """Create or migrate the schema to the newest revision (the service and workers also do this)."""
+    from grader.store.db import Database
+
+    database = Database(settings.database_url)
+    database.migrate()
+    out.print(f"{database!r} at revision {database.current_revision()}", highlight=False)
+
+
 if __name__ == "__main__":
     main()

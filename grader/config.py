@@ -119,4 +119,5 @@ def get_settings(**overrides) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given:
         return _from_env()
-    return _from_env().model_copy(update=given)
+    # validated like the environment's values (a str becomes a SecretStr, "5" an int)
+    return Settings(**{**_from_env().model_dump(), **given})

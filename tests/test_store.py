@@ -1,0 +1,145 @@
+"""The database layer on SQLite and on a real PostgreSQL server: migrations, and the
+compare-and-set moves that keep one submission from two final results."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from grader.store import submissions as subs
+from grader.store.db import Database
+from grader.store.keys import authenticate, create_key, revoke_team_keys
+from grader.store.models import Base, Status, Submission, utcnow
+from grader.verdict import Provenance, Result, Verdict
+
+pytestmark = pytest.mark.service
+
+
+@pytest.fixture
+def db(database_url) -> Database:
+    d = Database(database_url)
+    d.migrate()
+    yield d
+    d.dispose()
+
+
+def _add(db: Database, team_id: int, **kw) -> Submission:
+    row = Submission(id=subs.new_id(), team_id=team_id, task_id="t", patch=b"", patch_sha256="0" * 64,
+                     job_id="j1", task_hash="h" * 64, **kw)
+    with db.write() as s:
+        s.add(row)
+    return row
+
+
+def _team(db: Database, name="t1") -> int:
+    with db.write() as s:
+        create_key(s, name)
+    with db.read() as s:
+        from grader.store.models import Team
+        return s.query(Team).filter_by(name=name).one().id
+
+
+def _result(verdict=Verdict.PASS, image="img1") -> Result:
+    return Result(task_id="t", verdict=verdict, explanation="x", durations={"total": 1.5},
+                  provenance=Provenance(patch_sha256="0" * 64, task_hash="h" * 64, image_id=image, grader_version="v"))
+
+
+def test_migrations_match_the_models(db):
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == [], f"models and migrations disagree: {diff}"
+    assert db.current_revision() == db.head_revision()
+    db.migrate()  # a second start migrates nothing and does not fail
+
+
+def test_keys_are_stored_hashed_and_revocable(db):
+    with db.write() as s:
+        key = create_key(s, "team-a", admin=True, daily_quota=5)
+    with db.read() as s:
+        from grader.store.models import ApiKey
+        stored = [k.key_hash for k in s.query(ApiKey)]
+        assert key not in stored and all(len(h) == 64 for h in stored)
+        team = authenticate(s, key)
+        assert team.name == "team-a" and team.admin and team.daily_quota == 5
+        assert authenticate(s, key + "x") is None
+    with db.write() as s:
+        assert revoke_team_keys(s, "team-a") == 1
+    with db.read() as s:
+        assert authenticate(s, key) is None
+
+
+def test_one_claim_wins_and_a_lost_claim_cannot_finish(db):
+    row = _add(db, _team(db))
+    first = subs.claim(db, row.id, "j1", "host-a", 60)
+    assert first is not None
+    assert subs.claim(db, row.id, "j1", "host-b", 60) is None  # already running
+    # its lease runs out; the reconciler gives it to a new job, which claims it
+    assert subs.reassign_job(db, row.id, None, running_token=first.token)
+    with db.read() as s:
+        new_job = s.get(Submission, row.id).job_id
+    assert subs.claim(db, row.id, "j1", "host-b", 60) is None  # the old job id no longer matches
+    second = subs.claim(db, row.id, new_job, "host-b", 60)
+    assert second is not None
+    assert not subs.renew(db, first, 60)
+    assert not subs.finish(db, first, _result(Verdict.FAIL))  # the first worker's late result is discarded
+    assert subs.finish(db, second, _result(Verdict.PASS))
+    assert not subs.finish(db, second, _result(Verdict.FAIL))  # a finished submission never changes
+    with db.read() as s:
+        sub = s.get(Submission, row.id)
+        assert (sub.status, sub.verdict, sub.attempts, sub.host) == ("done", "PASS", 2, "host-b")
+
+
+def test_retry_later_requeues_under_a_new_job(db):
+    row = _add(db, _team(db))
+    c = subs.claim(db, row.id, "j1", "h", 60)
+    job = subs.retry_later(db, c, "docker down")
+    assert job and job != "j1"
+    with db.read() as s:
+        sub = s.get(Submission, row.id)
+        assert (sub.status, sub.errors, sub.last_error, sub.job_id) == ("queued", 1, "docker down", job)
+    assert subs.retry_later(db, c, "again") is None  # the claim is gone
+
+
+def test_cancel_only_while_queued(db):
+    team = _team(db)
+    a, b = _add(db, team), _add(db, team)
+    assert subs.cancel(db, a.id)
+    assert not subs.cancel(db, a.id)
+    assert subs.claim(db, a.id, "j1", "h", 60) is None  # a cancelled submission is never graded
+    subs.claim(db, b.id, "j1", "h", 60)
+    assert not subs.cancel(db, b.id)
+
+
+def test_cache_lookup_needs_same_image_and_not_error(db):
+    team = _team(db)
+    row = _add(db, team)
+    c = subs.claim(db, row.id, "j1", "h", 60)
+    subs.finish(db, c, _result(Verdict.PASS, image="img1"))
+    err = _add(db, team)
+    subs.finish(db, subs.claim(db, err.id, "j1", "h", 60), _result(Verdict.ERROR, image="img1"))
+    with db.read() as s:
+        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", "img1").id == row.id
+        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", "img2") is None
+        assert subs.cached_result(s, "h" * 64, "0" * 64, "v2", "img1") is None
+        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", None).id == row.id  # newest image of the task
+
+
+def test_expired_leases_and_counts(db):
+    team = _team(db)
+    a, b = _add(db, team), _add(db, team)
+    subs.claim(db, a.id, "j1", "h", -1)  # already expired
+    subs.claim(db, b.id, "j1", "h", 600)
+    with db.read() as s:
+        assert [sid for sid, _ in subs.expired_leases(s)] == [a.id]
+        assert subs.count_active(s, team) == 2 and subs.count_queued(s) == 0
+        assert subs.count_today(s, team) == 2
+        assert subs.start_of_day() <= utcnow() < subs.start_of_day() + dt.timedelta(days=1)
+
+
+def test_ids_are_time_ordered():
+    ids = [subs.new_id() for _ in range(5)]
+    assert all(len(i) == 24 for i in ids)
+    assert ids[0][:12] <= ids[-1][:12]
