@@ -1,0 +1,141 @@
+"""The whole service as it runs: `grader serve` (gunicorn) and `grader worker` as real
+processes, a real Redis, SQLite or a real PostgreSQL, and Docker grading. Submissions go
+through the Python client and the `grader submit` command; a worker is SIGKILLed in the
+middle of a grade and the submission still reaches exactly one verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from grader.client import Client
+from service_helpers import ROOT, make_service, new_key
+
+pytestmark = [pytest.mark.docker, pytest.mark.service]
+BIN = Path(sys.executable).parent / "grader"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    def __init__(self, env: dict[str, str], logs: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **env}
+        self.logs = logs
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, workers: int = 2) -> Stack:
+        for name, args in (("api", ["serve", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"]),
+                           ("worker", ["worker", "--count", str(workers)])):
+            log = open(self.logs / f"{name}.log", "wb")
+            self.procs.append(subprocess.Popen([str(BIN), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"the service did not become ready:\n{self.tail()}")
+
+    def tail(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.logs.glob("*.log"))
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+@pytest.fixture
+def stack(database_url, redis_url, settings, tmp_path):
+    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url,
+           "GRADER_TASKS_DIR": str(settings.tasks_dir), "GRADER_CACHE_DIR": str(settings.cache_dir),
+           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_LEASE_SECONDS": "4",
+           "GRADER_RECONCILE_INTERVAL": "1", "GRADER_RETRY_BACKOFF": "1", "GRADER_CACHE": "false"}
+    svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir)
+    key = new_key(svc, "e2e")
+    svc.close()
+    s = Stack(env, tmp_path).start()
+    s.key = key
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
+    from conftest import FIXED
+    gold = mini.diff({"calc/__init__.py": FIXED}).decode()
+    c = Client(stack.url, stack.key)
+    a = c.submit("mini", gold, run_id="e2e", system="gold", wait=30)
+    b = c.submit("mini", "", run_id="e2e", system="empty", wait=30)
+    assert (a["verdict"], b["verdict"]) == ("PASS", "FAIL"), stack.tail()
+    assert a["host"] and a["result"]["tests"]["fail_to_pass"]["success"]
+    # the CLI: one patch with --wait, then SWE-bench predictions as a batch
+    patch = tmp_path / "gold.patch"
+    patch.write_text(gold)
+    env = {**os.environ, "GRADER_API_URL": stack.url, "GRADER_API_KEY": stack.key}
+    one = subprocess.run([str(BIN), "submit", "--task", "mini", "--patch", str(patch), "--wait", "--json"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["verdict"] == "PASS"
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("\n".join(json.dumps({"instance_id": "mini", "model_name_or_path": "m", "model_patch": p})
+                               for p in (gold, "", "not a diff")))
+    many = subprocess.run([str(BIN), "submit", "--predictions", str(preds), "--run-id", "preds", "--wait"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert many.returncode == 0, many.stdout + many.stderr
+    verdicts = sorted(s["verdict"] for s in c.list(run_id="preds"))
+    assert verdicts == ["FAIL", "PASS", "PATCH FAILED"]
+    metrics = requests.get(f"{stack.url}/metrics", timeout=10).text
+    assert 'grader_submissions_total{status="done",verdict="PASS"} 3.0' in metrics
+    workers = c.session.get(f"{stack.url}/v1/workers", headers={"Authorization": f"Bearer {stack.key}"}).json()
+    assert len(workers["workers"]) == 2
+
+
+def test_a_worker_killed_mid_grade_loses_nothing(stack, mini):
+    from conftest import FIXED
+    slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(5)\n" + FIXED}).decode()
+    c = Client(stack.url, stack.key)
+    sid = c.submit("mini", slow)["id"]
+    deadline = time.monotonic() + 60
+    while (sub := c.get(sid))["status"] != "running":
+        assert time.monotonic() < deadline, stack.tail()
+        time.sleep(0.1)
+    time.sleep(1.0)  # inside the container now
+    host, _, pid = sub["host"].rpartition(":")
+    os.kill(int(pid), signal.SIGKILL)
+    final = c.wait([sid], timeout=120)[sid]
+    assert final["status"] == "done", stack.tail()
+    assert final["verdict"] == "PASS" and final["attempts"] == 2
+    assert final["host"] != sub["host"]
+    # the dead worker's container is reaped by its successor
+    import docker
+    client = docker.from_env()
+    deadline = time.monotonic() + 30
+    while client.containers.list(all=True, filters={"label": f"grader.owner={socket.gethostname()}:{pid}"}):
+        assert time.monotonic() < deadline, "the killed worker's container was never removed"
+        time.sleep(0.5)
