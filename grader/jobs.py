@@ -142,10 +142,11 @@ def after_finish(svc: Service, submission_id: str) -> None:
 
 
 # --- webhooks --------------------------------------------------------------------------------
-def webhook_body(sub: Submission) -> bytes:
-    from grader.api.views import submission_view  # the same JSON the API gives for GET
-    return json.dumps({"event": "submission.done", "submission": submission_view(sub, full=True)},
-                      sort_keys=True).encode()
+def webhook_body(svc: Service, sub: Submission) -> bytes:
+    """The same JSON the API gives for GET, secrets masked the same way."""
+    from grader.api.views import submission_view, task_secrets
+    view = submission_view(sub, full=True, secrets=task_secrets(svc, sub.task_id))
+    return json.dumps({"event": "submission.done", "submission": view}, sort_keys=True).encode()
 
 
 def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
@@ -155,7 +156,7 @@ def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
         sub = s.get(Submission, submission_id)
         if sub is None or sub.webhook_status != "pending" or not sub.callback_url:
             return "nothing to deliver"
-        body, url = webhook_body(sub), sub.callback_url
+        body, url = webhook_body(svc, sub), sub.callback_url
         secret = s.get(Team, sub.team_id).webhook_secret
     outcome = webhooks.deliver(url, body, secret, timeout=st.webhook_timeout, allow_private=st.callback_allow_private,
                                delivery_id=f"{submission_id}.{attempt}")

@@ -1,0 +1,125 @@
+"""Gold patches, hidden tests and expected files never leave the server, by any route.
+
+Real grades (Docker) of the example tasks produce results that quote the run: a FAIL's
+pytest traceback quotes the hidden test, an exact-match FAIL's diff quotes the expected
+file. The raw results in the database do hold those lines (so this test can fail); every
+route the app serves, and the webhook body, must not."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from grader import jobs
+from grader.api import create_app
+from grader.api.redact import MASK
+from grader.pipeline import Grader
+from grader.store.models import Submission
+from service_helpers import ROOT, Api, make_service, new_key
+from test_jobs_docker import _Receiver, work
+
+pytestmark = [pytest.mark.docker, pytest.mark.service]
+TASKS = ["calc-mean-empty", "notes-changelog-entry", "calc-median-even"]
+
+
+def _secret_files(task) -> list[tuple[str, bool]]:
+    """(text, is a diff) of every secret file: for a diff only its added lines are secret,
+    its context lines are the public base."""
+    patches = {task.gold_patch, getattr(task.check, "test_patch", None)}
+    return [(task.read(rel).decode(), rel in patches) for rel in task.referenced_files() if rel != task.repo.bundle]
+
+
+def _lines(text: str, diff: bool) -> set[str]:
+    out = set()
+    for line in text.splitlines():
+        if diff and (not line.startswith("+") or line.startswith("+++")):
+            continue
+        s = line[1:].strip() if diff else line.strip()
+        if len(s) >= 12:
+            out.add(s)
+    return out
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _leaks(body: str, files: list[str], lines: set[str]) -> list[str]:
+    found = [f"a whole secret file ({f[:40]!r}...)" for f in files if len(f) > 40 and f in body]
+    try:
+        strings = list(_strings(json.loads(body)))
+    except json.JSONDecodeError:
+        strings = [body]
+    for text in strings:
+        for line in text.splitlines():
+            s = re.sub(r"^[>+\- ]+", "", line).strip()
+            if s in lines:
+                found.append(s)
+    return found
+
+
+@pytest.fixture
+def graded(database_url, redis_url):
+    svc = make_service(database_url, redis_url, retry_backoff=0)
+    jobs.use(svc, Grader(svc.settings))
+    app = create_app(service=svc, migrate=False)
+    api = Api(app.test_client(), new_key(svc, "team", admin=True))
+    rx = _Receiver([])
+    ids = []
+    for task_id in TASKS:
+        gold = svc.task(task_id).gold_patch_text().decode()
+        for patch in ("", gold):
+            r = api.post("/v1/submissions", json={"task_id": task_id, "patch": patch, "callback_url": rx.url,
+                                                  "run_id": "leak"})
+            ids.append(r.json["id"])
+    work(svc)
+    yield svc, app, api, ids, rx
+    rx.close()
+    svc.close()
+
+
+def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
+    svc, app, api, ids, rx = graded
+    files, lines = [], set()
+    for task_id in TASKS:
+        for text, diff in _secret_files(svc.task(task_id)):
+            files.append(text)
+            lines |= _lines(text, diff)
+    # the raw results do quote secrets: without the redaction this test fails
+    with svc.db.read() as s:
+        raw = json.dumps([s.get(Submission, i).result for i in ids])
+    assert _leaks(raw, files, lines), "the grades quote no secret line; this test would prove nothing"
+    bodies: dict[str, str] = {}
+    for rule in app.url_map.iter_rules():
+        if "GET" not in rule.methods or rule.endpoint == "static":
+            continue
+        paths = [rule.rule]
+        if "<submission_id>" in rule.rule:
+            paths = [rule.rule.replace("<submission_id>", i) for i in ids]
+        if "<task_id>" in rule.rule:
+            paths = [rule.rule.replace("<task_id>", t) for t in TASKS]
+        for path in paths:
+            for query in ("", "?run_id=leak", "?run_id=leak&limit=2"):
+                r = api.get(path + query)
+                assert r.status_code < 500, (path, r.status_code)
+                bodies[path + query] = r.get_data(as_text=True)
+    # replaying a POST returns the stored submission too
+    r = api.post("/v1/submissions", json={"task_id": TASKS[0], "patch": ""}, headers={"Idempotency-Key": "k"})
+    bodies["POST replay"] = r.get_data(as_text=True)
+    bodies.update({f"webhook {i}": body.decode() for i, (_, body) in enumerate(rx.got)})
+    assert len(rx.got) == len(ids)
+    leaks = {where: _leaks(body, files, lines) for where, body in bodies.items()}
+    assert {k: v for k, v in leaks.items() if v} == {}
+    masked = [b for k, b in bodies.items() if k.startswith("/v1/submissions/") and MASK in b]
+    assert masked, "the FAIL results should show where a secret line was masked"
+    assert all(json.loads(api.get(f"/v1/submissions/{i}").get_data())["verdict"] in ("PASS", "FAIL") for i in ids)
