@@ -283,7 +283,7 @@ def test_health_ready_metrics_workers(api, app):
     assert r.status_code == (200 if r.json["checks"]["docker"]["ok"] else 503)
     api.post("/v1/submissions", json=_sub())
     text = c.get("/metrics").get_data(as_text=True)
-    assert 'grader_submissions_total{status="queued",verdict=""} 1.0' in text
+    assert 'grader_submissions_by_status{status="queued"} 1.0' in text
     assert 'grader_queue_depth{where="queued"} 1.0' in text
     assert "grader_grading_seconds_bucket" in text
     w = api.get("/v1/workers").json

@@ -111,7 +111,8 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     verdicts = sorted(s["verdict"] for s in c.list(run_id="preds"))
     assert verdicts == ["FAIL", "PASS", "PATCH FAILED"]
     metrics = requests.get(f"{stack.url}/metrics", timeout=10).text
-    assert 'grader_submissions_total{status="done",verdict="PASS"} 3.0' in metrics
+    assert 'grader_submissions_total{verdict="PASS"} 3.0' in metrics
+    assert 'grader_submissions_total{verdict="PATCH FAILED"} 1.0' in metrics
     workers = c.session.get(f"{stack.url}/v1/workers", headers={"Authorization": f"Bearer {stack.key}"}).json()
     assert len(workers["workers"]) == 2
 

@@ -108,11 +108,20 @@ class _Collector:
         with self.svc.db.read() as s:
             counts = subs.verdict_counts(s)
             buckets, total, n = subs.duration_histogram(s, DURATION_BUCKETS)
-        c = CounterMetricFamily("grader_submissions", "Submissions accepted, by status and verdict",
-                                labels=["status", "verdict"])
+        done = CounterMetricFamily("grader_submissions", "Submissions graded to a final verdict", labels=["verdict"])
+        state = GaugeMetricFamily("grader_submissions_by_status", "Submissions in each status", labels=["status"])
+        verdicts: dict[str, int] = {}
+        statuses: dict[str, int] = {}
         for status, verdict, count in counts:
-            c.add_metric([status, verdict or ""], count)
-        yield c
+            statuses[status] = statuses.get(status, 0) + count
+            if status == "done" and verdict:
+                verdicts[verdict] = verdicts.get(verdict, 0) + count
+        for verdict, count in sorted(verdicts.items()):
+            done.add_metric([verdict], count)
+        for status, count in sorted(statuses.items()):
+            state.add_metric([status], count)
+        yield done
+        yield state
         depth = _queue_depth(self.svc)
         g = GaugeMetricFamily("grader_queue_depth", "Submissions waiting, and jobs in Redis", labels=["where"])
         for k, v in depth.items():
