@@ -368,6 +368,8 @@ def build_suite(out: Path, *, ids: list[str] | None = None, provisional: bool = 
     lists = load_lists()
     if not provisional and (missing := [s.id for s in specs if s.id not in lists]):
         raise SystemExit(f"no test lists for {', '.join(missing)}: run build.py --compute {' '.join(missing)}")
+    if not provisional and (unsolved := [s.id for s in specs if not lists[s.id]["fail_to_pass"]]):
+        raise SystemExit(f"no FAIL_TO_PASS test in {', '.join(unsolved)}: the hidden tests pass at the base")
     cache = cache_dir()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -486,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compute:
         lists = load_lists()
         lists.update(compute(args.ids or None, args.runs))
+        known = {spec.id for spec in load_manifest().tasks}
+        lists = {k: v for k, v in lists.items() if k in known}
         LISTS.write_text(json.dumps(dict(sorted(lists.items())), indent=1) + "\n")
     elif args.ids:
         parser.error("task ids are for --compute")
