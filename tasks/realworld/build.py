@@ -312,7 +312,9 @@ def task_document(m: Manifest, spec: Spec, history: History, gold: bytes, lists:
         "repo": {"bundle": f"../repos/{spec.project}-{spec.base}.bundle", "commit": history.base},
         "environment": ENVIRONMENT,
     }
-    if project.get("layout") == "src":
+    if project.get("install"):
+        doc["install"] = project["install"]
+    elif project.get("layout") == "src":
         doc["install"] = SRC_ON_PATH
     doc["check"] = check
     doc["limits"] = dict(LIMITS)
@@ -336,7 +338,7 @@ def write_task(out: Path, m: Manifest, spec: Spec, history: History, lists: dict
         (d / "hidden" / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / "hidden" / rel).write_bytes(data)
     doc = task_document(m, spec, history, gold, lists)
-    (d / "task.yaml").write_text(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100))
+    (d / "task.yaml").write_text(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096))
     return doc
 
 
@@ -419,25 +421,34 @@ def compute(ids: list[str] | None, runs: int, log=print) -> dict[str, dict]:
     grading container, `runs` times; keep only what held in every run."""
     from grader.pipeline import Grader
     from grader.tasks.loader import TaskSet
+    from grader.verdict import Verdict
     staging = ROOT / "build" / ".realworld-compute"
     shutil.rmtree(staging, ignore_errors=True)
     build_suite(staging, ids=ids, provisional=True, force=True, log=log)
     settings = grader_settings(staging, prewarm=0)
     grader = Grader(settings)
     computed: dict[str, dict] = {}
+    problems: list[str] = []
     made_images: set[str] = set()
     try:
         for task in TaskSet(staging):
             _, prepared = grader.images.instance_image(task)
             env_id = grader.images.engine.image_id(grader.images.env_tag(grader.images.environment(task.environment)))
             made_images.add(grader.images.instance_tag(prepared, env_id))
-            base_runs, gold_runs = [], []
+            base_runs, gold_runs, problem = [], [], None
             for _ in range(runs):
                 for patch, into in ((b"", base_runs), (task.gold_patch_text(), gold_runs)):
                     result = grader.grade(task, patch)
-                    if result.error or result.tests is None:
-                        raise SystemExit(f"{task.id}: {result.verdict}: {result.explanation} {result.error or ''}")
+                    if result.verdict in (Verdict.ERROR, Verdict.TIMED_OUT, Verdict.PATCH_FAILED) or result.tests is None:
+                        problem = f"{'gold' if patch else 'empty'} patch: {result.verdict}: {result.explanation}"
+                        break
                     into.append(result.tests.all)
+                if problem:
+                    break
+            if problem:
+                problems.append(f"{task.id}: {problem}")
+                log(f"{task.id}: unusable: {problem}")
+                continue
             ids_seen = sorted(set().union(*gold_runs))
             gold_ok = [t for t in ids_seen if all(r.get(t) == "passed" for r in gold_runs)]
             f2p = [t for t in gold_ok if all(r.get(t) != "passed" for r in base_runs)]
@@ -449,6 +460,8 @@ def compute(ids: list[str] | None, runs: int, log=print) -> dict[str, dict]:
         for tag in made_images:  # the provisional images, by tag: a final image may share their layers
             grader.images.engine.remove_image(tag)
         shutil.rmtree(staging, ignore_errors=True)
+    if problems:
+        raise SystemExit("cannot compute the test lists of:\n" + "\n".join(problems))
     return computed
 
 
