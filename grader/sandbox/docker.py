@@ -426,15 +426,18 @@ class DockerSandbox(Sandbox):
         return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL})]
 
     def busy_containers(self) -> list[str]:
-        """Grading containers that are not idle in some sandbox of this process, once
-        every refill has settled: after a run, this is what was left behind."""
+        """This process's grading containers that are not idle in one of its sandboxes,
+        once every refill has settled: after a run, this is what was left behind. (Other
+        graders on the engine, other processes, keep their own.)"""
         idle: set[str] = set()
         for sandbox in list(DockerSandbox._instances):
             for t in list(sandbox._refills):
                 t.join(60)
             with sandbox._lock:
                 idle |= {c.id for c in sandbox._warm.values()}
-        return [cid for cid in self.live_containers() if cid not in idle]
+        mine = self.engine._call(self.engine.client.containers.list, all=True,
+                                 filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
+        return [c.id for c in mine if c.id not in idle]
 
 
 def _alive(pid: int) -> bool:
