@@ -57,10 +57,12 @@ LIMITS = {"timeout": 120, "memory": "1g"}
 # A hidden test file that cannot be imported at the base (it imports a name the change
 # adds) must not stop the other files from running: their tests are PASS_TO_PASS.
 PYTEST_ARGS = ["--continue-on-collection-errors"]
-# Added to a src-layout project's instance image: the same effect as an editable install
-# (the package imports from the working tree), with no build backend and no network.
-SRC_ON_PATH = ("python -c \"import site; "
-               "open(site.getsitepackages()[0] + '/realworld-src.pth', 'w').write('/work/repo/src\\n')\"")
+# Added to the instance image of a src-layout project: the effect of an editable install
+# (the package imports from the working tree) with no build backend and no network. The
+# path goes first, ahead of site-packages, where the environment's own copy of a project
+# (packaging, a dependency of pytest) would otherwise win.
+SRC_ON_PATH = ("echo 'import sys; sys.path.insert(0, \"/work/repo/src\")' "
+               "> \"$(python -c 'import site; print(site.getsitepackages()[0])')/realworld-src.pth\"")
 
 sys.dont_write_bytecode = True
 
@@ -242,6 +244,11 @@ class History:
         return git(self.path, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", self.base, self.new,
                    "--", *paths, text=False)
 
+    def src_layout(self) -> bool:
+        """Whether the base release keeps its package under src/."""
+        listed = git(self.path, "ls-tree", "-r", "--name-only", self.base, "--", "src").split()
+        return any(re.fullmatch(r"src/[^/]+/__init__\.py", p) for p in listed)
+
     def show(self, rev: str, rel: str) -> bytes | None:
         listed = git(self.path, "ls-tree", "--name-only", rev, "--", rel).strip()
         return git(self.path, "show", f"{rev}:{rel}", text=False) if listed else None
@@ -312,10 +319,10 @@ def task_document(m: Manifest, spec: Spec, history: History, gold: bytes, lists:
         "repo": {"bundle": f"../repos/{spec.project}-{spec.base}.bundle", "commit": history.base},
         "environment": ENVIRONMENT,
     }
-    if project.get("install"):
-        doc["install"] = project["install"]
-    elif project.get("layout") == "src":
-        doc["install"] = SRC_ON_PATH
+    steps = [SRC_ON_PATH] if history.src_layout() else []
+    steps += [project["install"]] if project.get("install") else []
+    if steps:
+        doc["install"] = " && ".join(steps)
     doc["check"] = check
     doc["limits"] = dict(LIMITS)
     doc["gold_patch"] = "gold.patch"
