@@ -208,6 +208,7 @@ class DockerSandbox(Sandbox):
         self.engine = engine or DockerEngine()
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
         self._warm: dict[tuple, object] = {}
+        self._unremoved: list = []  # containers the engine could not remove when asked
         self._lock = threading.Lock()
         self._refills: list[threading.Thread] = []
         # gVisor keeps its own overlay of the root filesystem: files copied in after the
@@ -337,19 +338,31 @@ class DockerSandbox(Sandbox):
             idle, self._warm = list(self._warm.values()), {}
         for c in idle:
             self._remove(c)
+        self._remove_leftovers()
 
-    @staticmethod
-    def _remove(container) -> float:
+    def _remove(self, container) -> float:
+        """Remove a container; if the engine cannot answer now (dockerd restarting), keep
+        it to remove at the next run: the reaper spares a live owner's containers."""
         t = time.monotonic()
         try:
             container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
         except (docker.errors.DockerException, requests.exceptions.RequestException):
-            pass  # already gone, or the orphan reaper will get it
+            with self._lock:
+                self._unremoved.append(container)
         return time.monotonic() - t
+
+    def _remove_leftovers(self) -> None:
+        with self._lock:
+            pending, self._unremoved = self._unremoved, []
+        for c in pending:
+            self._remove(c)
 
     # --- one run ----------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutput:
         self._check_engine()
+        self._remove_leftovers()
         client = self.engine.client
         durations: dict[str, float] = {}
         # the marker comes last in the archive: when it exists, every file is complete
@@ -358,17 +371,25 @@ class DockerSandbox(Sandbox):
         container = self._take_warm(spec)
         durations["warm"] = 1.0 if container is not None else 0.0
         delivered = False
+        if container is not None:
+            durations["start"] = time.monotonic() - t
+            t = time.monotonic()
+            try:  # a warm container can have died meanwhile (dockerd restarted): then start cold
+                delivered = bool(container.put_archive(spec.files_root, files))
+            except (docker.errors.DockerException, requests.exceptions.RequestException):
+                delivered = False
+            durations["deliver"] = time.monotonic() - t
+            if not delivered:
+                self._remove(container)
+                container, durations["warm"] = None, 0.0
         if container is None:
-            container = self._start_new(spec, files)
-            delivered = True
-        durations["start"] = time.monotonic() - t
+            t = time.monotonic()
+            container = self._start_new(spec, files)  # the files go in before it starts
+            durations["start"] = time.monotonic() - t
+            durations.setdefault("deliver", 0.0)
         timed_out = False
         try:
             try:
-                t = time.monotonic()
-                if not delivered and not container.put_archive(spec.files_root, files):
-                    raise SandboxError("the engine refused the run's files")
-                durations["deliver"] = time.monotonic() - t
                 t = time.monotonic()
                 try:
                     status = container.wait(timeout=spec.timeout)
