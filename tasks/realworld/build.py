@@ -64,8 +64,6 @@ PYTEST_ARGS = ["--continue-on-collection-errors"]
 SRC_ON_PATH = ("echo 'import sys; sys.path.insert(0, \"/work/repo/src\")' "
                "> \"$(python -c 'import site; print(site.getsitepackages()[0])')/realworld-src.pth\"")
 
-sys.dont_write_bytecode = True
-
 
 # --- the manifest ---------------------------------------------------------------------
 
@@ -330,6 +328,9 @@ def task_document(m: Manifest, spec: Spec, history: History, gold: bytes, lists:
 
 
 def write_task(out: Path, m: Manifest, spec: Spec, history: History, lists: dict | None) -> dict:
+    if lists is not None and lists.get("base_commit") != history.base:
+        raise SystemExit(f"task {spec.id}: the base commit is {history.base}, lists.json recorded "
+                         f"{lists.get('base_commit')}: the sdist or the way it is committed changed")
     gold = history.diff(spec.source)
     changed = set(git(history.path, "diff", "--name-only", "--no-renames", history.base, history.new, "--",
                       *spec.source).split())
@@ -461,7 +462,8 @@ def compute(ids: list[str] | None, runs: int, log=print) -> dict[str, dict]:
             f2p = [t for t in gold_ok if all(r.get(t) != "passed" for r in base_runs)]
             p2p = [t for t in gold_ok if all(r.get(t) == "passed" for r in base_runs)]
             dropped = [t for t in ids_seen if t not in f2p and t not in p2p]
-            computed[task.id] = {"fail_to_pass": f2p, "pass_to_pass": p2p, "dropped": dropped}
+            computed[task.id] = {"base_commit": task.repo.commit, "fail_to_pass": f2p, "pass_to_pass": p2p,
+                                 "dropped": dropped}
             log(f"{task.id}: FAIL_TO_PASS {len(f2p)}, PASS_TO_PASS {len(p2p)}, dropped {len(dropped)}")
     finally:
         for tag in made_images:  # the provisional images, by tag: a final image may share their layers

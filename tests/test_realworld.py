@@ -1,0 +1,152 @@
+"""The real-world suite (tasks/realworld/): the manifest keeps the suite's promises, and
+the suite built from the pinned sdists is valid in the grading container, task by task
+(the empty patch FAILs, the gold patch PASSes, FAIL_TO_PASS fail and PASS_TO_PASS pass at
+the base).
+
+The build is cached: the sdists under the grader cache directory, the suite in
+build/realworld (rewritten only when the manifest, the lists or build.py change), the
+instance images by content hash. The first run downloads and builds everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.config import get_settings
+from grader.pipeline import Grader
+from grader.tasks.loader import TaskSet
+from grader.tasks.validate import validate_task
+
+ROOT = Path(__file__).resolve().parent.parent
+# Kept for an independent check of the suite: no task may come from these projects.
+RESERVED = {"attrs", "boltons", "cachetools", "humanize", "idna", "inflect", "more-itertools", "python-dateutil",
+            "six", "toolz", "wcwidth", "tabulate", "sortedcontainers", "python-slugify"}
+
+
+def _load_build():
+    spec = importlib.util.spec_from_file_location("realworld_build", ROOT / "tasks" / "realworld" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build()
+MANIFEST = build.load_manifest()
+LISTS = build.load_lists()
+TASK_IDS = [spec.id for spec in MANIFEST.tasks]
+
+
+def _quiet(*_args) -> None:
+    pass
+
+
+# --- the manifest, no Docker needed ---------------------------------------------------------
+
+def test_the_suite_spans_projects_and_years():
+    projects = {spec.project for spec in MANIFEST.tasks}
+    assert len(TASK_IDS) >= 20
+    assert len(projects) >= 5
+    assert not {MANIFEST.projects[p].get("pypi", p).lower() for p in projects} & RESERVED
+    years = {MANIFEST.sdist(spec.project, spec.new).uploaded.year for spec in MANIFEST.tasks}
+    assert len(years) >= 5, sorted(years)
+
+
+def test_every_sdist_is_pinned_to_pypi_by_hash():
+    for sdist in MANIFEST.sdists.values():
+        assert sdist.url.startswith(build.FILES_HOST) and sdist.url.endswith((".tar.gz", ".zip"))
+        assert len(sdist.sha256) == 64 and int(sdist.sha256, 16) >= 0
+        assert sdist.filename.lower().replace("_", "-").startswith(
+            MANIFEST.projects[sdist.project].get("pypi", sdist.project).lower().replace("_", "-"))
+
+
+def test_every_task_has_lists_computed_from_its_hidden_tests():
+    assert set(LISTS) == set(TASK_IDS), "run tasks/realworld/build.py --compute"
+    for spec in MANIFEST.tasks:
+        lists = LISTS[spec.id]
+        assert lists["fail_to_pass"], spec.id
+        assert len(lists["base_commit"]) == 40
+        assert not set(lists["fail_to_pass"]) & set(lists["pass_to_pass"])
+        for test_id in lists["fail_to_pass"] + lists["pass_to_pass"]:
+            assert test_id.split("::", 1)[0] in spec.tests, (spec.id, test_id)
+
+
+def test_difficulty_rule():
+    def patch(files: int, lines: int) -> bytes:
+        one = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n" + "+x\n" * lines
+        return (one * files).encode()
+
+    assert build.difficulty(patch(1, 10)) == "easy"
+    assert build.difficulty(patch(1, 11)) == "medium"
+    assert build.difficulty(patch(2, 30)) == "medium"
+    assert build.difficulty(patch(1, 61)) == "hard"
+    assert build.difficulty(patch(3, 3)) == "hard"
+
+
+def test_the_default_tasks_directory_does_not_hold_the_suite():
+    """The suite is generated outside tasks/, which the grader loads by default: the
+    example suite, the demo and the service are the same with or without it built."""
+    assert not set(TaskSet(ROOT / "tasks").ids()) & set(TASK_IDS)
+    assert build.DEFAULT_OUT.relative_to(ROOT).parts[0] != "tasks"
+
+
+# --- built and graded for real --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def realworld() -> Path:
+    out = build.DEFAULT_OUT
+    build.build_suite(out, log=_quiet)
+    build.build_images(out, log=_quiet)
+    return out
+
+
+@pytest.fixture(scope="module")
+def realworld_grader(realworld: Path) -> Grader:
+    return Grader(get_settings(tasks_dir=realworld, environments_dir=ROOT / "environments"))
+
+
+@pytest.fixture(scope="module")
+def realworld_tasks(realworld: Path) -> TaskSet:
+    return TaskSet(realworld)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)  # the first run downloads the sdists and builds every image
+def test_the_built_suite_matches_the_manifest(realworld_tasks):
+    assert realworld_tasks.ids() == sorted(TASK_IDS)
+    for task in realworld_tasks:
+        spec = next(s for s in MANIFEST.tasks if s.id == task.id)
+        assert task.metadata.suite == "realworld" and task.metadata.language == "python"
+        assert task.metadata.created_at == MANIFEST.sdist(spec.project, spec.new).uploaded.date()
+        assert task.repo.commit == LISTS[task.id]["base_commit"]
+        assert task.check.fail_to_pass == LISTS[task.id]["fail_to_pass"]
+        assert set(task.check.hidden_tests) == set(spec.tests)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_a_rebuild_is_byte_identical(realworld, tmp_path):
+    """Same sdists, same suite: the shas, the bundles, the gold patches, the task files."""
+    again = tmp_path / "realworld"
+    build.build_suite(again, force=True, log=_quiet)
+
+    def digest(root: Path) -> dict[str, str]:
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert digest(again) == digest(realworld)
+    shutil.rmtree(again)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_realworld_task_is_valid(realworld_grader, realworld_tasks, task_id):
+    report = validate_task(realworld_grader, realworld_tasks.get(task_id))
+    assert report.ok, report.problems
