@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fcntl
 import hashlib
-import io
 import json
 import os
 import re
@@ -375,15 +375,22 @@ def build_suite(out: Path, *, ids: list[str] | None = None, provisional: bool = 
     if ids is not None and (unknown := set(ids) - {s.id for s in specs}):
         raise SystemExit(f"no such task(s) in the manifest: {', '.join(sorted(unknown))}")
     key = stamp(ids, provisional)
-    if not force and (out / ".stamp").exists() and (out / ".stamp").read_text() == key:
-        return m, False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build of a directory at a time (a test and a person, say)
+        if not force and (out / ".stamp").exists() and (out / ".stamp").read_text() == key:
+            return m, False
+        _write_suite(out, m, specs, key, provisional, log)
+    return m, True
+
+
+def _write_suite(out: Path, m: Manifest, specs: list[Spec], key: str, provisional: bool, log) -> None:
     lists = load_lists()
     if not provisional and (missing := [s.id for s in specs if s.id not in lists]):
         raise SystemExit(f"no test lists for {', '.join(missing)}: run build.py --compute {' '.join(missing)}")
     if not provisional and (unsolved := [s.id for s in specs if not lists[s.id]["fail_to_pass"]]):
         raise SystemExit(f"no FAIL_TO_PASS test in {', '.join(unsolved)}: the hidden tests pass at the base")
     cache = cache_dir()
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     tmp.chmod(0o755)
     try:
@@ -402,7 +409,6 @@ def build_suite(out: Path, *, ids: list[str] | None = None, provisional: bool = 
             tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return m, True
 
 
 def grader_settings(tasks_dir: Path, **overrides):
