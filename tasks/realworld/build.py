@@ -296,6 +296,19 @@ def difficulty(patch: bytes) -> str:
     return "medium"
 
 
+def reflow(text: str) -> str:
+    """The manifest's hard-wrapped instruction as a person would type it: one line per
+    paragraph and per list item ('- ...'), blank lines kept."""
+    lines: list[str] = []
+    for raw in text.strip().splitlines():
+        line = raw.strip()
+        if line and lines and lines[-1] and not line.startswith("- "):
+            lines[-1] += " " + line
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def task_document(m: Manifest, spec: Spec, history: History, gold: bytes, lists: dict | None) -> dict:
     project = m.projects[spec.project]
     new = m.sdist(spec.project, spec.new)
@@ -306,7 +319,7 @@ def task_document(m: Manifest, spec: Spec, history: History, gold: bytes, lists:
         check["pass_to_pass"] = lists["pass_to_pass"]
     doc: dict = {
         "id": spec.id,
-        "instruction": spec.instruction.strip(),
+        "instruction": reflow(spec.instruction),
         "metadata": {
             "suite": "realworld",
             "language": "python",
