@@ -731,5 +731,137 @@ def db_upgrade(settings: Settings) -> None:
     out.print(f"{database!r} at revision {database.current_revision()}", highlight=False)
 
 
+# --- runs and the leaderboard (clients of the REST API) -----------------------------------------
+def window(fn):
+    """--suite, --variant, --since, --until: the same filters as the API and the portal."""
+    for opt in reversed([
+        click.option("--suite", default=None, help="Only tasks of this suite."),
+        click.option("--variant", default=None, help="Only attempts with this prompt variant."),
+        click.option("--since", default=None, help="Only tasks created on or after this date (YYYY-MM-DD)."),
+        click.option("--until", default=None, help="Only tasks created on or before this date."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _fig(fig) -> str:
+    if not fig or fig.get("value") is None:
+        return "–"
+    num = fig.get("numerator")
+    num = f"{num:.2f}".rstrip("0").rstrip(".") if isinstance(num, float) else num
+    text = f"{100 * fig['value']:.1f}% ({num}/{fig.get('denominator')})"
+    ci = fig.get("ci")
+    return text + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci and ci[0] is not None else "")
+
+
+@main.group()
+def runs() -> None:
+    """Runs (campaigns): their figures and paired comparisons, from the service."""
+
+
+@runs.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def runs_list(client, as_json: bool) -> None:
+    """Your team's runs and every public one."""
+    items = client.runs()
+    if as_json:
+        click.echo(json.dumps(items, indent=1))
+        return
+    table = Table("id", "run", "team", "method", "public", "created")
+    for r in items:
+        table.add_row(r["id"], _escape(r["name"]), _escape(r["team"]), _escape(r.get("method") or ""),
+                      "yes" if r["public"] else "", (r.get("created_at") or "")[:10])
+    out.print(table)
+
+
+@runs.command("show")
+@click.argument("run")
+@window
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def runs_show(client, run: str, suite, variant, since, until, as_json: bool) -> None:
+    """RUN's figures (with numerators, denominators and 95% intervals) and its per-task table."""
+    view = client.run(run, suite=suite, variant=variant, since=since, until=until)
+    if as_json:
+        click.echo(json.dumps(view, indent=1))
+        return
+    m = view["metrics"]
+    state = "complete" if view["complete"] else f"INCOMPLETE ({view['pending']} pending, {view['errors']} errors)"
+    out.print(f"[bold]{_escape(view['name'])}[/] by {_escape(view['team'])} · {view['submissions']} submissions · "
+              f"{state}", highlight=False)
+    figures = Table("figure", "value", title="figures")
+    figures.add_row("solve rate (PASS)", _fig(m.get("solve_rate")))
+    figures.add_row("success rate (graded)", _fig(m.get("success_rate")))
+    for k, fig in (m.get("pass_at_k") or {}).items():
+        figures.add_row(f"pass@{k}", _fig(fig))
+    figures.add_row("pass_any@n", _fig(m.get("pass_any_at_n")))
+    loc = m.get("localization") or {}
+    for name in ("precision", "recall", "f1"):
+        if loc.get(name):
+            figures.add_row(f"file localization {name}", _fig(loc[name]))
+    out.print(figures)
+    for dim, groups in (m.get("breakdowns") or {}).items():
+        if groups:
+            t = Table(dim, "solve rate", "success rate", title=f"by {dim}")
+            for name, g in sorted(groups.items()):
+                t.add_row(str(name), _fig(g.get("solve_rate")), _fig(g.get("success_rate")))
+            out.print(t)
+    per = Table("task", "n", "passed", "stability", "trials", title="per task")
+    for task_id, t in (m.get("per_task") or {}).items():
+        per.add_row(task_id, str(t.get("n")), str(t.get("c")), t.get("stability") or "–",
+                    " ".join(str(v) for v in t.get("verdicts") or []))
+    out.print(per)
+
+
+@runs.command("compare")
+@click.argument("a")
+@click.argument("b")
+@window
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: bool) -> None:
+    """A against B on their common tasks: wins, losses, the solve-rate difference and McNemar's p."""
+    res = client.compare(a, b, suite=suite, variant=variant, since=since, until=until)
+    if as_json:
+        click.echo(json.dumps(res, indent=1))
+        return
+    c = res["comparison"]
+    out.print(f"A = {_escape(res['a']['name'])} ({_escape(res['a']['team'])}), "
+              f"B = {_escape(res['b']['name'])} ({_escape(res['b']['team'])})", highlight=False)
+    t = Table("figure", "value")
+    for key, label in (("common_tasks", "common tasks"), ("wins", "A solved, B not"), ("losses", "B solved, A not"),
+                       ("ties", "ties")):
+        v = c.get(key)
+        t.add_row(label, str(len(v) if isinstance(v, (list, dict)) else v))
+    t.add_row("solve-rate difference", _fig(c.get("difference")))
+    p = c.get("mcnemar_p")
+    t.add_row("McNemar exact p", "–" if p is None else f"{p:.4f}")
+    out.print(t)
+
+
+@main.command("leaderboard")
+@window
+@click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def leaderboard_cmd(client, suite, variant, since, until, include_incomplete: bool, as_json: bool) -> None:
+    """The public leaderboard, ranked by solve rate, as the portal shows it."""
+    rows = client.leaderboard(suite=suite, variant=variant, since=since, until=until,
+                              include_incomplete=include_incomplete)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    t = Table("#", "run", "team", "method", "solve rate", "success rate", "pass@1", "tasks", "", title="leaderboard")
+    for r in rows:
+        m = r["metrics"]
+        marks = " ".join(x for x, on in (("baseline", r["baseline"]), ("verified", r["verified"]),
+                                         ("INCOMPLETE", not r["complete"])) if on)
+        t.add_row(str(r.get("rank") or ""), _escape(r["name"]), _escape(r["team"]), _escape(r.get("method") or ""),
+                  _fig(m.get("solve_rate")), _fig(m.get("success_rate")), _fig((m.get("pass_at_k") or {}).get("1")),
+                  str(len(m.get("per_task") or {})), marks)
+    out.print(t)
+
+
 if __name__ == "__main__":
     main()

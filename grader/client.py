@@ -235,6 +235,30 @@ class Client:
         """The team, whether the key is an admin's, its quotas and usage."""
         return self._request("GET", "/v1/account")
 
+    # --- runs and the leaderboard ------------------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        """Your team's runs and every public one."""
+        return self._request("GET", "/v1/runs").get("items", [])
+
+    def run(self, ref: str, **filters: Any) -> dict[str, Any]:
+        """A run's metrics and per-task table; `filters`: suite, variant, since, until."""
+        return self._request("GET", f"/v1/runs/{ref}", params=_clean(filters))
+
+    def update_run(self, ref: str, **fields: Any) -> dict[str, Any]:
+        return self._request("PATCH", f"/v1/runs/{ref}", json_body=fields)
+
+    def leaderboard(self, *, include_incomplete: bool = False, **filters: Any) -> list[dict[str, Any]]:
+        params = _clean(filters)
+        if include_incomplete:
+            params["include_incomplete"] = "1"
+        return self._request("GET", "/v1/leaderboard", params=params).get("items", [])
+
+    def compare(self, a: str, b: str, **filters: Any) -> dict[str, Any]:
+        return self._request("GET", "/v1/compare", params={"a": a, "b": b, **_clean(filters)})
+
+    def report(self, ref: str, fmt: str = "swebench") -> dict[str, Any]:
+        return self._request("GET", f"/v1/runs/{ref}/report", params={"format": fmt})
+
     # --- transport -----------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
                  idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:
@@ -372,3 +396,7 @@ def _error_from(resp: requests.Response) -> ApiError:
     except (ValueError, KeyError, TypeError):
         text = " ".join(resp.text.split())[:200] or resp.reason or "no body"
         return ApiError(resp.status_code, f"http_{resp.status_code}", text, retry_after)
+
+
+def _clean(params: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in params.items() if v is not None}

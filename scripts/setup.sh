@@ -21,6 +21,10 @@ command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
 command -v runsc >/dev/null || need_pkgs+=(runsc)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
+command -v curl >/dev/null || need_pkgs+=(curl)
+# the portal's browser tests drive headless Chromium through Debian's chromedriver
+command -v chromium >/dev/null || need_pkgs+=(chromium)
+command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 # Debian keeps the PostgreSQL server binaries off the PATH. The tests start their own
 # cluster on a free port; the one the package may start on 5432 is left alone, unused.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_pkgs+=(postgresql)

@@ -115,6 +115,12 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     assert 'grader_submissions_total{verdict="PATCH FAILED"} 1.0' in metrics
     workers = c.session.get(f"{stack.url}/v1/workers", headers={"Authorization": f"Bearer {stack.key}"}).json()
     assert len(workers["workers"]) == 2
+    # the run's figures in the terminal: 1 PASS and 1 FAIL on one task, one trial each
+    shown = subprocess.run([str(BIN), "runs", "show", "e2e"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "solve rate" in shown.stdout and "50.0% (1/2)" in shown.stdout
+    board = subprocess.run([str(BIN), "leaderboard", "--all"], env=env, capture_output=True, text=True, timeout=60)
+    assert board.returncode == 0 and "leaderboard" in board.stdout
 
 
 def test_a_worker_killed_mid_grade_loses_nothing(stack, mini):

@@ -52,3 +52,10 @@ def admin_required(view):
             raise ApiError(403, "forbidden", "this route needs an admin key")
         return view(*args, **kwargs)
     return wrapper
+
+
+def optional() -> Caller | None:
+    """The caller when a key is sent (a wrong key is still 401), else None: public pages."""
+    if not request.headers.get("Authorization"):
+        return None
+    return current()

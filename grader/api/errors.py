@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify
+from flask import Flask, jsonify, render_template, request
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -51,6 +51,18 @@ def render(err: ApiError):
     return response
 
 
+_MACHINE = ("/v1/", "/healthz", "/readyz", "/metrics", "/openapi.json")
+
+
+def _for_people() -> bool:
+    """Portal pages get an HTML error page; the API and probes always get JSON."""
+    return not request.path.startswith(_MACHINE) and request.path != "/v1"
+
+
+def _page(code: int, name: str, message: str):
+    return render_template("error.html", code=code, name=name, message=message), code
+
+
 def init_app(app: Flask) -> None:
     app.register_error_handler(ApiError, render)
 
@@ -60,6 +72,8 @@ def init_app(app: Flask) -> None:
         message = exc.description or exc.name
         if code == 413:
             message = f"the request body is larger than the limit of {app.config['MAX_CONTENT_LENGTH']} bytes"
+        if _for_people():
+            return _page(code, exc.name, message)
         response = render(ApiError(code, _CODES.get(code, "http_error"), message))
         valid = getattr(exc, "valid_methods", None)
         if code == 405 and valid:
@@ -76,4 +90,6 @@ def init_app(app: Flask) -> None:
     def _bug(exc: Exception):
         log.exception("unhandled error")
         detail = "" if app.config.get("GRADER_PRODUCTION") else f": {type(exc).__name__}: {exc}"
+        if _for_people():
+            return _page(500, "Internal Server Error", "The service failed on this request" + detail)
         return render(ApiError(500, "internal_error", "the service failed on this request" + detail))

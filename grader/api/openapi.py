@@ -15,7 +15,8 @@ from grader.pipeline import GRADER_VERSION
 bp = Blueprint("openapi", __name__)
 
 _MODELS = [m.SubmissionIn, m.PredictionIn, m.BatchIn, m.SubmissionOut, m.SubmissionPage, m.BatchOut, m.ErrorOut,
-           m.TaskOut, m.TaskPage, m.AccountOut, m.TeamIn, m.KeyOut, m.Health, m.WorkersOut]
+           m.TaskOut, m.TaskPage, m.AccountOut, m.TeamIn, m.KeyOut, m.Health, m.WorkersOut, m.RunOut, m.RunPage,
+           m.RunView, m.RunPatch, m.Leaderboard, m.CompareOut, m.SwebenchReport]
 
 
 def _ref(model) -> dict:
@@ -36,6 +37,8 @@ def _errors(*codes: int) -> dict:
 _P = {
     "id": {"name": "submission_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 32}},
     "task": {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}},
+    "run_ref": {"name": "run", "in": "path", "required": True, "description": "the run's id, or your run_id",
+                "schema": {"type": "string"}},
     "wait": {"name": "wait", "in": "query", "required": False, "description": "seconds to hold for the verdict "
              "(capped by the server's maximum)", "schema": {"type": "number", "minimum": 0}},
     "idem": {"name": "Idempotency-Key", "in": "header", "required": False, "description": "a retried request "
@@ -48,6 +51,15 @@ _P = {
     "cursor": {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
 }
 _AUTH = [{"bearer": []}]
+_OPTIONAL = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
+_WINDOW = [
+    {"name": "suite", "in": "query", "required": False, "schema": {"type": "string"}},
+    {"name": "variant", "in": "query", "required": False, "schema": {"type": "string"}},
+    {"name": "since", "in": "query", "required": False, "description": "tasks created on or after",
+     "schema": {"type": "string", "format": "date"}},
+    {"name": "until", "in": "query", "required": False, "description": "tasks created on or before",
+     "schema": {"type": "string", "format": "date"}},
+]
 
 
 def _paths() -> dict:
@@ -103,6 +115,33 @@ def _paths() -> dict:
         "/v1/admin/tasks/reload": {"post": {"summary": "Read the tasks directory again (admin)", "tags": ["admin"],
                                             "security": _AUTH, "responses": {"200": {"description": "reloaded"},
                                                                              **_errors(401, 403)}}},
+        "/v1/runs": {"get": {"summary": "Your team's runs and every public one", "tags": ["runs"],
+                             "security": _OPTIONAL, "responses": {"200": _json(m.RunPage, "runs"), **_errors(401)}}},
+        "/v1/runs/{run}": {
+            "get": {"summary": "A run's figures and per-task table", "tags": ["runs"], "security": _OPTIONAL,
+                    "parameters": [_P["run_ref"], *_WINDOW],
+                    "responses": {"200": _json(m.RunView, "the run"), **_errors(401, 404, 422)}},
+            "patch": {"summary": "Describe a run, make it public (the host also marks baseline, hidden, verified)",
+                      "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
+                      "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.RunPatch)}}},
+                      "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 422)}},
+        },
+        "/v1/runs/{run}/report": {"get": {
+            "summary": "The run in SWE-bench's report format", "tags": ["runs"], "security": _OPTIONAL,
+            "parameters": [_P["run_ref"], {"name": "format", "in": "query", "required": False,
+                                          "schema": {"type": "string", "enum": ["swebench"]}}],
+            "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)}}},
+        "/v1/leaderboard": {"get": {
+            "summary": "Public runs ranked by solve rate; incomplete runs only on request, never ranked",
+            "tags": ["runs"], "security": _OPTIONAL,
+            "parameters": [*_WINDOW, {"name": "include_incomplete", "in": "query", "required": False,
+                                      "schema": {"type": "string", "enum": ["0", "1", "true", "false"]}}],
+            "responses": {"200": _json(m.Leaderboard, "the leaderboard"), **_errors(401, 422)}}},
+        "/v1/compare": {"get": {
+            "summary": "Two runs on their common tasks", "tags": ["runs"], "security": _OPTIONAL,
+            "parameters": [{"name": "a", "in": "query", "required": True, "schema": {"type": "string"}},
+                           {"name": "b", "in": "query", "required": True, "schema": {"type": "string"}}, *_WINDOW],
+            "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)}}},
         "/healthz": {"get": {"summary": "The process is alive", "tags": ["system"],
                              "responses": {"200": _json(m.Health, "alive")}}},
         "/readyz": {"get": {"summary": "Redis, the database and Docker answer", "tags": ["system"],

@@ -174,3 +174,67 @@ class Health(BaseModel):
 class WorkersOut(BaseModel):
     workers: list[dict[str, Any]]
     queue: dict[str, int]
+
+
+Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$")]
+
+
+class RunPatch(_In):
+    """What a team says of its run (and, for an admin key, the host's marks)."""
+
+    method: Annotated[str, StringConstraints(max_length=200)] | None = None
+    description: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+    project_url: Url | None = None
+    paper_url: Url | None = None
+    public: bool | None = None
+    baseline: bool | None = Field(None, description="admin only")
+    hidden: bool | None = Field(None, description="admin only")
+    verified: bool | None = Field(None, description="admin only")
+
+
+class RunOut(BaseModel):
+    id: str = Field(description="the run's public id (a team may also use its run_id)")
+    name: str = Field(description="the run_id its submissions carry")
+    team: str
+    method: str | None
+    description: str | None
+    project_url: str | None
+    paper_url: str | None
+    public: bool
+    baseline: bool
+    hidden: bool
+    verified: bool
+    created_at: str | None
+    links: dict[str, str]
+
+
+class RunPage(BaseModel):
+    items: list[RunOut]
+
+
+class RunView(RunOut):
+    submissions: int
+    pending: int = Field(description="queued or running: the run is incomplete until they finish")
+    errors: int = Field(description="final ERROR attempts: excluded from denominators; the run is incomplete")
+    complete: bool
+    filters: dict[str, Any]
+    metrics: dict[str, Any] = Field(description="figures with numerator, denominator and 95% interval; per-task "
+                                                "table; breakdowns by suite, difficulty, language, prompt variant")
+    rank: int | None = None
+
+
+class Leaderboard(BaseModel):
+    filters: dict[str, Any]
+    items: list[RunView]
+
+
+class CompareOut(BaseModel):
+    a: RunOut
+    b: RunOut
+    comparison: dict[str, Any] = Field(description="common tasks, wins, losses, ties, the solve-rate difference "
+                                                   "with a bootstrap interval, McNemar's exact p-value")
+
+
+class SwebenchReport(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    total_instances: int | None = None

@@ -213,6 +213,8 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
         fresh.append(acc)
         out.items.append(acc)
     if fresh:
+        from grader.store.runs import ensure_runs
+        ensure_runs(svc.db, caller.team_id, {a.row.run_id for a in fresh if a.row.run_id})
         _store(svc, caller, fresh, out)
     todo = [(a.row.id, a.row.job_id, a.row.task_id) for a in fresh if a.enqueue and a.row.status == Status.QUEUED.value]
     if todo:

@@ -115,6 +115,29 @@ class Submission(Base):
                                                              order_by="WebhookDelivery.id")
 
 
+class Run(Base):
+    """A campaign: every submission of one team with one run_id. Its metadata is what a
+    leaderboard shows (as EvalAI does); its figures are computed from the submissions."""
+
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_runs_team_name"),)
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)  # the public id
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    name: Mapped[str] = mapped_column(String(200))  # the run_id the team submits with
+    method: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    project_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    paper_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    public: Mapped[bool] = mapped_column(Boolean, default=False)  # the team's choice
+    baseline: Mapped[bool] = mapped_column(Boolean, default=False)  # the host's marks
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    team: Mapped[Team] = relationship()
+
+
 class WebhookDelivery(Base):
     __tablename__ = "webhook_deliveries"
 

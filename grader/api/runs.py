@@ -1,0 +1,129 @@
+"""/v1/runs, /v1/leaderboard, /v1/compare: campaigns and their figures. Public runs are
+readable without a key; a team sees its own runs whatever their visibility."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from flask import Blueprint, current_app, g, jsonify, request
+from pydantic import ValidationError
+
+from grader import runs as R
+from grader.api import auth
+from grader.api.errors import ApiError, validation_error
+from grader.api.schemas import RunPatch
+from grader.service import Service
+from grader.store import runs as store_runs
+from grader.store.models import Run, Team
+
+bp = Blueprint("runs", __name__)
+
+
+def _svc() -> Service:
+    return current_app.extensions["grader"]
+
+
+def _date(name: str) -> dt.date | None:
+    raw = request.args.get(name)
+    if not raw:
+        return None
+    try:
+        return dt.date.fromisoformat(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_fields", f"{name} must be a date, YYYY-MM-DD, not {raw!r}") from None
+
+
+def filters() -> R.Filters:
+    f = R.Filters(suite=request.args.get("suite") or None, variant=request.args.get("variant") or None,
+                  since=_date("since"), until=_date("until"))
+    if f.since and f.until and f.since > f.until:
+        raise ApiError(422, "invalid_fields", "since is after until")
+    return f
+
+
+def _caller_ids() -> tuple[int | None, bool]:
+    c = auth.optional()
+    g.caller = c
+    return (c.team_id, c.admin) if c else (None, False)
+
+
+def load_run(ref: str) -> Run:
+    team_id, admin = _caller_ids()
+    with _svc().db.read() as s:
+        run = store_runs.find(s, ref, team_id=team_id)
+    if run is None or not store_runs.may_see(run, team_id=team_id, admin=admin):
+        raise ApiError(404, "not_found", f"no run {ref!r}")
+    return run
+
+
+@bp.get("/v1/runs")
+def index():
+    svc = _svc()
+    team_id, admin = _caller_ids()
+    with svc.db.read() as s:
+        runs = store_runs.visible(s, team_id=team_id, admin=admin)
+        teams = {t.id: t for t in s.query(Team).all()}
+        items = [R.run_meta(r, teams[r.team_id]) for r in runs]
+    return jsonify({"items": items})
+
+
+@bp.get("/v1/runs/<run>")
+def show(run: str):
+    return jsonify(R.run_view(_svc(), load_run(run), filters()))
+
+
+@bp.patch("/v1/runs/<run>")
+@auth.required
+def update(run: str):
+    ref, svc = run, _svc()
+    with svc.db.read() as s:
+        run = store_runs.find(s, ref, team_id=g.caller.team_id)
+    if run is None or not (g.caller.admin or run.team_id == g.caller.team_id):
+        raise ApiError(404, "not_found", f"no run {ref!r}")
+    try:
+        patch = RunPatch.model_validate(request.get_json(force=True, silent=True) or {})
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    fields = patch.model_dump(exclude_unset=True)
+    host_only = {"baseline", "hidden", "verified"} & fields.keys()
+    if host_only and not g.caller.admin:
+        raise ApiError(403, "forbidden", f"only the host (an admin key) sets {sorted(host_only)}")
+    with svc.db.write() as s:
+        row = s.get(Run, run.id)
+        for k, v in fields.items():
+            setattr(row, k, v)
+    with svc.db.read() as s:
+        row, team = s.get(Run, run.id), s.get(Team, run.team_id)
+        return jsonify(R.run_meta(row, team))
+
+
+@bp.get("/v1/runs/<run>/report")
+def report(run: str):
+    ref = run
+    fmt = request.args.get("format", "swebench")
+    if fmt != "swebench":
+        raise ApiError(422, "invalid_fields", "format must be 'swebench'")
+    svc = _svc()
+    run = load_run(ref)
+    with svc.db.read() as s:
+        rows = store_runs.submissions_of(s, run)
+        subs = [{"task_id": r.task_id, "verdict": r.verdict, "status": r.status, "patch_sha256": r.patch_sha256}
+                for r in rows]
+    return jsonify(R.swebench_report(subs))
+
+
+@bp.get("/v1/leaderboard")
+def leaderboard():
+    _caller_ids()
+    include = request.args.get("include_incomplete", "").lower() in ("1", "true", "yes")
+    f = filters()
+    rows = R.leaderboard(_svc(), f, include_incomplete=include)
+    return jsonify({"filters": R.plain(f), "items": rows})
+
+
+@bp.get("/v1/compare")
+def compare():
+    a, b = request.args.get("a"), request.args.get("b")
+    if not a or not b:
+        raise ApiError(422, "invalid_fields", "give two runs: ?a=RUN&b=RUN")
+    return jsonify(R.compare(_svc(), load_run(a), load_run(b), filters()))

@@ -1,0 +1,174 @@
+"""The portal in a real browser: headless Chromium (Debian's chromium and chromedriver)
+drives a live HTTP server of the app over real grades (Docker), a real Redis and a real
+database. Each page's content is checked, a screenshot of each is saved, and pages must
+not scroll sideways at a laptop's width or log browser errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from werkzeug.serving import make_server
+
+from grader import jobs
+from grader.api import create_app
+from grader.pipeline import Grader
+from service_helpers import Api, make_service, new_key
+from test_jobs_docker import work
+
+pytestmark = [pytest.mark.docker, pytest.mark.service, pytest.mark.browser]
+SHOTS = Path(os.environ.get("GRADER_SCREENSHOTS", Path(__file__).parent.parent / "benchmarks" / "out" / "screenshots"))
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as ChromeService
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.fail("chromium and chromedriver are not installed: run bash scripts/setup.sh", pytrace=False)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--window-size=1280,1000", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=ChromeService(driver), options=opts)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, redis_server, settings, mini):
+    """Two public runs graded for real on the mini tasks: 'gold' passes everything, 'empty'
+    fails everything; a third team's private run; a live server on a free port."""
+    from conftest import FIXED
+    redis_server.flush()
+    db = tmp_path_factory.mktemp("portal") / "grader.db"
+    svc = make_service(f"sqlite:///{db}", redis_server.url, tasks_dir=settings.tasks_dir,
+                       cache_dir=settings.cache_dir, retry_backoff=0)
+    jobs.use(svc, Grader(svc.settings))
+    app = create_app(service=svc, migrate=False)
+    keys = {name: new_key(svc, name) for name in ("alpha", "beta", "gamma")}
+    gold = mini.diff({"calc/__init__.py": FIXED}).decode()
+    c = app.test_client()
+    for team, run, patch, method in (("alpha", "gold-run", gold, "Careful Agent"),
+                                     ("beta", "empty-run", "", "Lazy Agent"), ("gamma", "secret-run", gold, None)):
+        api = Api(c, keys[team])
+        items = [{"task_id": t, "patch": patch + ("\n" * trial if patch else ""), "trial": trial}
+                 for t in ("mini", "mini-nolist") for trial in range(2)]
+        assert api.post("/v1/submissions/batch", json={"run_id": run, "submissions": items}).status_code == 202
+        if method:
+            r = c.patch(f"/v1/runs/{run}", json={"public": True, "method": method},
+                        headers={"Authorization": f"Bearer {keys[team]}"})
+            assert r.status_code == 200
+    work(svc)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    browser = _browser()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield {"url": f"http://127.0.0.1:{server.server_port}", "svc": svc, "keys": keys, "b": browser}
+    browser.quit()
+    server.shutdown()
+    svc.close()
+
+
+def visit(site, path: str, shot: str):
+    from selenium.webdriver.common.by import By
+    b = site["b"]
+    b.get(site["url"] + path)
+    b.save_screenshot(str(SHOTS / f"{shot}.png"))
+    width = b.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 1280, f"{path} scrolls sideways ({width}px wide)"
+    severe = [e for e in b.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert severe == [], severe
+    return b.find_element(By.TAG_NAME, "body")
+
+
+def test_leaderboard_ranks_and_sorts(site):
+    from selenium.webdriver.common.by import By
+    body = visit(site, "/leaderboard", "leaderboard")
+    rows = site["b"].find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr.run-row")
+    names = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+    assert names == ["gold-run", "empty-run"]
+    assert "secret-run" not in body.text  # private runs stay off the leaderboard
+    first = rows[0].text
+    assert "Careful Agent" in first and "100.0%" in first and "4/4" in first
+    # click the run column header twice: ascending by name puts empty-run first
+    site["b"].find_element(By.LINK_TEXT, "run").click()
+    site["b"].find_element(By.PARTIAL_LINK_TEXT, "run ▼").click()
+    rows = site["b"].find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr.run-row")
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == ["empty-run", "gold-run"]
+    site["b"].save_screenshot(str(SHOTS / "leaderboard-sorted.png"))
+
+
+def test_run_page_figures_grid_and_charts(site):
+    from selenium.webdriver.common.by import By
+    site["b"].get(site["url"] + "/leaderboard")
+    site["b"].find_element(By.LINK_TEXT, "gold-run").click()
+    body = site["b"].find_element(By.TAG_NAME, "body")
+    site["b"].save_screenshot(str(SHOTS / "run.png"))
+    assert "gold-run" in body.text and "Careful Agent" in body.text
+    cards = site["b"].find_element(By.ID, "figures").text
+    assert "100.0%" in cards and "pass@1" in cards
+    per_task = site["b"].find_elements(By.CSS_SELECTOR, "#per-task tbody tr")
+    assert {r.get_attribute("data-task") for r in per_task} == {"mini", "mini-nolist"}
+    assert all("stable pass" in r.text for r in per_task)
+    bars = site["b"].find_elements(By.CSS_SELECTOR, "figure.chart svg rect")
+    assert bars, "the breakdown charts drew no bars"
+
+
+def test_compare_page(site):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    b = site["b"]
+    visit(site, "/compare", "compare-empty")
+    Select(b.find_element(By.NAME, "a")).select_by_visible_text("gold-run (alpha)")
+    Select(b.find_element(By.NAME, "b")).select_by_visible_text("empty-run (beta)")
+    b.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    b.save_screenshot(str(SHOTS / "compare.png"))
+    text = b.find_element(By.ID, "comparison").text
+    assert "2 · 0 · 0" in text  # gold wins both common tasks
+    assert "McNemar" in text
+
+
+def test_task_page_shows_only_the_public_instruction(site):
+    body = visit(site, "/tasks/mini", "task")
+    task = site["svc"].task("mini")
+    assert task.instruction in body.text
+    source = site["b"].page_source
+    hidden = task.read(next(iter(task.check.hidden_tests.values()))).decode()
+    assert "def test_empty" in hidden and "def test_empty" not in source
+    assert "raise ValueError('empty')" not in source  # the gold patch's line
+
+
+def test_submission_logs_need_the_owning_team(site):
+    from selenium.webdriver.common.by import By
+    b = site["b"]
+    with site["svc"].db.read() as s:
+        from grader.store.models import Submission
+        sid = s.query(Submission).filter_by(run_id="empty-run").first().id
+    b.delete_all_cookies()
+    b.get(f"{site['url']}/submissions/{sid}")
+    assert "/login" in b.current_url
+    b.find_element(By.ID, "key").send_keys("grk_not-a-key")
+    b.find_element(By.ID, "login-button").click()
+    assert "not valid" in b.find_element(By.TAG_NAME, "body").text
+    b.find_element(By.ID, "key").send_keys(site["keys"]["beta"])
+    b.find_element(By.ID, "login-button").click()
+    assert b.find_element(By.ID, "signed-in").text == "beta"
+    b.get(f"{site['url']}/submissions/{sid}")
+    b.save_screenshot(str(SHOTS / "submission.png"))
+    body = b.find_element(By.TAG_NAME, "body").text
+    assert "FAIL" in body and "mini" in body and b.find_element(By.ID, "output").text
+    assert "def test_empty" not in b.page_source  # the hidden test's source is masked in the log
+    # another team signed in sees no such submission
+    b.find_element(By.CSS_SELECTOR, "header form button").click()
+    b.get(f"{site['url']}/login")
+    b.find_element(By.ID, "key").send_keys(site["keys"]["alpha"])
+    b.find_element(By.ID, "login-button").click()
+    b.get(f"{site['url']}/submissions/{sid}")
+    assert "404" in b.find_element(By.TAG_NAME, "h1").text
+    # and a team's private run is on its own page
+    b.get(f"{site['url']}/me")
+    assert "gold-run" in b.find_element(By.ID, "my-runs").text

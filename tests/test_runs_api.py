@@ -1,0 +1,146 @@
+"""Runs, the leaderboard, comparison and the SWE-bench report through the API, on SQLite
+and PostgreSQL. Submissions are finished through the store's own moves with known
+verdicts, so the figures can be checked by hand; real grading of runs is proven in
+tests/test_portal_browser.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.api import create_app
+from grader.store import submissions as subs
+from grader.store.models import Submission
+from grader.verdict import Provenance, Result, Verdict
+from service_helpers import Api, make_service, new_key
+
+pytestmark = pytest.mark.service
+EMPTY_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+@pytest.fixture
+def svc(database_url, redis_url):
+    s = make_service(database_url, redis_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def app(svc):
+    return create_app(service=svc, migrate=False)
+
+
+def finish_all(svc, verdicts: dict[str, str]) -> None:
+    """Finish every queued submission with the verdict named for its id."""
+    with svc.db.read() as s:
+        rows = s.query(Submission).filter(Submission.status == "queued").all()
+    for row in rows:
+        c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
+        v = Verdict(verdicts[row.id])
+        subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=v, explanation="set by the test",
+                                      durations={"total": 1.0},
+                                      provenance=Provenance(patch_sha256=row.patch_sha256, task_hash=row.task_hash,
+                                                            image_id="img", grader_version="t")))
+
+
+def submit_run(api: Api, run: str, outcomes: dict[str, list[str]], patch: str = "x") -> dict[str, str]:
+    """outcomes: task -> verdict per trial. Returns submission id -> verdict."""
+    items, verdicts = [], []
+    for task_id, trials in outcomes.items():
+        for trial, v in enumerate(trials):
+            items.append({"task_id": task_id, "patch": f"{patch}{run}{trial}", "trial": trial})
+            verdicts.append(v)
+    r = api.post("/v1/submissions/batch", json={"run_id": run, "submissions": items})
+    assert r.status_code == 202, r.json
+    return {it["id"]: v for it, v in zip(r.json["items"], verdicts)}
+
+
+def test_run_figures_visibility_and_metadata(app, svc):
+    a = Api(app.test_client(), new_key(svc, "alpha"))
+    b = Api(app.test_client(), new_key(svc, "beta"))
+    anon = Api(app.test_client(), None)
+    ids = submit_run(a, "r1", {"calc-mean-empty": ["PASS", "FAIL"], "calc-median-even": ["PASS", "PASS"],
+                               "notes-merge-greeting": ["PATCH FAILED", "FAIL"]})
+    finish_all(svc, ids)
+    view = a.get("/v1/runs/r1").json  # by name, within the team
+    m = view["metrics"]
+    assert view["complete"] and view["submissions"] == 6 and view["pending"] == 0
+    assert m["solve_rate"]["numerator"] == 3 and m["solve_rate"]["denominator"] == 6
+    assert m["success_rate"]["numerator"] == 5  # PATCH FAILED is not 'graded'
+    assert m["per_task"]["calc-median-even"]["stability"] == "stable_pass"
+    assert m["per_task"]["calc-mean-empty"]["stability"] == "flaky"
+    # private by default: another team and the public cannot see it, by id or by name
+    run_id = view["id"]
+    assert b.get(f"/v1/runs/{run_id}").status_code == 404 and anon.get(f"/v1/runs/{run_id}").status_code == 404
+    assert b.get("/v1/runs/r1").status_code == 404
+    assert anon.get("/v1/leaderboard").json["items"] == []
+    # the team describes it and makes it public; only an admin marks it
+    r = a.client.patch(f"/v1/runs/{run_id}", json={"method": "M", "paper_url": "https://example.org/p", "public": True},
+                       headers={"Authorization": f"Bearer {a.key}"})
+    assert r.status_code == 200 and r.json["public"] and r.json["method"] == "M"
+    r = a.client.patch(f"/v1/runs/{run_id}", json={"verified": True}, headers={"Authorization": f"Bearer {a.key}"})
+    assert r.status_code == 403
+    r = b.client.patch(f"/v1/runs/{run_id}", json={"public": False}, headers={"Authorization": f"Bearer {b.key}"})
+    assert r.status_code == 404
+    r = a.client.patch(f"/v1/runs/{run_id}", json={"paper_url": "javascript:alert(1)"},
+                       headers={"Authorization": f"Bearer {a.key}"})
+    assert r.status_code == 422
+    assert anon.get(f"/v1/runs/{run_id}").status_code == 200
+    board = anon.get("/v1/leaderboard").json["items"]
+    assert [(x["name"], x["rank"]) for x in board] == [("r1", 1)]
+    admin = Api(app.test_client(), new_key(svc, "host", admin=True))
+    r = admin.client.patch(f"/v1/runs/{run_id}", json={"hidden": True}, headers={"Authorization": f"Bearer {admin.key}"})
+    assert r.status_code == 200
+    assert anon.get("/v1/leaderboard").json["items"] == [] and anon.get(f"/v1/runs/{run_id}").status_code == 404
+    assert a.get(f"/v1/runs/{run_id}").status_code == 200  # its team still sees it
+
+
+def test_leaderboard_ranks_complete_runs_and_filters(app, svc):
+    a = Api(app.test_client(), new_key(svc, "alpha"))
+    b = Api(app.test_client(), new_key(svc, "beta"))
+    finish_all(svc, submit_run(a, "good", {"calc-mean-empty": ["PASS"], "notes-merge-greeting": ["PASS"]}))
+    finish_all(svc, submit_run(b, "meh", {"calc-mean-empty": ["PASS"], "notes-merge-greeting": ["FAIL"]}))
+    finish_all(svc, submit_run(b, "broken", {"calc-mean-empty": ["PASS"], "notes-merge-greeting": ["ERROR"]}))
+    submit_run(a, "pending", {"calc-mean-empty": ["PASS"]})  # never finished
+    for api, run in ((a, "good"), (b, "meh"), (b, "broken"), (a, "pending")):
+        api.client.patch(f"/v1/runs/{run}", json={"public": True}, headers={"Authorization": f"Bearer {api.key}"})
+    board = a.get("/v1/leaderboard").json["items"]
+    assert [(x["name"], x["rank"]) for x in board] == [("good", 1), ("meh", 2)]
+    board = a.get("/v1/leaderboard?include_incomplete=1").json["items"]
+    assert [x["name"] for x in board[:2]] == ["good", "meh"]
+    assert {(x["name"], x["rank"], x["complete"]) for x in board[2:]} == {("broken", None, False),
+                                                                          ("pending", None, False)}
+    broken = next(x for x in board if x["name"] == "broken")
+    assert broken["errors"] == 1 and broken["metrics"]["solve_rate"]["denominator"] == 1  # ERROR left out
+    # a suite filter and a time window: calc-mean-empty was created 2021-03-14, notes-merge-greeting later
+    created = {t: svc.task(t).metadata.created_at for t in ("calc-mean-empty", "notes-merge-greeting")}
+    since = max(created.values()).isoformat()
+    windowed = a.get(f"/v1/leaderboard?since={since}").json["items"]
+    good = next(x for x in windowed if x["name"] == "good")
+    assert list(good["metrics"]["per_task"]) == [max(created, key=created.get)]
+    assert a.get("/v1/leaderboard?since=yesterday").status_code == 422
+    assert a.get("/v1/leaderboard?since=2024-01-02&until=2024-01-01").status_code == 422
+
+
+def test_compare_and_swebench_report(app, svc):
+    a = Api(app.test_client(), new_key(svc, "alpha"))
+    finish_all(svc, submit_run(a, "A", {"calc-mean-empty": ["PASS"], "calc-median-even": ["FAIL"],
+                                        "notes-merge-greeting": ["FAIL"]}))
+    finish_all(svc, submit_run(a, "B", {"calc-mean-empty": ["PASS"], "calc-median-even": ["PASS"],
+                                        "notes-merge-greeting": ["PASS"], "notes-merge-release": ["PASS"]}))
+    c = a.get("/v1/compare?a=A&b=B").json
+    comp = c["comparison"]
+    assert (c["a"]["name"], c["b"]["name"]) == ("A", "B")
+    assert comp["wins"] == 0 and comp["losses"] == 2 and comp["ties"] == 1
+    assert comp["mcnemar_p"] == pytest.approx(0.5)  # 2 discordant pairs, all one way: 2 * (1/4)
+    assert a.get("/v1/compare?a=A").status_code == 422
+    assert a.get("/v1/compare?a=A&b=nope").status_code == 404
+    # SWE-bench's report: an empty patch is counted as such
+    r = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "", "run_id": "A"})
+    finish_all(svc, {r.json["id"]: "FAIL"})
+    rep = a.get("/v1/runs/A/report?format=swebench").json
+    # the newest submission of calc-mean-empty is the empty patch
+    assert rep["total_instances"] == 3 and rep["submitted_ids"] == ["calc-mean-empty", "calc-median-even",
+                                                                    "notes-merge-greeting"]
+    assert rep["empty_patch_ids"] == ["calc-mean-empty"] and rep["resolved_ids"] == []
+    assert rep["unresolved_ids"] == ["calc-median-even", "notes-merge-greeting"] and rep["completed_instances"] == 2
+    assert a.get("/v1/runs/A/report?format=csv").status_code == 422
