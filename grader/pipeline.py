@@ -102,8 +102,13 @@ class Grader:
             self._sandbox = get_sandbox("docker", runtime=self.runtime, tmpfs_size=s.tmpfs_size,
                                         storage_size=s.storage_size, file_size_limit=s.file_size_limit,
                                         max_warm=s.prewarm)
-            # containers of graders on this host that died mid-run go first
-            reaped = self._sandbox.reap_orphans()
+            # containers of graders on this host that died mid-run go first; housekeeping
+            # that fails (the engine is away) leaves the grade to find out for itself
+            try:
+                reaped = self._sandbox.reap_orphans()
+            except GraderError as exc:
+                log.warning("reaping orphaned grading containers failed: %s", exc)
+                reaped = 0
             if reaped:
                 log.info("removed %d orphaned grading container(s)", reaped)
         return self._sandbox

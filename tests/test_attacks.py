@@ -206,7 +206,8 @@ def test_attack(env, mini, name):
     patch = spec(mini) if callable(spec) else mini.diff(spec)
     got = submit_and_grade(env, patch)
     assert got["status"] == "done"
-    assert got["verdict"] in allowed, f"{name} under {env['runtime']}: {got['verdict']}: {got['result']['explanation']}"
+    assert got["verdict"] in allowed, \
+        f"{name} under {env['runtime']}: {got['verdict']}: {got['result']['explanation']} {got['result'].get('error')}"
     assert got["verdict"] != "ERROR"
     assert env["grader"].sandbox.busy_containers() == [], "a grading container was left behind"
     assert HOST_SECRET.read_text() == HOST_SECRET_TEXT

@@ -35,7 +35,9 @@ def _browser():
                 "--window-size=1280,1000", "--disable-dev-shm-usage"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=ChromeService(driver), options=opts)
+    browser = webdriver.Chrome(service=ChromeService(driver), options=opts)
+    browser.implicitly_wait(5)  # a click that navigates may return before the next page is there
+    return browser
 
 
 @pytest.fixture(scope="module")

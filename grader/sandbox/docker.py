@@ -428,7 +428,7 @@ class DockerSandbox(Sandbox):
         """Remove grading containers whose owning process on this host is gone."""
         host = socket.gethostname()
         removed = 0
-        for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL}):
+        for c in self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL}):
             owner = (c.labels or {}).get(OWNER_LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or not pid.isdigit():
@@ -444,7 +444,7 @@ class DockerSandbox(Sandbox):
 
     def live_containers(self) -> list[str]:
         """Every grading container of any grader on this engine, idle ones included."""
-        return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, filters={"label": LABEL})]
+        return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL})]
 
     def busy_containers(self) -> list[str]:
         """This process's grading containers that are not idle in one of its sandboxes,
@@ -456,7 +456,7 @@ class DockerSandbox(Sandbox):
                 t.join(60)
             with sandbox._lock:
                 idle |= {c.id for c in sandbox._warm.values()}
-        mine = self.engine._call(self.engine.client.containers.list, all=True,
+        mine = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
                                  filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
         return [c.id for c in mine if c.id not in idle]
 
