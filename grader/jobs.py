@@ -292,3 +292,6 @@ def _worker_main(settings, index: int) -> None:
     except Exception:
         log.exception("worker %s crashed", name)
         sys.exit(1)
+    finally:  # a forked child ends without atexit: put its warm containers away now
+        if _grader is not None and _grader._sandbox is not None:
+            _grader._sandbox.close()

@@ -209,6 +209,9 @@ class DockerSandbox(Sandbox):
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
         self._warm: dict[tuple, object] = {}
         self._unremoved: list = []  # containers the engine could not remove when asked
+        self._cleaner: threading.Thread | None = None
+        self._in_flight: set[str] = set()
+        self._fault = False  # the engine failed a call: look for containers we lost track of
         self._lock = threading.Lock()
         self._refills: list[threading.Thread] = []
         # gVisor keeps its own overlay of the root filesystem: files copied in after the
@@ -284,12 +287,14 @@ class DockerSandbox(Sandbox):
         except docker.errors.ImageNotFound as exc:
             raise ImageError(f"image {spec.image} is missing: {exc.explanation}") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self._fault = True  # the engine may have made it all the same
             raise SandboxError(f"cannot create the container: {exc}") from exc
         try:
             if files is not None and not container.put_archive(spec.files_root, files):
                 raise SandboxError("the engine refused the run's files")
             container.start()
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self._fault = True
             self._remove(container)
             raise SandboxError(f"cannot start the container: {exc}") from exc
         return container
@@ -308,6 +313,7 @@ class DockerSandbox(Sandbox):
             try:
                 container = self._start_new(spec)
             except Exception:  # noqa: BLE001 - a failed refill only means the next run starts cold
+                self._fault = True
                 return
             key = self._shape(spec)
             with self._lock:
@@ -350,8 +356,35 @@ class DockerSandbox(Sandbox):
             pass
         except (docker.errors.DockerException, requests.exceptions.RequestException):
             with self._lock:
+                self._fault = True
                 self._unremoved.append(container)
+                if self._cleaner is None or not self._cleaner.is_alive():
+                    self._cleaner = threading.Thread(target=self._clean_until_done, name="grader-cleanup",
+                                                     daemon=True)
+                    self._cleaner.start()
         return time.monotonic() - t
+
+    def _clean_until_done(self) -> None:
+        """Retry what the engine could not remove, with backoff, until it is all gone."""
+        pause = 1.0
+        while True:
+            time.sleep(pause)
+            with self._lock:
+                pending, self._unremoved = self._unremoved, []
+            still = []
+            for c in pending:
+                try:
+                    c.remove(force=True)
+                except docker.errors.NotFound:
+                    pass
+                except (docker.errors.DockerException, requests.exceptions.RequestException):
+                    still.append(c)
+            with self._lock:
+                self._unremoved = still + self._unremoved
+                if not self._unremoved:
+                    self._cleaner = None
+                    return
+            pause = min(pause * 2, 30.0)
 
     def _remove_leftovers(self) -> None:
         with self._lock:
@@ -360,9 +393,30 @@ class DockerSandbox(Sandbox):
             self._remove(c)
 
     # --- one run ----------------------------------------------------------------------
+    def _reap_strays(self) -> None:
+        """After an engine fault, remove this process's containers that no sandbox of it
+        knows: one the engine made while the client lost the answer (dockerd restarting)."""
+        known: set[str] = set()
+        for sandbox in list(DockerSandbox._instances):
+            with sandbox._lock:
+                known |= {c.id for c in sandbox._warm.values()} | set(sandbox._in_flight)
+                known |= {c.id for c in sandbox._unremoved}
+        try:
+            mine = self.engine.client.containers.list(all=True, ignore_removed=True,
+                                                      filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            self._fault = True
+            return
+        for c in mine:
+            if c.id not in known and c.status != "running":
+                self._remove(c)
+
     def run(self, spec: RunSpec) -> RunOutput:
         self._check_engine()
         self._remove_leftovers()
+        if self._fault:
+            self._fault = False
+            self._reap_strays()
         client = self.engine.client
         durations: dict[str, float] = {}
         # the marker comes last in the archive: when it exists, every file is complete
@@ -388,6 +442,8 @@ class DockerSandbox(Sandbox):
             durations["start"] = time.monotonic() - t
             durations.setdefault("deliver", 0.0)
         timed_out = False
+        with self._lock:
+            self._in_flight.add(container.id)
         try:
             try:
                 t = time.monotonic()
@@ -409,9 +465,12 @@ class DockerSandbox(Sandbox):
                 state = client.api.inspect_container(container.id)["State"]
                 durations["collect"] = time.monotonic() - t
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                self._fault = True
                 raise SandboxError(f"the container failed to run: {exc}") from exc
         finally:
             durations["remove"] = self._remove(container)
+            with self._lock:
+                self._in_flight.discard(container.id)
             self._refill(spec)
         return RunOutput(
             exit_code=exit_code,
