@@ -75,6 +75,13 @@ def site(tmp_path_factory, redis_server, settings, mini):
     svc.close()
 
 
+def _wait_for_text(b, text: str) -> None:
+    """A click that submits a form may return before the answer is shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(b, 10).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+
+
 def visit(site, path: str, shot: str):
     from selenium.webdriver.common.by import By
     b = site["b"]
@@ -99,6 +106,7 @@ def test_leaderboard_ranks_and_sorts(site):
     # click the run column header twice: ascending by name puts empty-run first
     site["b"].find_element(By.LINK_TEXT, "run").click()
     site["b"].find_element(By.PARTIAL_LINK_TEXT, "run ▼").click()
+    _wait_for_text(site["b"], "run ▲")
     rows = site["b"].find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr.run-row")
     assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == ["empty-run", "gold-run"]
     site["b"].save_screenshot(str(SHOTS / "leaderboard-sorted.png"))
@@ -108,6 +116,7 @@ def test_run_page_figures_grid_and_charts(site):
     from selenium.webdriver.common.by import By
     site["b"].get(site["url"] + "/leaderboard")
     site["b"].find_element(By.LINK_TEXT, "gold-run").click()
+    _wait_for_text(site["b"], "Per task")
     body = site["b"].find_element(By.TAG_NAME, "body")
     site["b"].save_screenshot(str(SHOTS / "run.png"))
     assert "gold-run" in body.text and "Careful Agent" in body.text
@@ -155,7 +164,7 @@ def test_submission_logs_need_the_owning_team(site):
     assert "/login" in b.current_url
     b.find_element(By.ID, "key").send_keys("grk_not-a-key")
     b.find_element(By.ID, "login-button").click()
-    assert "not valid" in b.find_element(By.TAG_NAME, "body").text
+    _wait_for_text(b, "not valid")
     b.find_element(By.ID, "key").send_keys(site["keys"]["beta"])
     b.find_element(By.ID, "login-button").click()
     assert b.find_element(By.ID, "signed-in").text == "beta"
@@ -166,9 +175,11 @@ def test_submission_logs_need_the_owning_team(site):
     assert "def test_empty" not in b.page_source  # the hidden test's source is masked in the log
     # another team signed in sees no such submission
     b.find_element(By.CSS_SELECTOR, "header form button").click()
+    _wait_for_text(b, "Sign in")
     b.get(f"{site['url']}/login")
     b.find_element(By.ID, "key").send_keys(site["keys"]["alpha"])
     b.find_element(By.ID, "login-button").click()
+    _wait_for_text(b, "Signed in as alpha")
     b.get(f"{site['url']}/submissions/{sid}")
     assert "404" in b.find_element(By.TAG_NAME, "h1").text
     # and a team's private run is on its own page
