@@ -1,0 +1,190 @@
+"""A burst of N submissions through the whole service, and what it cost.
+
+Starts Redis, `grader serve` (gunicorn) and `grader worker` on this machine (SQLite, in a
+temporary directory), sends N submissions of a cheap task in batches as fast as the API
+takes them, waits until every one is graded, and prints:
+
+- accepted / rejected, the accept rate, and how long the burst took to submit;
+- grading throughput, and p50 / p95 of the time from acceptance to verdict;
+- RSS of the API processes and the worker processes at the start, peak and end;
+- the reconciliation: accepted by the API vs held by the database vs graded, and lost.
+
+"Cheap": each patch is unique and is refused by the grading core's vetting (a path
+outside the repository), so every submission takes the whole path through the API,
+database, Redis, a worker and the grading pipeline, and gets PATCH FAILED without a
+container: this measures the service, not Docker. As a baseline measured in the same
+run, the same patches are graded by the grading core in this process, without the
+service.
+
+    .venv/bin/python benchmarks/load.py --count 10000 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent / "grader"
+OUT = ROOT / "benchmarks" / "out"
+TASK = "calc-mean-empty"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def patch(i: int) -> str:
+    return f"--- a/../outside-{i}.txt\n+++ b/../outside-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+
+
+def rss_of(pattern: str) -> int:
+    """Total resident memory (bytes) of the processes whose command line contains pattern."""
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if pattern in cmd and "load.py" not in cmd:
+                for line in (proc / "status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--baseline", type=int, default=500, help="submissions graded in-process for the baseline")
+    args = ap.parse_args()
+
+    state = Path(tempfile.mkdtemp(prefix="grader-load."))
+    redis_port, api_port = free_port(), free_port()
+    env = {**os.environ, "GRADER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+           "GRADER_DATABASE_URL": f"sqlite:///{state}/grader.db", "GRADER_CACHE": "false",
+           "GRADER_DAILY_QUOTA": str(args.count * 2), "GRADER_QUEUED_QUOTA": str(args.count * 2),
+           "GRADER_QUEUE_MAX": str(args.count * 2)}
+    procs = [subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(state),
+                               "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL)]
+    try:
+        subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
+        key = subprocess.run([str(BIN), "keys", "create", "load"], env=env, check=True, capture_output=True,
+                             text=True).stdout.strip()
+        log = open(state / "service.log", "wb")
+        procs.append(subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{api_port}", "--workers", "2"],
+                                      env=env, stdout=log, stderr=log))
+        procs.append(subprocess.Popen([str(BIN), "worker", "--count", str(args.workers)], env=env, stdout=log,
+                                      stderr=log))
+        url = f"http://127.0.0.1:{api_port}"
+        for _ in range(120):
+            try:
+                if requests.get(f"{url}/readyz", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {key}"
+        samples = []
+
+        def sample() -> None:
+            samples.append({"api": rss_of("grader-api") or rss_of(" serve "), "workers": rss_of(" worker ")})
+
+        sample()
+        t0 = time.monotonic()
+        accepted, rejected, ids = 0, 0, []
+        for start in range(0, args.count, args.batch):
+            items = [{"task_id": TASK, "patch": patch(i)} for i in range(start, min(args.count, start + args.batch))]
+            r = session.post(f"{url}/v1/submissions/batch", json={"run_id": "load", "submissions": items},
+                             timeout=300)
+            r.raise_for_status()
+            body = r.json()
+            accepted += body["accepted"]
+            rejected += body["rejected"]
+            ids += [it["id"] for it in body["items"] if "id" in it]
+            sample()
+        submit_s = time.monotonic() - t0
+        # wait for every verdict
+        while True:
+            w = session.get(f"{url}/v1/workers", timeout=30).json()["queue"]
+            sample()
+            if w["queued"] == 0 and w["running"] == 0:
+                break
+            time.sleep(1.0)
+        total_s = time.monotonic() - t0
+        sample()
+        # reconcile against the database
+        sys.path.insert(0, str(ROOT))
+        from grader.store.db import Database
+        from grader.store.models import Submission
+        db = Database(env["GRADER_DATABASE_URL"])
+        with db.read() as s:
+            rows = s.query(Submission.status, Submission.verdict, Submission.queued_at, Submission.finished_at).all()
+        in_db = len(rows)
+        done = [r for r in rows if r.status == "done"]
+        latencies = sorted((r.finished_at - r.queued_at).total_seconds() for r in done)
+        verdicts: dict[str, int] = {}
+        for r in done:
+            verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+        # baseline: the same kind of patch graded by the core in this process
+        from grader.config import get_settings
+        from grader.pipeline import Grader
+        from grader.tasks.loader import TaskSet
+        settings = get_settings(tasks_dir=ROOT / "tasks")
+        task = TaskSet(settings.tasks_dir).get(TASK)
+        grader = Grader(settings)
+        b0 = time.monotonic()
+        for i in range(args.baseline):
+            grader.grade(task, patch(i).encode())
+        base_rate = args.baseline / (time.monotonic() - b0)
+        figures = {
+            "count": args.count, "workers": args.workers, "accepted": accepted, "rejected": rejected,
+            "submit_seconds": round(submit_s, 2), "accept_rate_per_s": round(accepted / submit_s, 1),
+            "total_seconds": round(total_s, 2), "graded_per_s": round(len(done) / total_s, 1),
+            "latency_p50_s": round(statistics.median(latencies), 2) if latencies else None,
+            "latency_p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2) if latencies else None,
+            "in_database": in_db, "done": len(done), "verdicts": verdicts,
+            "lost": accepted - len(done), "reconciles": accepted == in_db == len(done) and len(set(ids)) == accepted,
+            "rss_api_mib": {k: round(v / 2**20, 1) for k, v in (("start", samples[0]["api"]),
+                            ("peak", max(x["api"] for x in samples)), ("end", samples[-1]["api"]))},
+            "rss_workers_mib": {k: round(v / 2**20, 1) for k, v in (("start", samples[0]["workers"]),
+                                ("peak", max(x["workers"] for x in samples)), ("end", samples[-1]["workers"]))},
+            "baseline_in_process_per_s": round(base_rate, 1),
+            "service_vs_in_process": round((len(done) / total_s) / base_rate, 2),
+        }
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "load.json").write_text(json.dumps(figures, indent=1))
+        for k, v in figures.items():
+            print(f"{k:28} {v}")
+        return 0 if figures["reconciles"] else 1
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
