@@ -47,6 +47,17 @@ def _slow(mini, i: int) -> str:
     return mini.diff({"calc/__init__.py": "import time\ntime.sleep(2)\n" + FIXED}).decode() + "\n" * (i % 2)
 
 
+def _in_flight(stack, mini) -> tuple[Client, list[str]]:
+    """Six slow submissions, returned once at least one of them is being graded."""
+    c = Client(stack.url, stack.key)
+    ids = [c.submit("mini", _slow(mini, i))["id"] for i in range(6)]
+    deadline = time.monotonic() + 60
+    while not any(c.get(i)["status"] == "running" for i in ids):
+        assert time.monotonic() < deadline, stack.tail()
+        time.sleep(0.2)
+    return c, ids
+
+
 def _settle(stack, c: Client, ids: list[str]) -> dict[str, dict]:
     """Wait for every id to finish while watching that no final verdict ever changes."""
     seen: dict[str, str] = {}
@@ -89,12 +100,7 @@ def _db_verdicts(url: str, ids: list[str]) -> dict[str, str]:
 
 @pytest.mark.parametrize("keep_data", [True, False], ids=["redis-restarted-with-data", "redis-restarted-empty"])
 def test_redis_restart_loses_nothing(pg_stack, redis_server, mini, keep_data):
-    c = Client(pg_stack.url, pg_stack.key)
-    ids = [c.submit("mini", _slow(mini, i))["id"] for i in range(6)]
-    deadline = time.monotonic() + 60
-    while not any(c.get(i)["status"] == "running" for i in ids):
-        assert time.monotonic() < deadline, pg_stack.tail()
-        time.sleep(0.2)
+    c, ids = _in_flight(pg_stack, mini)
     redis_server.restart(keep_data=keep_data)
     final = _settle(pg_stack, c, ids)
     assert {s["verdict"] for s in final.values()} == {"PASS"}, {i: s["verdict"] for i, s in final.items()}
@@ -103,12 +109,7 @@ def test_redis_restart_loses_nothing(pg_stack, redis_server, mini, keep_data):
 
 
 def test_database_restart_loses_nothing(pg_stack, postgres_server, mini):
-    c = Client(pg_stack.url, pg_stack.key)
-    ids = [c.submit("mini", _slow(mini, i))["id"] for i in range(6)]
-    deadline = time.monotonic() + 60
-    while not any(c.get(i)["status"] == "running" for i in ids):
-        assert time.monotonic() < deadline, pg_stack.tail()
-        time.sleep(0.2)
+    c, ids = _in_flight(pg_stack, mini)
     postgres_server.restart()
     # the API answers 503 with Retry-After while the database is away; the client retries
     more = c.submit("mini", _slow(mini, 7))["id"]
