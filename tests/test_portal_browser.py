@@ -78,8 +78,11 @@ def site(tmp_path_factory, redis_server, settings, mini):
 def _wait_for_text(b, text: str) -> None:
     """A click that submits a form may return before the answer is shown."""
     from selenium.webdriver.common.by import By
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
-    WebDriverWait(b, 10).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+    # the page may be replaced between finding its body and reading it: look again
+    WebDriverWait(b, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: text in d.find_element(By.TAG_NAME, "body").text)
 
 
 def visit(site, path: str, shot: str):
