@@ -73,10 +73,10 @@ def test_keys_are_stored_hashed_and_revocable(db):
 
 def test_one_claim_wins_and_a_lost_claim_cannot_finish(db):
     row = _add(db, _team(db))
-    first = subs.claim(db, row.id, "j1", "host-a", 60)
+    first = subs.claim(db, row.id, "j1", "host-a", -1)  # a lease that has run out already
     assert first is not None
     assert subs.claim(db, row.id, "j1", "host-b", 60) is None  # already running
-    # its lease runs out; the reconciler gives it to a new job, which claims it
+    # its lease ran out; the reconciler gives it to a new job, which claims it
     assert subs.reassign_job(db, row.id, None, running_token=first.token)
     with db.read() as s:
         new_job = s.get(Submission, row.id).job_id
@@ -90,6 +90,19 @@ def test_one_claim_wins_and_a_lost_claim_cannot_finish(db):
     with db.read() as s:
         sub = s.get(Submission, row.id)
         assert (sub.status, sub.verdict, sub.attempts, sub.host) == ("done", "PASS", 2, "host-b")
+
+
+def test_a_lease_renewed_after_it_was_seen_expired_is_kept(db):
+    row = _add(db, _team(db))
+    c = subs.claim(db, row.id, "j1", "host-a", -1)
+    with db.read() as s:
+        assert [sid for sid, _ in subs.expired_leases(s)] == [row.id]  # the reconciler sees it expired...
+    assert subs.renew(db, c, 60)  # ...then its worker, slowed by the database, renews it
+    assert subs.reassign_job(db, row.id, None, running_token=c.token) is None  # so it keeps it
+    assert subs.finish(db, c, _result(Verdict.PASS))
+    with db.read() as s:
+        sub = s.get(Submission, row.id)
+        assert (sub.status, sub.verdict, sub.attempts) == ("done", "PASS", 1)
 
 
 def test_retry_later_requeues_under_a_new_job(db):

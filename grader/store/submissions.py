@@ -123,14 +123,16 @@ def finish_unclaimed(db: Database, submission_id: str, result: Result, *, cached
 
 def reassign_job(db: Database, submission_id: str, old_job_id: str | None, *, running_token: str | None = None) -> str | None:
     """Give a queued submission whose job is gone (or a running one whose lease ran out,
-    `running_token`) a new job id; None if someone else moved it first."""
+    `running_token`) a new job id; None if someone else moved it first, or if the lease
+    was renewed since it was seen expired: its worker is alive, and keeps it."""
     job_id = new_job_id(submission_id)
     cond = [Submission.id == submission_id]
     if running_token is None:
         cond += [Submission.status == Status.QUEUED.value,
                  Submission.job_id.is_(None) if old_job_id is None else Submission.job_id == old_job_id]
     else:
-        cond += [Submission.status == Status.RUNNING.value, Submission.claim_token == running_token]
+        cond += [Submission.status == Status.RUNNING.value, Submission.claim_token == running_token,
+                 or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow())]
     with db.write() as s:
         done = s.execute(
             update(Submission).where(*cond)
