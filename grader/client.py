@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
-import json
 import random
 import time
 import uuid
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+
+from grader.records import parse_records
 
 FINAL_STATUSES = frozenset({"done", "cancelled"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -314,35 +315,13 @@ def parse_predictions(text: str, *, source: str = "<predictions>") -> list[dict[
     instance_id (as SWE-bench's harness also accepts). Each must be an object naming an
     `instance_id` (SWE-bench) or a `task_id` (our format); the server checks the rest.
     Errors name the line (JSONL) or the position (JSON list / object)."""
-    stripped = text.strip()
-    if not stripped:
-        raise PredictionsError(f"{source}: no predictions (the file is empty)")
-    try:
-        whole = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        if stripped[0] == "[":  # a list that does not parse is a broken JSON file, not JSONL
-            line = exc.lineno + text[:len(text) - len(text.lstrip())].count("\n")
-            raise PredictionsError(f"{source}:{line}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
-        whole = None
-    if isinstance(whole, list):
-        return [_prediction(p, f"{source}: item {i}") for i, p in enumerate(whole)]
-    if isinstance(whole, dict):
-        values = list(whole.values())
+    records = parse_records(text, source=source, what="predictions", error=PredictionsError)
+    if isinstance(records, dict):
+        values = list(records.values())
         if values and all(isinstance(v, dict) for v in values):  # keyed by instance_id
-            return [_prediction({"instance_id": k, **v}, f"{source}: {k!r}") for k, v in whole.items()]
-        return [_prediction(whole, f"{source}:1")]  # one line of JSONL
-    if whole is not None:
-        raise PredictionsError(f"{source}: expected a list or an object of predictions, got {type(whole).__name__}")
-    out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PredictionsError(f"{source}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
-        out.append(_prediction(value, f"{source}:{lineno}"))
-    return out
+            return [_prediction({"instance_id": k, **v}, f"{source}: {k!r}") for k, v in records.items()]
+        return [_prediction(records, f"{source}:1")]  # one line of JSONL
+    return [_prediction(value, where) for where, value in records]
 
 
 def _prediction(value: Any, where: str) -> dict[str, Any]:
