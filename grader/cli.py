@@ -199,6 +199,97 @@ def tasks_checkout(settings: Settings, task_id: str, dest: Path) -> None:
     err.print(f"checked out {task_id} in {dest}; make your change there, then `git diff > my.patch`")
 
 
+# --- tasks import ---------------------------------------------------------------------
+@tasks.group("import")
+def tasks_import() -> None:
+    """Import SWE-bench, RES-Q or GitGoodBench rows as a validated suite (docs/importers.md)."""
+
+
+def import_options(fn):
+    """What every importer takes; FILE is a JSON list or JSONL."""
+    for opt in reversed([
+        click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Where the suite goes [default: TASKS_DIR/SUITE]."),
+        click.option("--only", multiple=True, help="Import only this instance id (repeatable)."),
+        click.option("--repo-source", type=click.Choice(["bundle", "url"]), default="bundle", show_default=True,
+                     help="bundle: the history the tasks need, in the suite (offline); url: the repository's URL."),
+        click.option("--timeout", type=click.FloatRange(min=1, max=3600), default=None,
+                     help="Each task's time limit in seconds [default: the task format's]."),
+        click.option("--no-validate", "no_validate", is_flag=True,
+                     help="Do not grade the empty and gold patches (no Docker); tasks are kept unvalidated."),
+        click.option("--keep-invalid", is_flag=True, help="Keep tasks that fail validation (they are reported)."),
+        click.option("--skip-broken", is_flag=True, help="Import the other rows when some cannot be converted."),
+        click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100),
+                     help="Validation runs of each patch."),
+        click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None),
+        click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_json: bool, **kwargs) -> None:
+    from grader.tasks.importers import import_file
+
+    with _progress() as bar:
+        job = bar.add_task("importing", total=None)
+        report = import_file(source, file, settings=settings, validate=not no_validate,
+                             progress=lambda line: bar.update(job, description=line), **kwargs)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        table = Table("task", "instance", "status", "empty patch", "gold patch", "why", title=f"{report.source} import")
+        for o in report.outcomes:
+            style = "red" if o.problems else "green" if o.validated else "yellow"
+            table.add_row(o.task_id, o.source_id, f"[{style}]{o.status}[/]", " ".join(o.empty), " ".join(o.gold),
+                          _escape("; ".join(o.problems + o.notes)))
+        for source_id, why in report.not_converted:
+            table.add_row("", source_id, "[red]not converted[/]", "", "", _escape(why))
+        out.print(table)
+    kept, total = len(report.kept), len(report.outcomes) + len(report.not_converted)
+    err.print(f"{kept} of {total} task(s) kept in {report.out} (suite {report.suite}); "
+              f"{len(report.invalid)} failed validation, {len(report.not_converted)} not converted; "
+              f"the report is {report.out / 'import-report.json'}", highlight=False)
+    if not kept:
+        sys.exit(1)
+
+
+def _import_command(source: str, summary: str, *options) -> None:
+    """`grader tasks import SOURCE FILE`: the shared options, then the source's own."""
+
+    def command(settings: Settings, file: Path, **kwargs) -> None:
+        _import(settings, source, file, **kwargs)
+
+    command.__doc__ = summary
+    command.__name__ = f"tasks_import_{source}"
+    fn = import_options(common(command))
+    for opt in reversed(options):
+        fn = opt(fn)
+    tasks_import.command(source)(fn)
+
+
+def _repo_dir(required: bool, otherwise: str):
+    return click.option("--repo-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                        required=required, help=f"Local clones as DIR/<owner>__<name>{otherwise}.")
+
+
+_import_command(
+    "swebench", "SWE-bench instances (JSON list or JSONL, as published) as tasks.",
+    click.option("--suite", required=True, help="The suite's name (metadata.suite; the directory under TASKS_DIR)."),
+    _repo_dir(False, "; others are cloned from GitHub"),
+    click.option("--env-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                 help="Per-repository environments (YAML or JSON) for instances without python/requirements."))
+_import_command(
+    "resq", "RES-Q rows (JSON list or JSONL) as tasks.",
+    click.option("--suite", default="resq", show_default=True, help="The suite's name."),
+    _repo_dir(False, "; others are cloned from the row's repo_url"))
+_import_command(
+    "gitgoodbench", "GitGoodBench merge-conflict samples (JSON list or JSONL) as exact-match tasks.",
+    click.option("--suite", default="gitgoodbench", show_default=True, help="The suite's name."),
+    _repo_dir(True, " holding the merge commits"))
+
+
 # --- environments and images ------------------------------------------------------------
 @main.group()
 def env() -> None:

@@ -1,0 +1,146 @@
+"""GitGoodBench merge-conflict samples as tasks.
+
+Fields read: id, name (the repository, owner/name; `repo` is accepted too), sample_type
+(only `merge` samples are imported), difficulty, programming_language, and from
+`scenario` (an object, or the JSON-encoded string the published dataset holds):
+merge_commit_hash, parents (exactly two) and files_in_merge_conflict.
+
+The task starts where GitGoodBench's agent starts: the first parent checked out and the
+second merged into it without committing (`repo.merge`), so the conflicted files hold
+real markers, MERGE_HEAD is set and the index has unmerged entries. That state is made
+here by the grader's own checkout code, so the gold patch (the conflicted files, markers
+and all, taken to the merge commit's versions) applies to exactly what a submitter gets.
+The check is an exact match of the conflicted files against the merge commit.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from grader.tasks.importers.common import (
+    Context, DatasetError, Draft, convert_rows, limits, task_id, text_field,
+)
+from grader.tasks.model import SHA_RE, Repo, Task
+from grader.tasks.prepare import checkout_base, git
+
+DIFFICULTIES = ("easy", "medium", "hard")
+ENVIRONMENT = "python-3.11"  # an exact match runs no project code; any environment with git does
+
+
+def scenario(row: dict[str, Any], where: str) -> dict[str, Any]:
+    value = row.get("scenario")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: scenario is a string but not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise DatasetError(f"{where}: scenario is missing or not an object")
+    return value
+
+
+def _sha(value: Any, name: str, where: str) -> str:
+    if not isinstance(value, str) or not SHA_RE.match(value.strip().lower()):
+        raise DatasetError(f"{where}: {name} {value!r} is not a full 40-character commit sha")
+    return value.strip().lower()
+
+
+def conflicted_checkout(ctx: Context, name: str, ours: str, theirs: str, dest: Path, where: str) -> list[str]:
+    """Write the conflicted state to `dest` with the grader's own checkout (from the local
+    clone) and return the paths git left unmerged."""
+    local = ctx.repos.local(name, where)
+    probe = Task(id="import-probe", instruction="-", environment=ENVIRONMENT,
+                 repo=Repo(path=local.name, commit=ours, merge=theirs),
+                 check={"type": "exact_match", "files": {"-": "-"}}, root=local.parent)
+    checkout_base(probe, dest, ctx.cache_dir)
+    out = git("diff", "--name-only", "-z", "--diff-filter=U", cwd=dest).stdout.decode("utf-8", "surrogateescape")
+    return sorted({p for p in out.split("\0") if p})
+
+
+def gold_patch(ctx: Context, name: str, ours: str, theirs: str, merged: str, listed: list[str], where: str
+               ) -> tuple[bytes, list[str], list[str]]:
+    """(the gold patch, the paths the exact match compares, notes)."""
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="grader-ggb-") as tmp:
+        work = Path(tmp) / "repo"
+        conflicted = conflicted_checkout(ctx, name, ours, theirs, work, where)
+        if not conflicted:
+            raise DatasetError(f"{where}: merging {theirs[:12]} into {ours[:12]} does not conflict here "
+                               f"(git {git('version').stdout.decode().split()[-1]})")
+        if listed and set(listed) != set(conflicted):
+            notes.append(f"the sample lists conflicts in {', '.join(sorted(listed))}; git's merge here conflicts "
+                         f"in {', '.join(conflicted)}: all of them are compared")
+        paths = sorted(set(conflicted) | set(listed))
+        for rel in paths:
+            if git("cat-file", "-e", f"{merged}:{rel}", cwd=ctx.repos.local(name, where), check=False).returncode:
+                raise DatasetError(f"{where}: {rel} is not in the merge commit {merged[:12]} (a delete/modify "
+                                   f"conflict): an exact-match task cannot expect a missing file")
+        git("add", "--", *paths, cwd=work)
+        for rel in paths:
+            content = git("show", f"{merged}:{rel}", cwd=ctx.repos.local(name, where)).stdout
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_bytes(content)
+        patch = git("diff", "--binary", "--", *paths, cwd=work).stdout
+    return patch, paths, notes
+
+
+def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
+    raw_id = str(row.get("id") or "").strip()
+    if not raw_id:
+        raise DatasetError("a GitGoodBench sample without id")
+    where = f"GitGoodBench sample {raw_id}"
+    tid = task_id(raw_id, where)
+    sample_type = str(row.get("sample_type") or "merge")
+    if sample_type != "merge":
+        raise DatasetError(f"{where}: sample_type {sample_type!r}: only merge-conflict samples are imported "
+                           f"(file-commit chains are judged by an LLM, not an exact match)")
+    name = text_field(row, "name", where, required=False) or text_field(row, "repo", where)
+    if name.count("/") != 1:
+        raise DatasetError(f"{where}: repository {name!r} is not owner/name")
+    sc = scenario(row, where)
+    merged = _sha(sc.get("merge_commit_hash"), "scenario.merge_commit_hash", where)
+    parents = sc.get("parents")
+    if not isinstance(parents, list) or len(parents) != 2:
+        raise DatasetError(f"{where}: scenario.parents must list the merge commit's two parents")
+    ours, theirs = (_sha(p, "a parent", where) for p in parents)
+    listed = sc.get("files_in_merge_conflict") or []
+    if isinstance(listed, str):
+        listed = json.loads(listed) if listed.strip().startswith("[") else [listed]
+    if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+        raise DatasetError(f"{where}: scenario.files_in_merge_conflict must be a list of paths")
+    difficulty = str(row.get("difficulty") or "").strip().lower() or None
+    notes: list[str] = []
+    if difficulty is not None and difficulty not in DIFFICULTIES:
+        notes.append(f"difficulty {difficulty!r} is not one of {', '.join(DIFFICULTIES)}: left out")
+        difficulty = None
+
+    for sha in (merged, ours, theirs):
+        ctx.repos.require_commit(name, sha, where)
+    actual = ctx.repos.parents(name, merged, where)
+    if actual != [ours, theirs]:
+        raise DatasetError(f"{where}: the parents of {merged[:12]} are {', '.join(actual) or 'none'}, "
+                           f"not the sample's {ours}, {theirs}")
+    patch, paths, more = gold_patch(ctx, name, ours, theirs, merged, listed, where)
+    notes += more
+    files_text = ", ".join(paths)
+    metadata = {"suite": ctx.suite, "language": str(row.get("programming_language") or "").lower() or None,
+                "difficulty": difficulty, "created_at": ctx.repos.commit_date(name, merged, where),
+                "source": f"GitGoodBench {raw_id} ({name})"}
+    definition = {
+        "id": tid,
+        "instruction": (f"A merge is in progress in this repository: commit {theirs} is being merged into "
+                        f"{ours} (HEAD) and conflicts in {files_text}. Resolve the conflicts, keeping what each "
+                        f"side meant, and leave no conflict markers."),
+        "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "environment": ENVIRONMENT, "limits": limits(ctx), "gold_patch": "gold.patch",
+        "check": {"type": "exact_match", "expected_commit": merged, "paths": paths},
+    }
+    return Draft(id=tid, source_id=raw_id, repo_name=name, commit=ours, merge=theirs, extra_commits=[merged],
+                 definition=definition, files={"gold.patch": patch}, notes=notes)
+
+
+def convert(rows: list[dict[str, Any]], ctx: Context) -> tuple[list[Draft], list[tuple[str, str]]]:
+    return convert_rows(rows, lambda row: convert_row(row, ctx), "id")

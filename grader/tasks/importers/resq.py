@@ -1,0 +1,89 @@
+"""RES-Q rows as tasks.
+
+Fields read: id, repo_url, instruction, base_commit, test_script, testbed_environment
+(a Python version: 'python3.11', '3.11'), requirements_txt (a requirements file's text),
+solution_patch (the gold patch), modified_files (checked against the files the solution
+patch touches), language, and solution_commit when present (its date becomes the task's
+created_at). The repository comes from --repo-dir/<owner>__<name> when a clone is there,
+else from repo_url.
+
+RES-Q's harness writes test_script into the repository root and runs it with the
+testbed's `python`; its exit status decides. Here it is a hidden file at the root, and
+the check is `runner: command` running it the same way. A script that starts with a
+shell shebang (#!/bin/sh, #!/bin/bash, #!/usr/bin/env bash) is run with that shell.
+The requirements are pip-installed, from the repository, when the instance image is
+built: never in a grading run, which has no network.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from grader.patch import touched_files
+from grader.tasks.importers.common import (
+    Context, DatasetError, Draft, convert_rows, environment_for, install_step, limits, repo_name_from_url,
+    requirement_lines, sha_field, task_id, text_field,
+)
+
+SCRIPT = "resq_test_script"
+_SHELL = re.compile(r"^#!\s*(?:/usr)?/bin/(?:env\s+)?(sh|bash|dash)\b")
+
+
+def test_command(script: str) -> tuple[str, str]:
+    """(the hidden file's name, the command that runs it)."""
+    m = _SHELL.match(script)
+    if m:
+        return f"{SCRIPT}.sh", f"{m.group(1)} {SCRIPT}.sh"
+    return f"{SCRIPT}.py", f"python {SCRIPT}.py"
+
+
+def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
+    raw_id = row.get("id")
+    raw_id = str(raw_id) if raw_id not in (None, "") else None
+    if raw_id is None:
+        raise DatasetError("a RES-Q row without id")
+    where = f"RES-Q task {raw_id}"
+    tid = task_id(raw_id if raw_id[:1].isalnum() else f"resq-{raw_id}", where)
+    url = text_field(row, "repo_url", where).strip()
+    name = repo_name_from_url(url, where)
+    ctx.repos.set_url(name, url)
+    base = sha_field(row, "base_commit", where)
+    instruction = text_field(row, "instruction", where)
+    script = text_field(row, "test_script", where)
+    gold = text_field(row, "solution_patch", where)
+    language = (text_field(row, "language", where, required=False) or "python").strip().lower()
+    if language != "python":
+        raise DatasetError(f"{where}: language {language!r}: only Python RES-Q tasks have an environment here")
+    environment = environment_for(text_field(row, "testbed_environment", where), ctx.environments_dir, where)
+    requirements = requirement_lines(row.get("requirements_txt") or "")
+    notes: list[str] = []
+
+    modified = row.get("modified_files") or []
+    listed = {m.get("path") for m in modified if isinstance(m, dict)} | {m for m in modified if isinstance(m, str)}
+    touched = touched_files(gold.encode())
+    if listed and listed != touched:
+        notes.append(f"modified_files ({', '.join(sorted(p for p in listed if p))}) differ from the files the "
+                     f"solution patch touches ({', '.join(sorted(touched))})")
+
+    ctx.repos.require_commit(name, base, where)
+    created = None
+    solution = str(row.get("solution_commit") or "").strip().lower()
+    if solution and ctx.repos.has_commit(name, solution, where):
+        created = ctx.repos.commit_date(name, solution, where)
+    script_name, command = test_command(script)
+    metadata = {"suite": ctx.suite, "language": language, "created_at": created, "source": f"RES-Q {raw_id} ({url})"}
+    definition = {
+        "id": tid, "instruction": instruction, "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "environment": environment, "install": install_step(requirements, None, where),
+        "limits": limits(ctx), "gold_patch": "gold.patch",
+        "check": {"type": "tests", "runner": "command", "command": command,
+                  "hidden_tests": {script_name: f"hidden/{script_name}"}},
+    }
+    files = {"gold.patch": gold.encode(), f"hidden/{script_name}": script.encode()}
+    return Draft(id=tid, source_id=raw_id, repo_name=name, commit=base, definition=definition, files=files,
+                 notes=notes)
+
+
+def convert(rows: list[dict[str, Any]], ctx: Context) -> tuple[list[Draft], list[tuple[str, str]]]:
+    return convert_rows(rows, lambda row: convert_row(row, ctx), "id")
