@@ -206,6 +206,7 @@ class Grader:
             "runner_suffixes": RUNNER_SUFFIXES,
             "check": check_job,
             "env": CONTAINER_ENV,
+            "nproc_limit": task.limits.pids if self.sandbox.private_kernel else None,
         }
         supervisor = _supervisor_source()
         return RunSpec(

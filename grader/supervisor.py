@@ -25,6 +25,7 @@ import errno
 import hashlib
 import json
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -467,6 +468,11 @@ def main() -> int:
         with open(JOB_PATH) as f:
             job = json.load(f)
         repo = job["repo"]
+        if job.get("nproc_limit"):
+            # Inherited by every child; counted per user, so it binds the unprivileged
+            # user's processes only (root, which this is, is exempt). Set only where the
+            # kernel is the sandbox's own: on a shared kernel the count is host-wide.
+            resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc_limit"], job["nproc_limit"]))
         manifest = hidden_manifest(job)
         if job["check"]["kind"] == "pytest":
             suffix, data = base_pytest_config(repo)

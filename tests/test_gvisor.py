@@ -54,3 +54,46 @@ def test_network_and_timeout_under_gvisor(gvisor, mini, mini_set):
     slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(600)\n" + FIXED})
     assert gvisor.grade(mini_set.get("mini"), slow).verdict is Verdict.TIMED_OUT
     assert gvisor.sandbox.busy_containers() == []
+
+
+def test_the_process_limit_holds_inside_gvisor(gvisor, mini, mini_set):
+    """Under gVisor the host's pids cgroup counts the sandbox kernel's threads: a run that
+    filled it crashed the sandbox (an ERROR, charged to nobody, retried forever). The
+    task's limit (64 here) must bind the run's own forks instead, and the run be graded."""
+    code = textwrap.dedent("""\
+        import os
+        FORKED = 0
+        while FORKED < 400:
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                os.execv("/bin/sleep", ["sleep", "600"])  # small children: the memory limit is not the point
+            FORKED += 1
+
+        def mean(xs):
+            if not xs:
+                if 8 < FORKED <= 64:  # the task allows 64 processes
+                    raise ValueError("empty")
+                raise RuntimeError(f"forked {FORKED} processes")
+            return sum(xs) / len(xs)
+        """)
+    result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": code}))
+    assert result.verdict is Verdict.PASS, result.to_json()
+    assert gvisor.sandbox.busy_containers() == []
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_fork_bomb_is_graded_under_gvisor(gvisor, mini, mini_set, attempt):
+    bomb = textwrap.dedent("""\
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+        """) + FIXED
+    result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": bomb}))
+    assert result.verdict in (Verdict.FAIL, Verdict.TIMED_OUT), result.to_json()
+    assert gvisor.sandbox.busy_containers() == []

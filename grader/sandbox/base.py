@@ -50,6 +50,11 @@ class RunOutput:
 
 class Sandbox(ABC):
     name: str = "abstract"
+    # True when the sandbox runs its own kernel (gVisor): per-user counts such as
+    # RLIMIT_NPROC are then the sandbox's alone, and the process limit is enforced inside
+    # it (the host's pids cgroup only bounds the sandbox kernel's own threads, and a run
+    # that exhausts it crashes that kernel instead of failing a fork).
+    private_kernel: bool = False
 
     @abstractmethod
     def run(self, spec: RunSpec) -> RunOutput:

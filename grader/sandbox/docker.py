@@ -38,9 +38,15 @@ LABEL = "grader.sandbox"
 OWNER_LABEL = "grader.owner"
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
 API_TIMEOUT = 900
-# gVisor's own sentry and gofer threads live in the container's pids cgroup: without
-# headroom a small task limit starves the sandbox before the task starts.
-RUNSC_PIDS_HEADROOM = 128
+# Under gVisor the host's pids cgroup counts the sandbox kernel's threads, not the run's
+# processes: an idle sandbox holds about 40, and each process inside it about 10 more
+# (measured with runsc 20221219, ptrace platform). When the cgroup is full the sandbox
+# kernel panics (exit 2, no output) rather than failing the run's fork, so the task's
+# process limit is enforced inside (RLIMIT_NPROC, see `private_kernel`) and the cgroup
+# gets room for that many processes and then some: it stays a backstop, never the limit.
+RUNSC_BASE_PIDS = 64
+RUNSC_PIDS_PER_PROCESS = 12
+RUNSC_SUPERVISOR_PROCESSES = 8
 GO_MARKER = ".go"
 # A container idles in this loop until its run's files arrive, then becomes the run's
 # command. Starting it is the slow part of a run, so it can happen ahead of demand.
@@ -217,6 +223,7 @@ class DockerSandbox(Sandbox):
         # gVisor keeps its own overlay of the root filesystem: files copied in after the
         # start are not seen inside, so under runsc every run starts cold.
         self.warm_capable = runtime == "runc"
+        self.private_kernel = runtime == "runsc"
         atexit.register(self.close)
         DockerSandbox._instances.add(self)
         self.runtime = runtime
@@ -225,6 +232,11 @@ class DockerSandbox(Sandbox):
         self.file_size_limit = file_size_limit
         self._checked = False
         self._storage_cap = False
+
+    def _host_pids(self, pids: int) -> int:
+        if not self.private_kernel:
+            return pids
+        return RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * (pids + RUNSC_SUPERVISOR_PROCESSES)
 
     def _check_engine(self) -> None:
         if self._checked:
@@ -249,7 +261,7 @@ class DockerSandbox(Sandbox):
             mem_limit=memory,
             memswap_limit=memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
-            pids_limit=spec.limits.pids + (RUNSC_PIDS_HEADROOM if self.runtime == "runsc" else 0),
+            pids_limit=self._host_pids(spec.limits.pids),
             # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
             # filling it fails with ENOSPC instead of killing the test runner.
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={min(_parse_size(self.tmpfs_size), memory // 2)},mode=1777"},
