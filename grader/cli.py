@@ -931,6 +931,23 @@ def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: 
     out.print(t)
 
 
+@runs.command("export")
+@click.argument("run")
+@click.option("--format", "fmt", type=click.Choice(["predictions", "report"]), default="predictions",
+              show_default=True, help="predictions: your patches as SWE-bench predictions (JSONL, one per task); "
+                                      "report: SWE-bench's report (JSON).")
+@click.option("--out", "dest", type=click.File("w"), default="-", help="The file to write [default: stdout].")
+@remote
+def runs_export(client, run: str, fmt: str, dest) -> None:
+    """RUN in SWE-bench's formats: what `submit --predictions` and SWE-bench's harness read."""
+    if fmt == "report":
+        dest.write(json.dumps(client.report(run), indent=1) + "\n")
+        return
+    predictions = client.predictions(run)
+    dest.writelines(json.dumps(p) + "\n" for p in predictions)
+    err.print(f"{len(predictions)} prediction(s) of run {_escape(run)}", highlight=False)
+
+
 @main.command("leaderboard")
 @window
 @click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")

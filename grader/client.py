@@ -260,6 +260,11 @@ class Client:
     def report(self, ref: str, fmt: str = "swebench") -> dict[str, Any]:
         return self._request("GET", f"/v1/runs/{ref}/report", params={"format": fmt})
 
+    def predictions(self, ref: str) -> list[dict[str, Any]]:
+        """Your run's patches as SWE-bench predictions (instance_id, model_name_or_path,
+        model_patch), one per task: what `submit_batch` takes back."""
+        return self._request("GET", f"/v1/runs/{ref}/predictions")
+
     # --- transport -----------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
                  idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:

@@ -129,14 +129,18 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
 EMPTY_PATCH_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
+def _latest(rows: list[dict]) -> dict[str, dict]:
+    """Each task's newest submission (rows come oldest first): the one that stands for it
+    in the SWE-bench report and the predictions, so the two always agree."""
+    return {r["task_id"]: r for r in rows}
+
+
 def swebench_report(rows: list[dict]) -> dict:
     """A run in SWE-bench's report format (its harness's final report): counts and id lists.
-    `rows` are submissions (task_id, status, verdict, patch_sha256); the last finished
+    `rows` are submissions (task_id, status, verdict, patch_sha256); the newest
     submission of a task stands for it. An empty patch is `empty_patch`, not graded; an
     ERROR is `error`; PASS is resolved; FAIL, PATCH FAILED and TIMED OUT are unresolved."""
-    latest: dict[str, dict] = {}
-    for r in rows:
-        latest[r["task_id"]] = r
+    latest = _latest(rows)
     ids = {k: [] for k in ("submitted", "completed", "resolved", "unresolved", "empty_patch", "error", "incomplete")}
     for task_id in sorted(latest):
         r = latest[task_id]
@@ -155,3 +159,11 @@ def swebench_report(rows: list[dict]) -> dict:
     report.update({f"{k}_ids": v for k, v in ids.items()})
     report["schema_version"] = 2
     return report
+
+
+def swebench_predictions(rows: list[dict], model: str) -> list[dict]:
+    """A run's patches as SWE-bench predictions, one per task (its newest submission, as in
+    the report). `rows` are submissions (task_id, system, patch); model_name_or_path is the
+    submission's system, else `model` (the run's name): SWE-bench's harness needs one."""
+    return [{"instance_id": task_id, "model_name_or_path": r["system"] or model, "model_patch": r["patch"]}
+            for task_id, r in sorted(_latest(rows).items())]

@@ -5,9 +5,15 @@ tests/test_portal_browser.py."""
 
 from __future__ import annotations
 
+import json
+import threading
+
 import pytest
+from click.testing import CliRunner
 
 from grader.api import create_app
+from grader.cli import main
+from grader.client import parse_predictions, read_predictions
 from grader.store import submissions as subs
 from grader.store.models import Submission
 from grader.verdict import Provenance, Result, Verdict
@@ -144,3 +150,79 @@ def test_compare_and_swebench_report(app, svc):
     assert rep["empty_patch_ids"] == ["calc-mean-empty"] and rep["resolved_ids"] == []
     assert rep["unresolved_ids"] == ["calc-median-even", "notes-merge-greeting"] and rep["completed_instances"] == 2
     assert a.get("/v1/runs/A/report?format=csv").status_code == 422
+
+
+# --- predictions out --------------------------------------------------------------------------------------
+PATCH_A = "diff --git a/calc/stats.py b/calc/stats.py\n--- a/calc/stats.py\n+++ b/calc/stats.py\n" \
+          "@@ -1,2 +1,2 @@\n-\tdef mean(xs):  # moyenne\n+\tdef mean(xs):  # moyenne, \u00e9t\u00e9 \u2713\n  x\r\n"
+
+
+def test_predictions_out_round_trip_through_the_api(app, svc):
+    """A run submitted as SWE-bench predictions comes back as the same predictions, one per
+    task (its newest submission, as the report counts it), and submitting those again
+    makes a run with the same predictions."""
+    a = Api(app.test_client(), new_key(svc, "alpha"))
+    given = [{"instance_id": "calc-mean-empty", "model_name_or_path": "m-1", "model_patch": PATCH_A},
+             {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-1", "model_patch": "old"},
+             {"instance_id": "calc-median-even", "model_patch": ""},
+             {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-2", "model_patch": "newer\n"}]
+    assert a.post("/v1/submissions/batch?run_id=P", json=given).status_code == 202
+    preds = a.get("/v1/runs/P/predictions").json
+    assert preds == [
+        {"instance_id": "calc-mean-empty", "model_name_or_path": "m-1", "model_patch": PATCH_A},
+        {"instance_id": "calc-median-even", "model_name_or_path": "P", "model_patch": ""},  # no system: the run
+        {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-2", "model_patch": "newer\n"},
+    ]
+    report = a.get("/v1/runs/P/report").json
+    assert report["submitted_ids"] == [p["instance_id"] for p in preds]
+    assert report["empty_patch_ids"] == ["calc-median-even"]
+    # out as JSONL, read back as a predictions file, in again: the same predictions
+    jsonl = "".join(json.dumps(p) + "\n" for p in preds)
+    assert parse_predictions(jsonl) == preds
+    assert a.post("/v1/submissions/batch?run_id=Q", json=parse_predictions(jsonl)).status_code == 202
+    assert a.get("/v1/runs/Q/predictions").json == preds
+    # the patches are the team's own: not another team's, not the public's, even for a public run
+    b = Api(app.test_client(), new_key(svc, "beta"))
+    run_id = a.get("/v1/runs/P").json["id"]
+    a.client.patch(f"/v1/runs/{run_id}", json={"public": True}, headers={"Authorization": f"Bearer {a.key}"})
+    assert b.get(f"/v1/runs/{run_id}").status_code == 200
+    assert b.get(f"/v1/runs/{run_id}/predictions").status_code == 404
+    assert Api(app.test_client(), None).get(f"/v1/runs/{run_id}/predictions").status_code == 401
+    admin = Api(app.test_client(), new_key(svc, "host", admin=True))
+    assert admin.get(f"/v1/runs/{run_id}/predictions").json == preds
+    assert a.get("/v1/runs/nope/predictions").status_code == 404
+
+
+@pytest.fixture
+def served(app):
+    """The app over real HTTP, for the command-line client."""
+    from werkzeug.serving import make_server
+    server = make_server("127.0.0.1", 0, app, threaded=False)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_runs_export_and_submit_predictions_round_trip_through_the_cli(app, svc, served, tmp_path):
+    key = new_key(svc, "alpha")
+
+    def cli(*args):
+        result = CliRunner().invoke(main, [*args, "--url", served, "--api-key", key], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps([{"instance_id": "calc-mean-empty", "model_name_or_path": "m", "model_patch": PATCH_A},
+                                 {"instance_id": "calc-median-even", "model_name_or_path": "m", "model_patch": ""}]))
+    cli("submit", "--predictions", str(given), "--run-id", "R1")
+    out = tmp_path / "R1.jsonl"
+    cli("runs", "export", "R1", "--out", str(out))
+    assert read_predictions(out) == json.loads(given.read_text())
+    assert out.read_text().count("\n") == 2  # JSONL: one prediction a line
+    cli("submit", "--predictions", str(out), "--run-id", "R2")
+    assert cli("runs", "export", "R2") == out.read_text()
+    report = json.loads(cli("runs", "export", "R2", "--format", "report"))
+    assert report["submitted_ids"] == ["calc-mean-empty", "calc-median-even"]
+    assert report["empty_patch_ids"] == ["calc-median-even"]

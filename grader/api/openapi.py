@@ -131,6 +131,11 @@ def _paths() -> dict:
             "parameters": [_P["run_ref"], {"name": "format", "in": "query", "required": False,
                                           "schema": {"type": "string", "enum": ["swebench"]}}],
             "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)}}},
+        "/v1/runs/{run}/predictions": {"get": {
+            "summary": "Your run's patches as SWE-bench predictions, one per task (its newest submission)",
+            "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
+            "responses": {"200": {"description": "the predictions", "content": {"application/json": {
+                "schema": {"type": "array", "items": _ref(m.PredictionIn)}}}}, **_errors(401, 404)}}},
         "/v1/leaderboard": {"get": {
             "summary": "Public runs ranked by solve rate; incomplete runs only on request, never ranked",
             "tags": ["runs"], "security": _OPTIONAL,

@@ -72,14 +72,21 @@ def show(run: str):
     return jsonify(R.run_view(_svc(), load_run(run), filters()))
 
 
-@bp.patch("/v1/runs/<run>")
-@auth.required
-def update(run: str):
-    ref, svc = run, _svc()
-    with svc.db.read() as s:
+def own_run(ref: str) -> Run:
+    """A run of the caller's own team (any run, for the host): what only its team may
+    change or read the patches of, whether or not it is public."""
+    with _svc().db.read() as s:
         run = store_runs.find(s, ref, team_id=g.caller.team_id)
     if run is None or not (g.caller.admin or run.team_id == g.caller.team_id):
         raise ApiError(404, "not_found", f"no run {ref!r}")
+    return run
+
+
+@bp.patch("/v1/runs/<run>")
+@auth.required
+def update(run: str):
+    svc = _svc()
+    run = own_run(run)
     try:
         patch = RunPatch.model_validate(request.get_json(force=True, silent=True) or {})
     except ValidationError as exc:
@@ -110,6 +117,20 @@ def report(run: str):
         subs = [{"task_id": r.task_id, "verdict": r.verdict, "status": r.status, "patch_sha256": r.patch_sha256}
                 for r in rows]
     return jsonify(R.swebench_report(subs))
+
+
+@bp.get("/v1/runs/<run>/predictions")
+@auth.required
+def predictions(run: str):
+    """The run's patches as SWE-bench predictions (a JSON list, which SWE-bench's harness
+    reads as a .json predictions file). Its own team's only: a public run shows its
+    figures, never its patches."""
+    svc = _svc()
+    run = own_run(run)
+    with svc.db.read() as s:
+        rows = [{"task_id": r.task_id, "system": r.system, "patch": r.patch.decode("utf-8")}
+                for r in store_runs.submissions_of(s, run)]
+    return jsonify(R.swebench_predictions(rows, run.name))
 
 
 @bp.get("/v1/leaderboard")
