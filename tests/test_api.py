@@ -85,6 +85,8 @@ def test_submission_is_stored_then_queued_with_only_its_id(api, svc):
     ({"task_id": "calc-mean-empty", "patch": "", "bogus": 1}, 422, "invalid_fields"),
     ({"task_id": "calc-mean-empty", "patch": "a\u0000b"}, 422, "invalid_fields"),
     ({"task_id": "calc-mean-empty", "patch": "", "trial": -1}, 422, "invalid_fields"),
+    ({"task_id": "calc-mean-empty", "patch": "", "trial": True}, 422, "invalid_fields"),  # JSON types, not coerced
+    ({"task_id": "calc-mean-empty", "patch": "", "trial": "3"}, 422, "invalid_fields"),
     ({"task_id": "calc-mean-empty", "patch": "", "prompt_variant": "shouty"}, 422, "invalid_fields"),
     ({"task_id": "calc-mean-empty", "patch": "", "callback_url": "ftp://x/"}, 422, "invalid_callback_url"),
     ([{"task_id": "calc-mean-empty", "patch": ""}], 422, "invalid_fields"),
@@ -319,3 +321,17 @@ def test_production_mode_refuses_to_start_without_secrets(database_url, redis_ur
     ok = get_settings(mode="production", database_url=database_url, redis_url=redis_url, secret_key="s" * 40)
     app = create_app(ok)
     assert app.config["GRADER_PRODUCTION"]
+
+
+def test_unknown_query_parameters_are_refused_not_ignored(api, svc):
+    """A misspelt filter must not answer with everything unfiltered."""
+    api.post("/v1/submissions", json=_sub())
+    r = api.get("/v1/submissions?runid=x")
+    assert r.status_code == 400 and r.json["error"]["code"] == "unknown_parameter"
+    assert "'runid'" in r.json["error"]["message"] and "run_id" in r.json["error"]["message"]
+    assert api.get("/v1/submissions?run_id=x").status_code == 200
+    assert api.get("/v1/tasks/calc-mean-empty?verbose=1").status_code == 400
+    assert api.get("/healthz?x=1").status_code == 400
+    assert api.get("/v1/submissions?runid=x", headers={"Authorization": "Bearer nope"}).status_code == 401
+    # every operation documents the 400 it may answer
+    assert all("400" in op["responses"] for ops in document()["paths"].values() for op in ops.values())

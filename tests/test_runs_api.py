@@ -90,6 +90,9 @@ def test_run_figures_visibility_and_metadata(app, svc):
     r = a.client.patch(f"/v1/runs/{run_id}", json={"paper_url": "javascript:alert(1)"},
                        headers={"Authorization": f"Bearer {a.key}"})
     assert r.status_code == 422
+    # a mark is true or false, never null (it was stored as NULL and answered 503)
+    r = a.client.patch(f"/v1/runs/{run_id}", json={"public": None}, headers={"Authorization": f"Bearer {a.key}"})
+    assert r.status_code == 422 and "public" in r.json["error"]["message"]
     assert anon.get(f"/v1/runs/{run_id}").status_code == 200
     board = anon.get("/v1/leaderboard").json["items"]
     assert [(x["name"], x["rank"]) for x in board] == [("r1", 1)]

@@ -1,62 +1,184 @@
-"""schemathesis against /openapi.json: generated requests, valid and invalid, to every
-operation, through the real app over a real Redis and a real database, with a valid key.
-No 5xx, and every response must match the document (status codes, content types, bodies
-against their schemas). Nothing here grades (no worker runs).
+"""Bad requests: schemathesis against /openapi.json, through the real app in-process (WSGI)
+over a real Redis and a real database (SQLite, and a real PostgreSQL).
 
-GRADER_FUZZ_EXAMPLES sets the examples per operation (default 130: about 2,300 requests
-over the document's operations; `make stress` runs more)."""
+Every operation gets generated requests, valid ones (positive) and ones the document
+says are invalid (negative), sent as four callers: a team's key, an admin's key, no key
+and a wrong key. Path ids are drawn from generated text and from records that exist: the
+team's own submissions (done with real grades, queued, cancelled), another team's, runs
+private and public, tasks. Valid submissions sometimes name a real task, so that they are
+accepted (until the team's small quota answers 429).
+
+Every answer must: not be a 5xx; use a status code the document lists for the operation
+(a 401 included); have the documented content type and a body valid against the
+documented schema; reject invalid data with a 4xx. Only schemathesis's "valid data must
+be accepted" check is left out: a schema-valid body may still name a task that does not
+exist, a private callback host, or come when the quota is used up; those documented
+4xx answers are counted and printed instead.
+
+GRADER_FUZZ_EXAMPLES sets the examples per operation (default 100: about 2,400 requests
+on SQLite; PostgreSQL gets a third of that). `make stress` runs more.
+"""
 
 from __future__ import annotations
 
 import os
+import time
+import uuid
+from collections import Counter
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from grader import jobs
 from grader.api import create_app
+from grader.api.openapi import document
+from grader.pipeline import Grader
 from service_helpers import make_service, new_key
+from test_jobs_docker import work
 
-pytestmark = pytest.mark.service
-EXAMPLES = int(os.environ.get("GRADER_FUZZ_EXAMPLES", "130"))
+pytestmark = [pytest.mark.service, pytest.mark.docker]
+EXAMPLES = int(os.environ.get("GRADER_FUZZ_EXAMPLES", "100"))
+CALLERS = ["team", "team", "team", "admin", "none", "wrong"]  # drawn uniformly: half the requests as the team
+TALLY: Counter = Counter()
+REFUSED: list = []
 
 
-@pytest.fixture(scope="module")
-def fuzz(tmp_path_factory, redis_server):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def world(request, tmp_path_factory, redis_server, settings, mini):
+    """The app over a database holding real records of three teams, and what names them."""
+    from conftest import FIXED
     redis_server.flush()
-    db = tmp_path_factory.mktemp("fuzz") / "grader.db"
-    svc = make_service(f"sqlite:///{db}", redis_server.url, max_wait=0.2, callback_allow_private=False)
+    if request.param == "sqlite":
+        url, drop = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/grader.db", None
+    else:
+        pg = request.getfixturevalue("postgres_server")
+        name = f"fuzz_{uuid.uuid4().hex[:8]}"
+        url, drop = pg.create_database(name), (lambda: pg.drop_database(name))
+    svc = make_service(url, redis_server.url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir,
+                       max_wait=0.2, callback_allow_private=False)
+    jobs.use(svc, Grader(svc.settings))
     app = create_app(service=svc, migrate=False)
-    key = new_key(svc, "fuzzer")
-    yield schemathesis.openapi.from_wsgi("/openapi.json", app), key
+    keys = {"team": new_key(svc, "fuzzer", queued_quota=25), "admin": new_key(svc, "host", admin=True),
+            "other": new_key(svc, "other"), "wrong": "grk_" + "A" * 43}
+    client = app.test_client()
+
+    def post(who, body, status=202):
+        r = client.post("/v1/submissions", json=body, headers={"Authorization": f"Bearer {keys[who]}"})
+        assert r.status_code == status, r.get_data(as_text=True)
+        return r.json["id"]
+
+    gold = mini.diff({"calc/__init__.py": FIXED}).decode()
+    done = [post("team", {"task_id": "mini", "patch": p, "run_id": "fuzz-run", "trial": i})
+            for i, p in enumerate((gold, "", "not a diff"))]
+    public = post("team", {"task_id": "mini", "patch": gold, "run_id": "fuzz-public"})
+    others = [post("other", {"task_id": "mini", "patch": "", "run_id": "other-run"})]
+    work(svc)  # real grades: PASS, FAIL, PATCH FAILED, PASS, FAIL
+    cached = post("team", {"task_id": "mini", "patch": "", "run_id": "fuzz-run"}, status=200)  # the cache answers
+    queued = [post("team", {"task_id": "mini", "patch": mini.diff({"README.md": f"queued {i}\n"}).decode(),
+                            "run_id": "fuzz-run"}) for i in range(3)]
+    cancelled = queued.pop()
+    assert client.delete(f"/v1/submissions/{cancelled}", headers={"Authorization": f"Bearer {keys['team']}"}
+                         ).status_code == 200
+    r = client.patch("/v1/runs/fuzz-public", json={"public": True, "method": "gold"},
+                     headers={"Authorization": f"Bearer {keys['team']}"})
+    assert r.status_code == 200
+    run_ids = {r["name"]: r["id"] for r in client.get(
+        "/v1/runs", headers={"Authorization": f"Bearer {keys['admin']}"}).json["items"]}
+    known = {
+        "submission_id": done + [public, cached] + queued + [cancelled] + others + ["0" * 24],
+        "task_id": ["mini", "mini-nolist", "no-such-task"],
+        "run": ["fuzz-run", "fuzz-public", "other-run", *run_ids.values(), "no-such-run"],
+        "a": ["fuzz-run", "fuzz-public", run_ids["other-run"]],
+        "b": ["fuzz-public", "fuzz-run", run_ids["fuzz-public"]],
+    }
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
+    yield request.param, schema, keys, known
     svc.close()
+    if drop:
+        drop()
 
 
 def _operations():
-    from grader.api.openapi import document
     return [(path, method) for path, ops in document()["paths"].items() for method in ops]
 
 
-@pytest.mark.parametrize("path,method", _operations(), ids=lambda v: v)
-def test_operation_answers_as_documented(fuzz, path, method):
-    schema, key = fuzz
-    operation = schema[path][method.upper()]
-    seen = {"requests": 0}
+def _strategy(operation):
+    modes = [operation.as_strategy(GenerationMode.POSITIVE)]
+    try:
+        modes.append(operation.as_strategy(GenerationMode.NEGATIVE))
+    except Exception:  # nothing in the operation can be made invalid
+        pass
+    return st.one_of(*modes)
 
-    @given(case=operation.as_strategy())
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    def check(case):
-        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {key}"}
-        response = case.call()
+
+def _with_known_records(case, draw, known: dict) -> None:
+    """Point a valid case at records that exist: ids in the path, names in the query, a
+    real task in a submission's body. Invalid cases are left as generated."""
+    for name in list(case.path_parameters or {}):
+        if name in known and draw(st.booleans()):
+            case.path_parameters[name] = draw(st.sampled_from(known[name]))
+    for name in ("a", "b"):
+        if case.query and name in case.query and draw(st.booleans()):
+            case.query[name] = draw(st.sampled_from(known[name]))
+    body = case.body
+    items = body if isinstance(body, list) else body.get("submissions") if isinstance(body, dict) else None
+    for item in ([body] if isinstance(body, dict) and "task_id" in body else []) + \
+            [i for i in (items or []) if isinstance(i, dict)]:
+        if "task_id" in item and draw(st.booleans()):
+            item["task_id"] = "mini"
+            item.pop("callback_url", None)
+
+
+@pytest.mark.parametrize("path,method", _operations(), ids=lambda v: v)
+def test_operation_answers_as_documented(world, path, method):
+    db, schema, keys, known = world
+    operation = schema[path][method.upper()]
+    examples = EXAMPLES if db == "sqlite" else max(10, EXAMPLES // 3)
+    seen: Counter = Counter()
+
+    @given(case=_strategy(operation), caller=st.sampled_from(CALLERS), data=st.data())
+    @hsettings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    def check(case, caller, data):
+        mode = case.meta.generation.mode if case.meta else GenerationMode.POSITIVE
+        if mode.is_positive:
+            _with_known_records(case, data.draw, known)
+        # the key goes as an explicit header, so that schemathesis knows it is meant to be
+        # valid (and probes the same request without it, and with a wrong one, on a 2xx)
+        auth = {"Authorization": f"Bearer {keys[caller]}"} if caller != "none" else {}
+        t = time.monotonic()
+        response = case.call(headers=auth)
+        seen["seconds"] += time.monotonic() - t
         seen["requests"] += 1
-        assert response.status_code < 500, (case.method, case.formatted_path, response.status_code,
+        seen[f"{mode.value} {response.status_code}"] += 1
+        assert response.status_code < 500, (case.method, case.formatted_path, case.query, response.status_code,
                                             response.text[:500])
-        # a schema-valid body can still name a task that does not exist, a private callback
-        # host or an exhausted quota: those 4xx answers are documented, so only the
-        # "valid data must be accepted" check is left out
-        case.validate_response(response, excluded_checks=[positive_data_acceptance])
+        if caller in ("none", "wrong") and operation.definition.raw.get("security") == [{"bearer": []}]:
+            assert response.status_code == 401, (caller, response.status_code)
+        if response.status_code == 401:
+            assert keys["wrong"] not in response.text and keys["team"] not in response.text
+        case.validate_response(response, headers=auth, excluded_checks=[positive_data_acceptance])
+        if mode.is_positive and response.status_code == 422:
+            body = response.json()
+            seen[f"422 {body.get('error', {}).get('code')}"] += 1
+            if body.get("error", {}).get("code") == "invalid_fields":
+                REFUSED.append((case.method, case.formatted_path, case.query, case.body, body["error"]["message"]))
 
     check()
     assert seen["requests"] > 0
-    print(f"{method.upper()} {path}: {seen['requests']} requests")
+    TALLY.update({k: v for k, v in seen.items() if k != "seconds"})
+    TALLY[f"{db} requests"] += seen["requests"]
+    TALLY[f"{db} seconds"] += seen["seconds"]
+    print(f"\n{db} {method.upper()} {path}: {seen['requests']} requests, "
+          + ", ".join(f"{k}: {v}" for k, v in sorted(seen.items()) if k not in ("requests", "seconds")))
+
+
+def test_zz_tally():
+    """The whole run's figures (printed with -s); the per-operation tests did the checking."""
+    if not TALLY:
+        pytest.skip("no fuzzing ran in this session")
+    print("\nschemathesis tally:", dict(sorted(TALLY.items())))
+    for r in REFUSED[:40]:
+        print("REFUSED", r)

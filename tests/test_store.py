@@ -152,7 +152,9 @@ def test_expired_leases_and_counts(db):
         assert subs.start_of_day() <= utcnow() < subs.start_of_day() + dt.timedelta(days=1)
 
 
-def test_ids_are_time_ordered():
-    ids = [subs.new_id() for _ in range(5)]
-    assert all(len(i) == 24 for i in ids)
-    assert ids[0][:12] <= ids[-1][:12]
+def test_ids_are_time_ordered_and_strictly_increase_in_a_process():
+    """Many ids in one millisecond (a batch) still sort in the order they were made."""
+    ids = [subs.new_id() for _ in range(5000)]
+    assert all(len(i) == 24 and int(i, 16) >= 0 for i in ids)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert len({i[:12] for i in ids}) < len(ids)  # several did share a millisecond

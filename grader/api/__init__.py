@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     app.json.sort_keys = False
     app.extensions["grader"] = svc
     errors.init_app(app)
+    openapi.init_app(app)
     for module in (submissions, tasks, runs, system, openapi):
         app.register_blueprint(module.bp)
     portal.init_app(app)

@@ -7,6 +7,7 @@ import logging
 
 from flask import Flask, jsonify, render_template, request
 from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import HTTPException
 
 from grader.errors import StoreError
@@ -82,6 +83,8 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(StoreError)
     def _store(exc: StoreError):
+        if isinstance(exc.__cause__, IntegrityError):  # the database refused what a route wrote: a bug, not an outage
+            return _bug(exc)
         log.warning("storage unavailable: %s", exc)
         return render(ApiError(503, "unavailable", "the service's storage is unavailable; retry shortly",
                                retry_after=5))

@@ -5,8 +5,9 @@ A test checks that every route the app serves is documented here and nothing mor
 from __future__ import annotations
 
 import functools
+import re
 
-from flask import Blueprint, jsonify, render_template
+from flask import Blueprint, Flask, jsonify, render_template, request
 from pydantic.json_schema import models_json_schema
 
 from grader.api import schemas as m
@@ -52,13 +53,14 @@ _P = {
 }
 _AUTH = [{"bearer": []}]
 _OPTIONAL = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
+_DATE_OR_EMPTY = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 0}]}
 _WINDOW = [
     {"name": "suite", "in": "query", "required": False, "schema": {"type": "string"}},
     {"name": "variant", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "since", "in": "query", "required": False, "description": "tasks created on or after",
-     "schema": {"type": "string", "format": "date"}},
-    {"name": "until", "in": "query", "required": False, "description": "tasks created on or before",
-     "schema": {"type": "string", "format": "date"}},
+    {"name": "since", "in": "query", "required": False, "description": "tasks created on or after (empty: no bound)",
+     "schema": _DATE_OR_EMPTY},
+    {"name": "until", "in": "query", "required": False, "description": "tasks created on or before (empty: no bound)",
+     "schema": _DATE_OR_EMPTY},
 ]
 
 
@@ -140,7 +142,9 @@ def _paths() -> dict:
             "summary": "Public runs ranked by solve rate; incomplete runs only on request, never ranked",
             "tags": ["runs"], "security": _OPTIONAL,
             "parameters": [*_WINDOW, {"name": "include_incomplete", "in": "query", "required": False,
-                                      "schema": {"type": "string", "enum": ["0", "1", "true", "false"]}}],
+                                      "description": "1, true or yes (any case) lists incomplete runs too, "
+                                                     "unranked; any other value does not",
+                                      "schema": {"type": "string"}}],
             "responses": {"200": _json(m.Leaderboard, "the leaderboard"), **_errors(401, 422)}}},
         "/v1/compare": {"get": {
             "summary": "Two runs on their common tasks", "tags": ["runs"], "security": _OPTIONAL,
@@ -160,6 +164,43 @@ def _paths() -> dict:
     }
 
 
+def _strict(paths: dict) -> dict:
+    """Every operation refuses query parameters it does not take (400): a misspelt
+    `?runid=` must not silently answer with every submission unfiltered."""
+    for ops in paths.values():
+        for op in ops.values():
+            op["responses"].setdefault("400", _json(m.ErrorOut, "malformed request (an unknown query parameter)"))
+    return paths
+
+
+@functools.lru_cache(maxsize=None)
+def query_names(rule: str, method: str) -> tuple[frozenset[str], bool] | None:
+    """The query parameters the document gives the operation behind a Flask `rule`, and
+    whether it needs a key; None when the route is not an API operation (portal pages)."""
+    op = document()["paths"].get(re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule), {}).get(method.lower())
+    if op is None:
+        return None
+    return frozenset(p["name"] for p in op.get("parameters", []) if p["in"] == "query"), op.get("security") == _AUTH
+
+
+def init_app(app: Flask) -> None:
+    from grader.api import auth
+    from grader.api.errors import ApiError
+
+    @app.before_request
+    def _known_query_parameters():
+        if request.url_rule is None or not request.args:
+            return
+        known, needs_key = query_names(request.url_rule.rule, request.method) or (None, False)
+        unknown = sorted(set(request.args) - known) if known is not None else []
+        if unknown:
+            if needs_key or request.headers.get("Authorization"):
+                auth.current()  # a caller without a valid key learns nothing more than 401
+            takes = ", ".join(sorted(known)) or "none"
+            raise ApiError(400, "unknown_parameter", f"unknown query parameter(s) {', '.join(map(repr, unknown))} "
+                                                     f"for {request.method} {request.url_rule.rule}; it takes: {takes}")
+
+
 @functools.lru_cache(maxsize=1)
 def document() -> dict:
     _, defs = models_json_schema([(model, "validation") for model in _MODELS],
@@ -171,7 +212,7 @@ def document() -> dict:
                                 "PATCH FAILED or TIMED OUT, with per-test outcomes, the apply log and durations. "
                                 "ERROR is a fault of the grading machinery: retried, never charged."},
         "servers": [{"url": "/"}],
-        "paths": _paths(),
+        "paths": _strict(_paths()),
         "components": {"schemas": defs.get("$defs", {}),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                                       "description": "a team's API key (grader keys create TEAM)"}}},

@@ -33,7 +33,8 @@ def _clean(value: Any, where: str = "") -> None:
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON's types as they are (false is not 0, "3" is not 3); unknown fields refused
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -186,10 +187,11 @@ class RunPatch(_In):
     description: Annotated[str, StringConstraints(max_length=10_000)] | None = None
     project_url: Url | None = None
     paper_url: Url | None = None
-    public: bool | None = None
-    baseline: bool | None = Field(None, description="admin only")
-    hidden: bool | None = Field(None, description="admin only")
-    verified: bool | None = Field(None, description="admin only")
+    # true or false when given (null is refused: these are never unknown)
+    public: bool = None  # type: ignore[assignment]
+    baseline: bool = Field(None, description="admin only")  # type: ignore[assignment]
+    hidden: bool = Field(None, description="admin only")  # type: ignore[assignment]
+    verified: bool = Field(None, description="admin only")  # type: ignore[assignment]
 
 
 class RunOut(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 
@@ -22,9 +23,25 @@ from grader.store.models import Status, Submission, utcnow
 from grader.verdict import Result, Verdict
 
 
+_ID_LOCK = threading.Lock()
+_last_id = [0, 0]  # the milliseconds and the sequence number of this process's last id
+
+
 def new_id() -> str:
-    """24 hex characters, ordered by creation time (milliseconds), then random."""
-    return f"{int(time.time() * 1000):012x}{secrets.token_hex(6)}"
+    """24 hex characters: creation time in milliseconds, a sequence number, then random.
+    Within a process ids strictly increase, so the items of one batch sort in the order
+    they were given (a run's newest submission of a task is the last one given), even
+    when many are made in one millisecond; across processes they sort by time."""
+    with _ID_LOCK:
+        ms = int(time.time() * 1000)
+        if ms <= _last_id[0]:
+            ms, seq = _last_id[0], _last_id[1] + 1
+            if seq > 0xFFFF:
+                ms, seq = ms + 1, 0
+        else:
+            seq = 0
+        _last_id[:] = [ms, seq]
+    return f"{ms:012x}{seq:04x}{secrets.token_hex(4)}"
 
 
 def new_job_id(submission_id: str) -> str:
