@@ -10,63 +10,15 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
 from grader.client import Client
-from service_helpers import ROOT, make_service, new_key
+from service_helpers import BIN, ROOT, Stack, make_service, new_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.service]
-BIN = Path(sys.executable).parent / "grader"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Stack:
-    def __init__(self, env: dict[str, str], logs: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **env}
-        self.logs = logs
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, workers: int = 2) -> Stack:
-        for name, args in (("api", ["serve", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"]),
-                           ("worker", ["worker", "--count", str(workers)])):
-            log = open(self.logs / f"{name}.log", "wb")
-            self.procs.append(subprocess.Popen([str(BIN), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.3)
-        raise AssertionError(f"the service did not become ready:\n{self.tail()}")
-
-    def tail(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.logs.glob("*.log"))
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
 
 
 @pytest.fixture
