@@ -229,3 +229,13 @@ def test_runs_export_and_submit_predictions_round_trip_through_the_cli(app, svc,
     report = json.loads(cli("runs", "export", "R2", "--format", "report"))
     assert report["submitted_ids"] == ["calc-mean-empty", "calc-median-even"]
     assert report["empty_patch_ids"] == ["calc-median-even"]
+
+
+@pytest.mark.parametrize("target,local", [
+    ("/runs/A", True), ("/submissions/x?y=1", True), ("//evil.example/", False), ("/\\evil.example/", False),
+    ("https://evil.example/", False), ("/\x00x", False), ("runs/A", False), ("", False)])
+def test_signing_in_returns_only_to_a_page_of_this_site(app, svc, target, local):
+    key = new_key(svc, "portal-team")
+    r = app.test_client().post("/login", query_string={"next": target}, data={"key": key})
+    assert r.status_code == 302
+    assert r.headers["Location"] == (target if local else "/me"), r.headers["Location"]

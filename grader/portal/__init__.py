@@ -6,6 +6,7 @@ only for its team."""
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
 from sqlalchemy import select
@@ -168,6 +169,14 @@ def submission_page(sid: str):
     return render_template("submission.html", sub=view)
 
 
+def _local_path(target: str) -> bool:
+    """A page of this site to go back to after signing in, never another host's: browsers
+    read '//host' and '/\\host' alike as another host, so neither is local."""
+    parts = urlsplit(target)
+    return (target.startswith("/") and not parts.scheme and not parts.netloc and "\\" not in target
+            and not target.startswith("//") and all(c.isprintable() for c in target))
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     if request.method == "POST":
@@ -184,7 +193,7 @@ def login():
         session.permanent = True
         nxt = request.args.get("next") or ""
         flash(f"Signed in as {team}.")
-        return redirect(nxt if nxt.startswith("/") and not nxt.startswith("//") else url_for("portal.my_runs"))
+        return redirect(nxt if _local_path(nxt) else url_for("portal.my_runs"))
     return render_template("login.html")
 
 
