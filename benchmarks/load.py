@@ -12,11 +12,14 @@ takes them, waits until every one is graded, and prints:
 "Cheap": each patch is unique and is refused by the grading core's vetting (a path
 outside the repository), so every submission takes the whole path through the API,
 database, Redis, a worker and the grading pipeline, and gets PATCH FAILED without a
-container: this measures the service, not Docker. As a baseline measured in the same
-run, the same patches are graded by the grading core in this process, without the
+container: this measures the service, not Docker. With `--containers` each patch is
+instead the task's gold patch plus a unique new file, graded for real in a container
+(PASS): this measures the service with Docker. As a baseline measured in the same run,
+the same kind of patches are graded by the grading core in this process, without the
 service.
 
     .venv/bin/python benchmarks/load.py --count 10000 --workers 2
+    .venv/bin/python benchmarks/load.py --count 1000 --containers
 """
 
 from __future__ import annotations
@@ -47,8 +50,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def patch(i: int) -> str:
-    return f"--- a/../outside-{i}.txt\n+++ b/../outside-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+def patch(i: int, gold: str | None = None) -> str:
+    """The i-th unique patch: refused by the vetting, or (given the gold patch) the gold
+    patch and a new file of its own, so that no two share a cache entry."""
+    if gold is None:
+        return f"--- a/../outside-{i}.txt\n+++ b/../outside-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+    return (gold + f"diff --git a/load/{i}.txt b/load/{i}.txt\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/load/{i}.txt\n@@ -0,0 +1 @@\n+{i}\n")
 
 
 def rss_of(pattern: str) -> int:
@@ -74,7 +82,13 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--baseline", type=int, default=500, help="submissions graded in-process for the baseline")
+    ap.add_argument("--containers", action="store_true", help="grade every patch in a container (PASS)")
     args = ap.parse_args()
+    from grader.config import get_settings
+    from grader.tasks.loader import TaskSet
+    settings = get_settings(tasks_dir=ROOT / "tasks")
+    task = TaskSet(settings.tasks_dir).get(TASK)
+    gold = task.gold_patch_text().decode() if args.containers else None
 
     state = Path(tempfile.mkdtemp(prefix="grader-load."))
     redis_port, api_port = free_port(), free_port()
@@ -112,7 +126,7 @@ def main() -> int:
         t0 = time.monotonic()
         accepted, rejected, ids = 0, 0, []
         for start in range(0, args.count, args.batch):
-            items = [{"task_id": TASK, "patch": patch(i)} for i in range(start, min(args.count, start + args.batch))]
+            items = [{"task_id": TASK, "patch": patch(i, gold)} for i in range(start, min(args.count, start + args.batch))]
             r = session.post(f"{url}/v1/submissions/batch", json={"run_id": "load", "submissions": items},
                              timeout=300)
             r.raise_for_status()
@@ -145,18 +159,14 @@ def main() -> int:
         for r in done:
             verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
         # baseline: the same kind of patch graded by the core in this process
-        from grader.config import get_settings
         from grader.pipeline import Grader
-        from grader.tasks.loader import TaskSet
-        settings = get_settings(tasks_dir=ROOT / "tasks")
-        task = TaskSet(settings.tasks_dir).get(TASK)
         grader = Grader(settings)
         b0 = time.monotonic()
         for i in range(args.baseline):
-            grader.grade(task, patch(i).encode())
+            grader.grade(task, patch(args.count + i, gold).encode())
         base_rate = args.baseline / (time.monotonic() - b0)
         figures = {
-            "count": args.count, "workers": args.workers, "accepted": accepted, "rejected": rejected,
+            "count": args.count, "workers": args.workers, "containers": args.containers, "accepted": accepted, "rejected": rejected,
             "submit_seconds": round(submit_s, 2), "accept_rate_per_s": round(accepted / submit_s, 1),
             "total_seconds": round(total_s, 2), "graded_per_s": round(len(done) / total_s, 1),
             "latency_p50_s": round(statistics.median(latencies), 2) if latencies else None,
@@ -171,7 +181,7 @@ def main() -> int:
             "service_vs_in_process": round((len(done) / total_s) / base_rate, 2),
         }
         OUT.mkdir(parents=True, exist_ok=True)
-        (OUT / "load.json").write_text(json.dumps(figures, indent=1))
+        (OUT / ("load-containers.json" if args.containers else "load.json")).write_text(json.dumps(figures, indent=1))
         for k, v in figures.items():
             print(f"{k:28} {v}")
         return 0 if figures["reconciles"] else 1

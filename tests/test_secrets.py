@@ -11,12 +11,14 @@ import json
 import re
 
 import pytest
+from sqlalchemy import select
 
 from grader import jobs
 from grader.api import create_app
 from grader.api.redact import MASK
 from grader.pipeline import Grader
-from grader.store.models import Submission
+from grader.api.openapi import query_names
+from grader.store.models import Run, Submission
 from service_helpers import ROOT, Api, make_service, new_key
 from test_jobs_docker import _Receiver, work
 
@@ -100,19 +102,35 @@ def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
         raw = json.dumps([s.get(Submission, i).result for i in ids])
     assert _leaks(raw, files, lines), "the grades quote no secret line; this test would prove nothing"
     bodies: dict[str, str] = {}
+    sent = {svc.task(t).gold_patch_text().decode() for t in TASKS} | {""}
+    with svc.db.read() as s:
+        run_key = s.scalar(select(Run.id).where(Run.name == "leak"))
+    portal = app.test_client()  # the portal's pages, signed in as the same team
+    assert portal.post("/login", data={"key": api.key}).status_code == 302
+    values = {"submission_id": ids, "sid": ids, "task_id": TASKS, "run": ["leak", run_key], "ref": ["leak", run_key]}
     for rule in app.url_map.iter_rules():
         if "GET" not in rule.methods or rule.endpoint == "static":
             continue
         paths = [rule.rule]
-        if "<submission_id>" in rule.rule:
-            paths = [rule.rule.replace("<submission_id>", i) for i in ids]
-        if "<task_id>" in rule.rule:
-            paths = [rule.rule.replace("<task_id>", t) for t in TASKS]
+        for name in rule.arguments:
+            paths = [p.replace(f"<{name}>", v) for p in paths for v in values[name]]
+        taken = query_names(rule.rule, "GET")
+        queries = [""] + ([q for q in ("?run_id=leak", "?run_id=leak&limit=2", "?a=leak&b=leak")
+                           if {kv.split("=")[0] for kv in q[1:].split("&")} <= taken[0]] if taken else [])
+        answered = []
         for path in paths:
-            for query in ("", "?run_id=leak", "?run_id=leak&limit=2"):
-                r = api.get(path + query)
-                assert r.status_code < 500, (path, r.status_code)
-                bodies[path + query] = r.get_data(as_text=True)
+            for query in queries:
+                r = api.get(path + query) if taken else portal.get(path + query, follow_redirects=True)
+                assert r.status_code < 500, (path + query, r.status_code)
+                answered.append(r.status_code)
+                body = r.get_data(as_text=True)
+                if rule.endpoint == "runs.predictions":
+                    # the team's own patches come back to it, exactly as it sent them, and nothing else
+                    assert {p["model_patch"] for p in r.json} <= sent and len(r.json) == len(TASKS)
+                    body = json.dumps([{**p, "model_patch": None} for p in r.json])
+                bodies[path + query] = body
+        assert 200 in answered, (rule.rule, answered)  # each route was read for real at least once
+    assert any(k.startswith("/runs/") for k in bodies) and any(k.startswith("/submissions/") for k in bodies)
     # replaying a POST returns the stored submission too
     r = api.post("/v1/submissions", json={"task_id": TASKS[0], "patch": ""}, headers={"Idempotency-Key": "k"})
     bodies["POST replay"] = r.get_data(as_text=True)
