@@ -335,3 +335,21 @@ def test_unknown_query_parameters_are_refused_not_ignored(api, svc):
     assert api.get("/v1/submissions?runid=x", headers={"Authorization": "Bearer nope"}).status_code == 401
     # every operation documents the 400 it may answer
     assert all("400" in op["responses"] for ops in document()["paths"].values() for op in ops.values())
+
+
+def test_nul_characters_and_bodies_that_are_not_json_are_400(api, svc):
+    """A NUL reached PostgreSQL (which refuses it) and answered 503; a PATCH whose body was
+    not JSON was taken as {} and answered 200."""
+    assert api.get("/v1/compare?a=x&b=%00").status_code == 400
+    assert api.get("/v1/runs/a%00b").status_code == 400
+    assert api.get("/runs/a%00b").status_code == 400  # the portal too
+    r = api.client.patch("/v1/runs/nope", data=b"\x00", headers={"Authorization": f"Bearer {api.key}",
+                                                                 "Content-Type": "application/json"})
+    assert r.status_code in (400, 404)  # 404 first when the run does not exist
+    sid = api.post("/v1/submissions", json={**_sub(), "run_id": "r1"}).json["id"]
+    assert sid
+    r = api.client.patch("/v1/runs/r1", data=b"\x00", headers={"Authorization": f"Bearer {api.key}",
+                                                               "Content-Type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json["error"]["message"]
+    admin = Api(api.client, new_key(svc, "ops", admin=True))
+    assert admin.post("/v1/admin/teams", json={"name": "big", "daily_quota": 10**30}).status_code == 422

@@ -3,6 +3,7 @@ error, ours or Flask's, as `{"error": {"code", "message"}}` with the right statu
 
 from __future__ import annotations
 
+import json
 import logging
 
 from flask import Flask, jsonify, render_template, request
@@ -29,6 +30,17 @@ class ApiError(Exception):
         if self.details:
             err["details"] = self.details
         return {"error": err}
+
+
+def json_body():
+    """The request's body as JSON, or a 400 saying what is wrong with it."""
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        raise ApiError(400, "bad_request", "the request body is empty; send JSON")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_request", f"the request body is not valid JSON: {exc}") from None
 
 
 def validation_error(exc: ValidationError, where: str = "body") -> ApiError:

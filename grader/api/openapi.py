@@ -188,17 +188,23 @@ def init_app(app: Flask) -> None:
     from grader.api.errors import ApiError
 
     @app.before_request
-    def _known_query_parameters():
-        if request.url_rule is None or not request.args:
-            return
-        known, needs_key = query_names(request.url_rule.rule, request.method) or (None, False)
+    def _sane_request():
+        """Refuse, after the key is checked, a request that names nothing: a NUL in its
+        path or query (no database stores one in text; PostgreSQL refuses it), or a query
+        parameter its operation does not take."""
+        nul = "\x00" in request.path or any("\x00" in k or "\x00" in v for k, v in request.args.items(multi=True))
+        known, needs_key = (query_names(request.url_rule.rule, request.method) if request.url_rule else None) \
+            or (None, False)
         unknown = sorted(set(request.args) - known) if known is not None else []
-        if unknown:
-            if needs_key or request.headers.get("Authorization"):
-                auth.current()  # a caller without a valid key learns nothing more than 401
-            takes = ", ".join(sorted(known)) or "none"
-            raise ApiError(400, "unknown_parameter", f"unknown query parameter(s) {', '.join(map(repr, unknown))} "
-                                                     f"for {request.method} {request.url_rule.rule}; it takes: {takes}")
+        if not (nul or unknown):
+            return
+        if needs_key or (known is not None and request.headers.get("Authorization")):
+            auth.current()  # a caller without a valid key learns nothing more than 401
+        if nul:
+            raise ApiError(400, "bad_request", "the path or the query holds a NUL character")
+        takes = ", ".join(sorted(known)) or "none"
+        raise ApiError(400, "unknown_parameter", f"unknown query parameter(s) {', '.join(map(repr, unknown))} "
+                                                 f"for {request.method} {request.url_rule.rule}; it takes: {takes}")
 
 
 @functools.lru_cache(maxsize=1)

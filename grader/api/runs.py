@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from grader import runs as R
 from grader.api import auth
-from grader.api.errors import ApiError, validation_error
+from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import RunPatch
 from grader.service import Service
 from grader.store import runs as store_runs
@@ -88,7 +88,7 @@ def update(run: str):
     svc = _svc()
     run = own_run(run)
     try:
-        patch = RunPatch.model_validate(request.get_json(force=True, silent=True) or {})
+        patch = RunPatch.model_validate(json_body())
     except ValidationError as exc:
         raise validation_error(exc) from None
     fields = patch.model_dump(exclude_unset=True)

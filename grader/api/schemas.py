@@ -158,8 +158,8 @@ class AccountOut(BaseModel):
 class TeamIn(_In):
     name: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
     admin: bool = False
-    daily_quota: int | None = Field(None, ge=0)
-    queued_quota: int | None = Field(None, ge=0)
+    daily_quota: int | None = Field(None, ge=0, le=10**9)
+    queued_quota: int | None = Field(None, ge=0, le=10**9)
 
 
 class KeyOut(BaseModel):

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from grader import webhooks
 from grader.api import auth
-from grader.api.errors import ApiError, validation_error
+from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.views import submission_view, task_secrets
 from grader.errors import StoreError, TaskNotFound
@@ -39,16 +39,6 @@ def _svc() -> Service:
 
 
 # --- reading bodies ----------------------------------------------------------------------------
-def _json_body():
-    raw = request.get_data(cache=False)
-    if not raw.strip():
-        raise ApiError(400, "bad_request", "the request body is empty; send JSON")
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "bad_request", f"the request body is not valid JSON: {exc}") from None
-
-
 def _jsonl_body() -> list:
     raw = request.get_data(cache=False)
     try:
@@ -293,7 +283,7 @@ def _full(svc: Service, sub: Submission) -> dict:
 @auth.required
 def create():
     svc = _svc()
-    body = _json_body()
+    body = json_body()
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_fields", "the body must be a JSON object with task_id and patch; "
                                               "send several submissions to /v1/submissions/batch")
@@ -321,7 +311,7 @@ def _batch_items(svc: Service) -> tuple[list, str | None, str | None]:
     if request.mimetype in JSONL_TYPES:
         raw, run_id, system = _jsonl_body(), None, None
     else:
-        body = _json_body()
+        body = json_body()
         if isinstance(body, list):
             raw, run_id, system = body, None, None
         elif isinstance(body, dict):

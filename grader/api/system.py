@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from grader.api import auth
-from grader.api.errors import ApiError, validation_error
+from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import TeamIn
 from grader.errors import StoreError
 from grader.service import Service
@@ -180,7 +180,7 @@ def teams():
 def create_team():
     svc = _svc()
     try:
-        body = TeamIn.model_validate(request.get_json(force=True, silent=True) or {})
+        body = TeamIn.model_validate(json_body())
     except ValidationError as exc:
         raise validation_error(exc) from None
     try:
