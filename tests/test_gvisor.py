@@ -59,7 +59,10 @@ def test_network_and_timeout_under_gvisor(gvisor, mini, mini_set):
 def test_the_process_limit_holds_inside_gvisor(gvisor, mini, mini_set):
     """Under gVisor the host's pids cgroup counts the sandbox kernel's threads: a run that
     filled it crashed the sandbox (an ERROR, charged to nobody, retried forever). The
-    task's limit (64 here) must bind the run's own forks instead, and the run be graded."""
+    task's limit (64 here) must bind the run's own forks instead, and the run be graded.
+    The memory cgroup holds the sandbox kernel too: 64 forks of pytest peak near 45 MiB
+    under runc but up to 230 MiB under runsc, which with the task's 256m alone was killed
+    for memory under load (a FAIL that runc would have passed)."""
     code = textwrap.dedent("""\
         import os
         FORKED = 0
@@ -69,7 +72,7 @@ def test_the_process_limit_holds_inside_gvisor(gvisor, mini, mini_set):
             except OSError:
                 break
             if pid == 0:
-                os.execv("/bin/sleep", ["sleep", "600"])  # small children: the memory limit is not the point
+                os.execv("/bin/sleep", ["sleep", "600"])
             FORKED += 1
 
         def mean(xs):
@@ -81,6 +84,20 @@ def test_the_process_limit_holds_inside_gvisor(gvisor, mini, mini_set):
         """)
     result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": code}))
     assert result.verdict is Verdict.PASS, result.to_json()
+    assert gvisor.sandbox.busy_containers() == []
+
+
+def test_the_memory_limit_still_binds_under_gvisor(gvisor, mini, mini_set):
+    """The room made for gVisor's own kernel is not a way round the task's limit: a run
+    that really fills memory (pages written, not just reserved) is killed for it."""
+    hog = textwrap.dedent("""\
+        hog = []
+        for _ in range(64):  # 4 GiB, written
+            hog.append(b"x" * (64 * 1024 * 1024))
+        """) + FIXED
+    result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": hog}))
+    assert result.verdict is Verdict.FAIL, result.to_json()
+    assert "memory limit" in result.explanation, result.explanation
     assert gvisor.sandbox.busy_containers() == []
 
 

@@ -47,6 +47,15 @@ API_TIMEOUT = 900
 RUNSC_BASE_PIDS = 64
 RUNSC_PIDS_PER_PROCESS = 12
 RUNSC_SUPERVISOR_PROCESSES = 8
+# The memory cgroup likewise holds the sandbox kernel, not just the run: the mini task's
+# gold run peaked at 26 MiB under runc and 46 MiB under runsc, and a run that forks 64
+# children of its pytest process at 40-45 MiB under runc but 169-230 MiB under runsc
+# (about 3 MiB per process; fork copies more there). Charged to the run, that made one
+# submission PASS under runc and be killed for memory under runsc. The cgroup gets room
+# for the kernel's share at the task's process limit, so a verdict does not depend on
+# the runtime; a run that really hogs memory is still killed.
+RUNSC_BASE_MEMORY = 32 * 1024**2
+RUNSC_MEMORY_PER_PROCESS = 4 * 1024**2
 GO_MARKER = ".go"
 # A container idles in this loop until its run's files arrive, then becomes the run's
 # command. Starting it is the slow part of a run, so it can happen ahead of demand.
@@ -238,6 +247,11 @@ class DockerSandbox(Sandbox):
             return pids
         return RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * (pids + RUNSC_SUPERVISOR_PROCESSES)
 
+    def _host_memory(self, memory: int, pids: int) -> int:
+        if not self.private_kernel:
+            return memory
+        return memory + RUNSC_BASE_MEMORY + RUNSC_MEMORY_PER_PROCESS * (pids + RUNSC_SUPERVISOR_PROCESSES)
+
     def _check_engine(self) -> None:
         if self._checked:
             return
@@ -248,6 +262,7 @@ class DockerSandbox(Sandbox):
 
     def _create_kwargs(self, spec: RunSpec) -> dict:
         memory = _parse_size(spec.limits.memory)
+        host_memory = self._host_memory(memory, spec.limits.pids)
         kwargs = dict(
             image=spec.image,
             command=spec.command,
@@ -258,8 +273,8 @@ class DockerSandbox(Sandbox):
             cap_drop=["ALL"],
             cap_add=SUPERVISOR_CAPS,
             security_opt=["no-new-privileges:true"],
-            mem_limit=memory,
-            memswap_limit=memory,
+            mem_limit=host_memory,
+            memswap_limit=host_memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
             pids_limit=self._host_pids(spec.limits.pids),
             # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
