@@ -242,15 +242,14 @@ class DockerSandbox(Sandbox):
         self._checked = False
         self._storage_cap = False
 
-    def _host_pids(self, pids: int) -> int:
+    def _host_limits(self, memory: int, pids: int) -> tuple[int, int]:
+        """The cgroup's memory (bytes) and pids for a run with the task's `memory` and
+        `pids`: the task's own, or under gVisor room for its kernel at that many processes."""
         if not self.private_kernel:
-            return pids
-        return RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * (pids + RUNSC_SUPERVISOR_PROCESSES)
-
-    def _host_memory(self, memory: int, pids: int) -> int:
-        if not self.private_kernel:
-            return memory
-        return memory + RUNSC_BASE_MEMORY + RUNSC_MEMORY_PER_PROCESS * (pids + RUNSC_SUPERVISOR_PROCESSES)
+            return memory, pids
+        processes = pids + RUNSC_SUPERVISOR_PROCESSES
+        return (memory + RUNSC_BASE_MEMORY + RUNSC_MEMORY_PER_PROCESS * processes,
+                RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * processes)
 
     def _check_engine(self) -> None:
         if self._checked:
@@ -262,7 +261,7 @@ class DockerSandbox(Sandbox):
 
     def _create_kwargs(self, spec: RunSpec) -> dict:
         memory = _parse_size(spec.limits.memory)
-        host_memory = self._host_memory(memory, spec.limits.pids)
+        host_memory, host_pids = self._host_limits(memory, spec.limits.pids)
         kwargs = dict(
             image=spec.image,
             command=spec.command,
@@ -276,7 +275,7 @@ class DockerSandbox(Sandbox):
             mem_limit=host_memory,
             memswap_limit=host_memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
-            pids_limit=self._host_pids(spec.limits.pids),
+            pids_limit=host_pids,
             # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
             # filling it fails with ENOSPC instead of killing the test runner.
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={min(_parse_size(self.tmpfs_size), memory // 2)},mode=1777"},
