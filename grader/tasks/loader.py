@@ -1,5 +1,5 @@
-"""Find and load task files: every `*.yaml` / `*.yml` under the tasks directory that has
-a top-level `id` and `check` is a task."""
+"""Find, load and write task files: every `*.yaml` / `*.yml` under the tasks directory
+that has a top-level `id` and `check` is a task."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def load_task_file(path: Path) -> Task:
         raise TaskError(f"{path}: invalid task:\n{exc}") from exc
 
 
-def _task_files(tasks_dir: Path) -> list[Path]:
+def task_heads(tasks_dir: Path) -> list[tuple[Path, dict]]:
+    """The task files under `tasks_dir`, sorted, each with its YAML mapping (unchecked)."""
     files = []
     for pattern in ("*.yaml", "*.yml"):
         files += tasks_dir.rglob(pattern)
@@ -36,8 +37,21 @@ def _task_files(tasks_dir: Path) -> list[Path]:
         except (OSError, yaml.YAMLError):
             head = None
         if isinstance(head, dict) and "id" in head and "check" in head:
-            out.append(path)
+            out.append((path, head))
     return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the instructions) as literal blocks, as a person writes them."""
+
+
+_Dumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def dump_task_yaml(definition: dict) -> str:
+    """A task definition as task.yaml text: keys in the given order, readable blocks."""
+    return yaml.dump(definition, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 
 
 class TaskSet:
@@ -49,7 +63,7 @@ class TaskSet:
         if not self.dir.is_dir():
             raise TaskError(f"tasks directory {self.dir} does not exist")
         self._tasks: dict[str, Task] = {}
-        for path in _task_files(self.dir):
+        for path, _ in task_heads(self.dir):
             task = load_task_file(path)
             if task.id in self._tasks:
                 raise TaskError(f"task id {task.id!r} is defined twice ({path})")

@@ -44,8 +44,6 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MANIFEST = HERE / "manifest.toml"
@@ -359,16 +357,9 @@ def write_task(out: Path, m: Manifest, spec: Spec, history: History, lists: dict
         (d / "hidden" / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / "hidden" / rel).write_bytes(data)
     doc = task_document(m, spec, history, gold, lists)
-    (d / "task.yaml").write_text(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096))
+    from grader.tasks.loader import dump_task_yaml  # the grader's one writer of task.yaml (ROOT is on the path)
+    (d / "task.yaml").write_text(dump_task_yaml(doc))
     return doc
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the instructions) as literal blocks, as a person writes them."""
-
-
-_Dumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
 
 
 def stamp(ids: list[str] | None, provisional: bool) -> str:

@@ -25,32 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from grader.errors import GraderError, TaskError
 from grader.tasks.importers.common import DatasetError, Draft, Repositories, ordered_definition, repo_key
-from grader.tasks.loader import load_task_file
+from grader.tasks.loader import dump_task_yaml, load_task_file, task_heads
 from grader.tasks.model import Repo, Task
 from grader.tasks.prepare import git, prepare
 
 REPORT = "import-report.json"
 Progress = Callable[[str], None]
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (problem statements) as literal blocks: task.yaml stays readable."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def dump_yaml(data: dict[str, Any]) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 
 
 @dataclass
@@ -116,7 +98,7 @@ def write_task_dir(dest: Path, draft: Draft, repo: dict[str, Any]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     definition = ordered_definition({**draft.definition, "repo": repo})
-    (dest / "task.yaml").write_text(dump_yaml(definition), encoding="utf-8")
+    (dest / "task.yaml").write_text(dump_task_yaml(definition), encoding="utf-8")
     return dest / "task.yaml"
 
 
@@ -146,21 +128,10 @@ def host_problems(task: Task, cache: Path, local: Path | None) -> list[str]:
 def _ids_elsewhere(tasks_dir: Path, out: Path) -> dict[str, Path]:
     """Task ids defined under the tasks directory but outside `out`: an import must not
     shadow them (the loader refuses a suite with an id twice)."""
-    found: dict[str, Path] = {}
     if not tasks_dir.is_dir():
-        return found
+        return {}
     out = out.resolve()
-    for pattern in ("*.yaml", "*.yml"):
-        for path in tasks_dir.rglob(pattern):
-            if path.resolve().is_relative_to(out):
-                continue
-            try:
-                head = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError):
-                continue
-            if isinstance(head, dict) and "id" in head and "check" in head:
-                found[str(head["id"])] = path
-    return found
+    return {str(head["id"]): path for path, head in task_heads(tasks_dir) if not path.resolve().is_relative_to(out)}
 
 
 def write_suite(drafts: list[Draft], *, source: str, suite: str, out: Path, repos: Repositories, cache_dir: Path,
