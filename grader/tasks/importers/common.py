@@ -70,10 +70,15 @@ def text_field(row: dict, name: str, where: str, *, required: bool = True) -> st
 
 
 def sha_field(row: dict, name: str, where: str) -> str:
-    value = text_field(row, name, where).strip().lower()
-    if not SHA_RE.match(value):
+    return commit_sha(text_field(row, name, where), name, where)
+
+
+def commit_sha(value: Any, name: str, where: str) -> str:
+    """A full commit sha, lower case; anything else is the row's error."""
+    sha = value.strip().lower() if isinstance(value, str) else ""
+    if not SHA_RE.match(sha):
         raise DatasetError(f"{where}: {name} {value!r} is not a full 40-character commit sha")
-    return value
+    return sha
 
 
 def string_list(value: Any, name: str, where: str) -> list[str]:

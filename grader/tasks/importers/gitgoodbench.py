@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from grader.tasks.importers.common import (
-    Context, DatasetError, Draft, convert_rows, limits, task_id, text_field,
+    Context, DatasetError, Draft, commit_sha, convert_rows, limits, task_id, text_field,
 )
-from grader.tasks.model import SHA_RE, Repo, Task
+from grader.tasks.model import Repo, Task
 from grader.tasks.prepare import checkout_base, git
 
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -40,12 +40,6 @@ def scenario(row: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise DatasetError(f"{where}: scenario is missing or not an object")
     return value
-
-
-def _sha(value: Any, name: str, where: str) -> str:
-    if not isinstance(value, str) or not SHA_RE.match(value.strip().lower()):
-        raise DatasetError(f"{where}: {name} {value!r} is not a full 40-character commit sha")
-    return value.strip().lower()
 
 
 def conflicted_checkout(ctx: Context, name: str, ours: str, theirs: str, dest: Path, where: str) -> list[str]:
@@ -74,13 +68,13 @@ def gold_patch(ctx: Context, name: str, ours: str, theirs: str, merged: str, lis
             notes.append(f"the sample lists conflicts in {', '.join(sorted(listed))}; git's merge here conflicts "
                          f"in {', '.join(conflicted)}: all of them are compared")
         paths = sorted(set(conflicted) | set(listed))
-        for rel in paths:
-            if git("cat-file", "-e", f"{merged}:{rel}", cwd=ctx.repos.local(name, where), check=False).returncode:
+        resolved = {rel: ctx.repos.show(name, merged, rel, where) for rel in paths}
+        for rel, content in resolved.items():
+            if content is None:
                 raise DatasetError(f"{where}: {rel} is not in the merge commit {merged[:12]} (a delete/modify "
                                    f"conflict): an exact-match task cannot expect a missing file")
         git("add", "--", *paths, cwd=work)
-        for rel in paths:
-            content = git("show", f"{merged}:{rel}", cwd=ctx.repos.local(name, where)).stdout
+        for rel, content in resolved.items():
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             (work / rel).write_bytes(content)
         patch = git("diff", "--binary", "--", *paths, cwd=work).stdout
@@ -101,11 +95,11 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     if name.count("/") != 1:
         raise DatasetError(f"{where}: repository {name!r} is not owner/name")
     sc = scenario(row, where)
-    merged = _sha(sc.get("merge_commit_hash"), "scenario.merge_commit_hash", where)
+    merged = commit_sha(sc.get("merge_commit_hash"), "scenario.merge_commit_hash", where)
     parents = sc.get("parents")
     if not isinstance(parents, list) or len(parents) != 2:
         raise DatasetError(f"{where}: scenario.parents must list the merge commit's two parents")
-    ours, theirs = (_sha(p, "a parent", where) for p in parents)
+    ours, theirs = (commit_sha(p, "a parent", where) for p in parents)
     listed = sc.get("files_in_merge_conflict") or []
     if isinstance(listed, str):
         listed = json.loads(listed) if listed.strip().startswith("[") else [listed]
