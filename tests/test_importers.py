@@ -284,9 +284,18 @@ def test_gitgoodbench_bad_samples(notes, local, repo_dir):
     clean = gitgoodbench_row(notes, id="clean", scenario={"merge_commit_hash": notes.ours,
                                                           "parents": [notes.ours, notes.theirs]})
     chain = gitgoodbench_row(notes, id="chain", sample_type="file_commit_chain")
+    missing = gitgoodbench_row(notes, id="missing", scenario={
+        "merge_commit_hash": notes.merged, "parents": [notes.ours, notes.theirs],
+        "files_in_merge_conflict": ["notes.txt", "gone.txt"]})
+    short = gitgoodbench_row(notes, id="short", scenario={"merge_commit_hash": notes.merged[:12],
+                                                          "parents": [notes.ours, notes.theirs]})
     with pytest.raises(DatasetError) as info:
-        imported("gitgoodbench", [swapped, clean, chain], local, repo_dir)
+        imported("gitgoodbench", [swapped, clean, chain, missing, short], local, repo_dir)
     text = str(info.value)
+    assert (f"GitGoodBench sample missing: gone.txt is not in the merge commit {notes.merged[:12]} "
+            f"(a delete/modify conflict)") in text
+    assert (f"GitGoodBench sample short: scenario.merge_commit_hash {notes.merged[:12]!r} is not a full "
+            f"40-character commit sha") in text
     assert f"GitGoodBench sample swapped: the parents of {notes.merged[:12]} are {notes.ours}, {notes.theirs}" in text
     assert f"GitGoodBench sample clean: the parents of {notes.ours[:12]} are" in text
     assert "GitGoodBench sample chain: sample_type 'file_commit_chain'" in text
