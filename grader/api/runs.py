@@ -4,6 +4,7 @@ readable without a key; a team sees its own runs whatever their visibility."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from flask import Blueprint, current_app, g, jsonify, request
 from pydantic import ValidationError
@@ -47,13 +48,19 @@ def _caller_ids() -> tuple[int | None, bool]:
     return (c.team_id, c.admin) if c else (None, False)
 
 
-def load_run(ref: str) -> Run:
-    team_id, admin = _caller_ids()
+def _find_run(ref: str, team_id: int | None, admin: bool, allowed: Callable[..., bool]) -> Run:
+    """The run `ref` names for the caller, when `allowed` (store_runs.may_see or .owns)
+    gives it to them; otherwise 404, the same as a run that does not exist."""
     with _svc().db.read() as s:
         run = store_runs.find(s, ref, team_id=team_id)
-    if run is None or not store_runs.may_see(run, team_id=team_id, admin=admin):
+    if run is None or not allowed(run, team_id=team_id, admin=admin):
         raise ApiError(404, "not_found", f"no run {ref!r}")
     return run
+
+
+def load_run(ref: str) -> Run:
+    """A run the caller may see: their team's, or one on the leaderboard (no key needed)."""
+    return _find_run(ref, *_caller_ids(), store_runs.may_see)
 
 
 @bp.get("/v1/runs")
@@ -75,11 +82,7 @@ def show(run: str):
 def own_run(ref: str) -> Run:
     """A run of the caller's own team (any run, for the host): what only its team may
     change or read the patches of, whether or not it is public."""
-    with _svc().db.read() as s:
-        run = store_runs.find(s, ref, team_id=g.caller.team_id)
-    if run is None or not (g.caller.admin or run.team_id == g.caller.team_id):
-        raise ApiError(404, "not_found", f"no run {ref!r}")
-    return run
+    return _find_run(ref, g.caller.team_id, g.caller.admin, store_runs.owns)
 
 
 @bp.patch("/v1/runs/<run>")

@@ -107,7 +107,7 @@ def run_page(ref: str):
         abort(404)
     f = _filters()
     view = R.run_view(svc, run, f)
-    own = admin or run.team_id == team_id
+    own = store_runs.owns(run, team_id=team_id, admin=admin)
     grid = _grid(svc, run) if own else None
     return render_template("run.html", run=view, f=f, own=own, grid=grid)
 

@@ -46,8 +46,13 @@ def visible(s, *, team_id: int | None, admin: bool) -> list[Run]:
     return list(s.scalars(q.order_by(Run.created_at)))
 
 
+def owns(run: Run, *, team_id: int | None, admin: bool) -> bool:
+    """Whether the caller may change the run and read its patches: its team, or the host."""
+    return admin or run.team_id == team_id
+
+
 def may_see(run: Run, *, team_id: int | None, admin: bool) -> bool:
-    return admin or run.team_id == team_id or ((run.public or run.baseline) and not run.hidden)
+    return owns(run, team_id=team_id, admin=admin) or ((run.public or run.baseline) and not run.hidden)
 
 
 def submissions_of(s, run: Run) -> list[Submission]:
