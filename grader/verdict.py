@@ -49,6 +49,36 @@ class ApplyLog(BaseModel):
     restored: list[str] = Field([], description="hidden test files put back after the patch")
 
 
+class AuditFinding(BaseModel):
+    """A place where the patch reaches into the test runner or the interpreter."""
+
+    rule: str = Field(description="what it reaches for: runner-internals, object-walk, frame-tricks, import-hooks, ...")
+    path: str
+    line: int | None = None
+    text: str = Field("", description="the patch line, shortened")
+
+
+class Canaries(BaseModel):
+    """Hidden tests added to this run only: the must-fail ones must fail, the must-pass
+    ones pass. Anything else means the report was tampered with."""
+
+    must_pass: int = 0
+    must_fail: int = 0
+    wrong: int = Field(0, description="canaries whose outcome was not the one they must have")
+
+
+class Protections(BaseModel):
+    """What guarded this grade, so a result says which protections ran."""
+
+    protected_restored: list[str] = Field([], description="protected paths the patch changed, put back to the base")
+    bytecode_removed: list[str] = Field([], description="*.pyc / __pycache__ the patch added or changed, removed")
+    hidden_tests: list[str] = Field([], description="hidden test files put in place, root-owned and read-only")
+    report_channel: str | None = Field(None, description="how the runner's report came back: signed, unsigned, none")
+    canaries: Canaries | None = None
+    audit_mode: str | None = Field(None, description="flag or fail: what audit findings do to the verdict")
+    runtime: str | None = None
+
+
 class Localization(BaseModel):
     precision: float | None
     recall: float | None
@@ -76,6 +106,9 @@ class Result(BaseModel):
     durations: dict[str, float] = Field(default_factory=dict, description="seconds per stage")
     localization: Localization | None = None
     provenance: Provenance
+    protections: Protections = Protections()
+    tampered: list[str] = Field([], description="evidence that the run lied about its tests (empty when none)")
+    audit: list[AuditFinding] = Field([], description="where the patch reaches into the runner or the interpreter")
     error: str | None = Field(None, description="for ERROR: what failed in the machinery")
 
     def to_json(self) -> str:

@@ -22,6 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PROMPT_VARIANTS = ("minimal", "concise", "contextual", "guided")
+# What a submitter may see of a grade (hosts see everything): `full` the whole result,
+# test output included (hidden tests quoted by a traceback are then theirs to read);
+# `tests` the verdict, the explanation and the listed tests' outcomes and durations;
+# `verdict` the verdict and its explanation only.
+FEEDBACK_POLICIES = ("full", "tests", "verdict")
+Feedback = Literal["full", "tests", "verdict"]
 
 
 class _Strict(BaseModel):
@@ -91,6 +97,7 @@ class TestsCheck(_Strict):
     test_patch: str | None = Field(None, description="a diff, applied to the base, whose files are the hidden tests")
     fail_to_pass: list[str] = []
     pass_to_pass: list[str] = []
+    plugins: list[str] = Field([], description="pytest plugins to load (-p NAME): entry-point auto-loading is off")
 
     @model_validator(mode="after")
     def _runner_fields(self) -> TestsCheck:
@@ -148,6 +155,21 @@ class OutputCheck(_Strict):
     normalize: Normalize = Normalize()
 
 
+class Protect(_Strict):
+    """Files restored to the base commit's contents after the patch, before the check.
+
+    The hidden tests and every file a FAIL_TO_PASS / PASS_TO_PASS id names are always
+    restored; what a runner or the interpreter loads by itself from the repository
+    (conftest.py, *.pth, sitecustomize, *.dist-info, *.egg-info, pytest.ini) always is too.
+    `tests` (on by default) adds every file of the repository's test directories, as
+    SWE-bench resets test files; a task whose instruction asks for test changes turns it
+    off. `paths` adds globs of its own (an output check's input files, say).
+    """
+
+    tests: bool = True
+    paths: list[str] = []
+
+
 Check = Annotated[TestsCheck | ExactMatchCheck | OutputCheck, Field(discriminator="type")]
 
 
@@ -162,6 +184,8 @@ class Task(_Strict):
     check: Check
     limits: Limits = Limits()
     gold_patch: str | None = None
+    protect: Protect = Protect()
+    feedback: Feedback = Field("tests", description="what a submitter may see of a grade: full, tests or verdict")
 
     # Where the file was loaded from; every relative path resolves against it.
     root: Path = Field(Path("."), exclude=True)
@@ -233,6 +257,7 @@ class Task(_Strict):
             "metadata": self.metadata.model_dump(mode="json"),
             "environment": self.environment,
             "check": self.check.type,
+            "feedback": self.feedback,
             "limits": self.limits.model_dump(mode="json"),
             "repo": {
                 "commit": self.repo.commit,
