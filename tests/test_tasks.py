@@ -53,6 +53,20 @@ def test_public_view_leaks_nothing_private():
         assert secret not in text
 
 
+@pytest.mark.parametrize("check, decided_by", [
+    ({"type": "tests", "hidden_tests": {"t.py": "h.py"}}, "test report"),
+    ({"type": "tests", "runner": "command", "command": "make test"}, "exit status"),
+    ({"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml"}, "exit status"),
+    ({"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml",
+      "fail_to_pass": ["t::a"]}, "test report"),
+    ({"type": "exact_match", "files": {"a": "b"}}, "file contents"),
+    ({"type": "output", "command": "x", "expected": "e"}, "output"),
+])
+def test_public_view_says_what_decides(check, decided_by):
+    # a command task decided by its exit status alone can be faked with os._exit(0): it says so
+    assert Task(**make(check=check)).public_view()["decided_by"] == decided_by
+
+
 def test_loader_finds_tasks_and_rejects_duplicates(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "task.yaml").write_text(yaml.safe_dump(make(id="one")))

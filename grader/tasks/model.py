@@ -249,7 +249,17 @@ class Task(_Strict):
         return h.hexdigest()
 
     def public_view(self) -> dict:
-        """What a submitter may see. No gold patch, hidden tests, test ids or expected data."""
+        """What a submitter may see. No gold patch, hidden tests, test ids or expected data.
+        `decided_by` says what decides the verdict: a `runner: command` task is decided by its
+        command's exit status alone unless it names a `junit` report and the tests that must
+        pass in it, and code under test can fake an exit status (`os._exit(0)`): both the
+        submitter and the host should know it."""
+        check = self.check
+        if isinstance(check, TestsCheck):
+            by_report = check.runner == "pytest" or (check.junit and (check.fail_to_pass or check.pass_to_pass))
+            decided_by = "test report" if by_report else "exit status"
+        else:
+            decided_by = "file contents" if isinstance(check, ExactMatchCheck) else "output"
         return {
             "id": self.id,
             "instruction": self.instruction,
@@ -257,6 +267,7 @@ class Task(_Strict):
             "metadata": self.metadata.model_dump(mode="json"),
             "environment": self.environment,
             "check": self.check.type,
+            "decided_by": decided_by,
             "feedback": self.feedback,
             "limits": self.limits.model_dump(mode="json"),
             "repo": {
