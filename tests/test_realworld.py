@@ -89,6 +89,14 @@ def test_difficulty_rule():
     assert build.difficulty(patch(3, 3)) == "hard"
 
 
+def test_the_suite_file_the_build_writes_sets_tests_feedback(tmp_path):
+    """Submitters of the real-world tasks see the listed tests' outcomes, never the output
+    that could quote the real projects' hidden tests."""
+    from grader.tasks.loader import read_suite_file
+    (tmp_path / "suite.yaml").write_text(build.SUITE_YAML)
+    assert read_suite_file(tmp_path / "suite.yaml") == {"feedback": "tests"}
+
+
 def test_the_default_tasks_directory_does_not_hold_the_suite():
     """The suite is generated outside tasks/, which the grader loads by default: the
     example suite, the demo and the service are the same with or without it built."""
@@ -127,6 +135,8 @@ def test_the_built_suite_matches_the_manifest(realworld_tasks):
         assert task.repo.commit == LISTS[task.id]["base_commit"]
         assert task.check.fail_to_pass == LISTS[task.id]["fail_to_pass"]
         assert set(task.check.hidden_tests) == set(spec.tests)
+        assert task.feedback == "tests"
+    assert (realworld_tasks.dir / "suite.yaml").read_text() == build.SUITE_YAML
 
 
 @pytest.mark.docker

@@ -130,3 +130,84 @@ def test_checkout_for_submitters(mini_tasks_dir, tmp_path):
     task = TaskSet(mini_tasks_dir).get("mini")
     checkout_base(task, tmp_path / "work", tmp_path / "cache")
     assert (tmp_path / "work" / "calc" / "__init__.py").read_text().startswith("def mean")
+
+
+# --- suite.yaml: defaults for the task files beneath it ------------------------------------------
+
+def _suite(tmp_path, layout: dict[str, dict]) -> TaskSet:
+    """Write `layout` (relative path -> YAML mapping) under tmp_path and load it."""
+    for rel, data in layout.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data))
+    return TaskSet(tmp_path)
+
+
+def test_suite_default_applies_to_every_task_beneath_it(tmp_path):
+    ts = _suite(tmp_path, {"s/suite.yaml": {"defaults": {"feedback": "full"}},
+                           "s/a/task.yaml": make(id="a"), "s/deep/b/task.yaml": make(id="b"),
+                           "other/c/task.yaml": make(id="c")})
+    assert {t.id: t.feedback for t in ts} == {"a": "full", "b": "full", "c": "tests"}  # c: the model's default
+    # and the default is part of the definition: the hash of a task changes with its suite's policy
+    (tmp_path / "s" / "a" / "hidden.py").write_text("def test_a(): pass\n")
+    before = ts.get("a").definition_hash()
+    (tmp_path / "s" / "suite.yaml").write_text(yaml.safe_dump({"defaults": {"feedback": "verdict"}}))
+    assert TaskSet(tmp_path).get("a").definition_hash() != before
+
+
+def test_a_key_the_task_sets_wins_over_the_suite(tmp_path):
+    ts = _suite(tmp_path, {"suite.yaml": {"defaults": {"feedback": "verdict", "limits": {"memory": "2g"},
+                                                       "protect": {"paths": ["data/*"]}}},
+                           "a/task.yaml": make(id="a", feedback="full", limits={"timeout": 5}),
+                           "b/task.yaml": make(id="b", protect={"tests": False})})
+    a, b = ts.get("a"), ts.get("b")
+    assert a.feedback == "full" and b.feedback == "verdict"
+    # mappings merge key by key: the task's timeout and the suite's memory
+    assert (a.limits.timeout, a.limits.memory) == (5, "2g")
+    assert (b.protect.tests, b.protect.paths) == (False, ["data/*"])
+
+
+def test_the_nearest_suite_wins(tmp_path):
+    ts = _suite(tmp_path, {"suite.yaml": {"defaults": {"feedback": "verdict", "limits": {"memory": "2g"}}},
+                           "inner/suite.yaml": {"defaults": {"feedback": "full"}},
+                           "inner/a/task.yaml": make(id="a"), "b/task.yaml": make(id="b")})
+    a, b = ts.get("a"), ts.get("b")
+    assert (a.feedback, a.limits.memory) == ("full", "2g")  # the outer suite's other keys still apply
+    assert (b.feedback, b.limits.memory) == ("verdict", "2g")
+
+
+def test_a_suite_file_above_the_tasks_directory_is_not_read(tmp_path):
+    _suite(tmp_path, {"suite.yaml": {"defaults": {"feedback": "full"}}, "tasks/a/task.yaml": make(id="a")})
+    assert TaskSet(tmp_path / "tasks").get("a").feedback == "tests"
+    assert TaskSet(tmp_path).get("a").feedback == "full"
+
+
+@pytest.mark.parametrize("suite, words", [
+    ({"defaults": {"feedback": "full"}, "feedbacks": "full"}, "unknown key(s) ['feedbacks']"),
+    ({"defaults": {"instruction": "x"}}, "defaults has unknown key(s) ['instruction']"),
+    ({"defaults": {"gold_patch": "g.patch"}}, "defaults has unknown key(s) ['gold_patch']"),
+    ({"defaults": {"feedback": "everything"}}, "invalid default for feedback"),
+    ({"defaults": {"limits": {"timeout": -1}}}, "invalid default for limits"),
+    ({"defaults": ["feedback"]}, "defaults is a mapping"),
+    (["defaults"], "a suite file is a YAML mapping"),
+])
+def test_a_bad_suite_file_is_a_task_error_naming_it(tmp_path, suite, words):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "task.yaml").write_text(yaml.safe_dump(make(id="a")))
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    with pytest.raises(TaskError) as exc:
+        TaskSet(tmp_path)
+    assert words in str(exc.value) and "suite.yaml" in str(exc.value)
+
+
+def test_a_suite_file_is_never_a_task(tmp_path):
+    # even one that looks like a task: it is read as a suite file, and refused as one
+    _suite(tmp_path, {"a/task.yaml": make(id="a")})
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(make(id="s")))
+    with pytest.raises(TaskError, match="unknown key"):
+        TaskSet(tmp_path)
+
+
+def test_the_example_suite_declares_full_feedback(examples):
+    assert {t.feedback for t in examples} == {"full"}
+    assert yaml.safe_load((examples.dir / "examples" / "suite.yaml").read_text()) == {"defaults": {"feedback": "full"}}

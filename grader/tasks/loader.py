@@ -1,24 +1,95 @@
 """Find, load and write task files: every `*.yaml` / `*.yml` under the tasks directory
-that has a top-level `id` and `check` is a task."""
+that has a top-level `id` and `check` is a task.
+
+A `suite.yaml` in a directory of the tree gives `defaults:` for every task file beneath
+it: the suite says once what its tasks share (the feedback policy, say), and the task
+files stay as the importers and builds write them. Defaults are merged into a task's
+data before the model sees it, so the definition hash covers them like any other key.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from grader.errors import TaskError, TaskNotFound
 from grader.tasks.model import Task
 
+SUITE_FILE = "suite.yaml"
+# The task keys a suite may default: what tasks of one suite share. Another key is an
+# error, not ignored, as in a task file.
+SUITE_DEFAULTS = ("feedback", "protect", "limits", "environment", "metadata")
 
-def load_task_file(path: Path) -> Task:
+
+def _merge(default: Any, given: Any) -> Any:
+    """`given` over `default`: mappings key by key, all the way down; anything else whole
+    (a task's own list replaces the suite's)."""
+    if isinstance(default, dict) and isinstance(given, dict):
+        out = dict(default)
+        for key, value in given.items():
+            out[key] = _merge(default[key], value) if key in default else value
+        return out
+    return given
+
+
+def read_suite_file(path: Path) -> dict:
+    """The `defaults:` of one suite.yaml, each checked against the task model's type."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise TaskError(f"{path}: cannot read: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TaskError(f"{path}: a suite file is a YAML mapping with one key, defaults")
+    if unknown := sorted(set(data) - {"defaults"}):
+        raise TaskError(f"{path}: unknown key(s) {unknown}; a suite file holds only defaults")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise TaskError(f"{path}: defaults is a mapping of task keys to values")
+    if unknown := sorted(set(defaults) - set(SUITE_DEFAULTS)):
+        raise TaskError(f"{path}: defaults has unknown key(s) {unknown}; a suite can default {list(SUITE_DEFAULTS)}")
+    for key, value in defaults.items():
+        try:
+            TypeAdapter(Task.model_fields[key].annotation).validate_python(value)
+        except ValidationError as exc:
+            raise TaskError(f"{path}: invalid default for {key}:\n{exc}") from exc
+    return defaults
+
+
+class SuiteDefaults:
+    """The defaults that apply in each directory of a tree: every suite.yaml from `top`
+    down to the directory, the nearer one winning key by key. Each file is read once."""
+
+    def __init__(self, top: Path):
+        self.top = top.resolve()
+        self._dirs: dict[Path, dict] = {}
+
+    def defaults(self, directory: Path) -> dict:
+        directory = directory.resolve()
+        if directory not in self._dirs:
+            above = directory.parent
+            inherited = self.defaults(above) if directory != self.top and above != directory \
+                and directory.is_relative_to(self.top) else {}
+            own = directory / SUITE_FILE
+            self._dirs[directory] = _merge(inherited, read_suite_file(own)) if own.is_file() else inherited
+        return self._dirs[directory]
+
+
+def load_task_file(path: Path, *, top: Path | None = None, suites: SuiteDefaults | None = None) -> Task:
+    """The task in `path`, with the defaults of every suite.yaml from `top` (default: the
+    file's own directory) down to the file's directory."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise TaskError(f"{path}: cannot read: {exc}") from exc
     if not isinstance(data, dict):
         raise TaskError(f"{path}: a task file is a YAML mapping")
+    suites = suites or SuiteDefaults(top if top is not None else path.parent)
+    data = _merge(suites.defaults(path.parent), data)
     try:
         return Task(**data, root=path.parent.resolve())
     except ValidationError as exc:
@@ -32,6 +103,8 @@ def task_heads(tasks_dir: Path) -> list[tuple[Path, dict]]:
         files += tasks_dir.rglob(pattern)
     out = []
     for path in sorted(files):
+        if path.name == SUITE_FILE:
+            continue
         try:
             head = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
@@ -63,8 +136,9 @@ class TaskSet:
         if not self.dir.is_dir():
             raise TaskError(f"tasks directory {self.dir} does not exist")
         self._tasks: dict[str, Task] = {}
+        suites = SuiteDefaults(self.dir)
         for path, _ in task_heads(self.dir):
-            task = load_task_file(path)
+            task = load_task_file(path, suites=suites)
             if task.id in self._tasks:
                 raise TaskError(f"task id {task.id!r} is defined twice ({path})")
             self._tasks[task.id] = task

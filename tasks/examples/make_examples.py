@@ -34,6 +34,17 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, str(HERE / "repos"))
 import make_repos  # noqa: E402  (a sibling script, not a package)
 
+# The suite's defaults (docs/tasks.md, "Suites"): the examples are a demonstration, so
+# their submitters see the whole result.
+SUITE_YAML = """\
+# Defaults for every task under this directory (docs/tasks.md, "Suites"); a task's own
+# key wins. Written by make_examples.py. The examples are a demonstration: their
+# submitters see the whole result, test output included, hidden tests quoted in a
+# traceback included.
+defaults:
+  feedback: full
+"""
+
 COMMON = {
     "environment": "python-3.11",
     "limits": {"timeout": 60, "memory": "512m"},
@@ -288,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'task':28} {'repo':6} {'check':12} {'starts at':16} commit")
         for task_id, spec in TASKS.items():
             print(write_task(args.out, task_id, spec, roots[spec["repo"]]))
+    (args.out / "suite.yaml").write_text(SUITE_YAML)
     print()
     make_repos.print_refs(args.out / "repos")
     return 0

@@ -354,6 +354,8 @@ def verify_current() -> int:
                 for name in mismatch + errors:
                     problems.append(f"{task_id}: {name} differs from what make_examples.py writes")
                 stack += c.subdirs.values()
+        if (out / "suite.yaml").read_bytes() != (SUITE / "suite.yaml").read_bytes():
+            problems.append("suite.yaml differs from what make_examples.py writes")
         strays = sorted(p.parent.name for p in SUITE.glob("*/task.yaml") if p.parent.name not in make_examples.TASKS)
         problems += [f"{s}: a task directory make_examples.py does not know" for s in strays]
     for p in problems:
