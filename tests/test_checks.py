@@ -1,5 +1,8 @@
+import re
+
 import pytest
 
+from grader.checks import output
 from grader.checks import evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
 from grader.checks.tests import ReportError, node_id
 from grader.tasks.model import Normalize
@@ -125,3 +128,33 @@ def test_output_exact_and_threshold():
 
 def test_truncated_output_never_passes():
     assert not evaluate_output(b"same", False, b"same", threshold=None, normalize=Normalize(), exit_code=0).passed
+
+
+def test_output_ratio_is_reported_to_three_decimals():
+    # one character printed against the expected text: 2 / (1 + len(expected)). To six
+    # decimals that told the expected length exactly; to three, lengths 997..1001 read alike
+    probes = {n: evaluate_output(b"a", True, b"a" * n, threshold=0.9, normalize=Normalize(), exit_code=0)
+              for n in range(997, 1002)}
+    assert {p.details["ratio"] for p in probes.values()} == {0.002}
+    assert all("similarity 0.002 is below" in p.explanation for p in probes.values())
+    # the decision is still taken on the exact ratio: 0.8996 is below 0.9 though it shows as 0.900
+    text = "x" * 2249  # 2 * 2249 / (2249 + 2751) = 0.8996
+    below = evaluate_output(text.encode(), True, (text + "z" * 502).encode(), threshold=0.9, normalize=Normalize(),
+                            exit_code=0)
+    assert not below.passed and below.details["ratio"] == 0.9 and below.details["passed"] is False
+
+
+@pytest.mark.parametrize("stdout, expected, threshold, complete", [
+    (b"hello world\n", b"hello worle\n", 0.9, True),   # at least the threshold
+    (b"abc", b"xyz", 0.5, True),                        # below it
+    (b"hello world\n", b"hello worle\n", None, True),  # exact match asked, not met
+    (b"hello\n", b"hello\n", None, True),               # met
+    (b"same", b"same", None, False),                    # over the output limit
+])
+def test_hide_ratio_takes_the_ratio_out_of_every_explanation(stdout, expected, threshold, complete):
+    out = evaluate_output(stdout, complete, expected, threshold=threshold, normalize=Normalize(), exit_code=0)
+    hidden = output.hide_ratio(out.explanation + ".")
+    assert f"{out.details['ratio']:.3f}" not in hidden and not re.search(r"\d\.\d{3}", hidden)
+    assert hidden.endswith(".") and "similarity (" not in hidden and "  " not in hidden
+    if threshold is not None and complete:
+        assert hidden == f"The output's similarity is {'at least' if out.passed else 'below'} the threshold {threshold}."
