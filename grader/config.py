@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
     prewarm: int = Field(4, description="run shapes (task and limits) kept started ahead of demand; 0 turns it off")
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
+    audit: Literal["flag", "fail"] = Field(
+        "flag", description="what the static audit's findings (a patch reaching into the test runner or the "
+                            "interpreter) do: flag records them on the result, fail also makes the verdict FAIL")
 
     # --- the service -------------------------------------------------------------------
     mode: Literal["development", "production"] = Field(
@@ -65,8 +68,17 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")
-    max_retries: int = Field(3, description="times an ERROR (machinery fault) is retried before it is final")
+    max_retries: int = Field(3, description="times an ERROR is retried before the gold patch judges whose fault it is")
     retry_backoff: float = Field(10.0, description="seconds before the first ERROR retry; doubled each time")
+    max_attempts: int = Field(
+        5, description="grades started per submission (ERROR retries and re-queues after a lost worker alike); "
+                       "past it the submission is judged by the gold patch without another grade")
+    retry_budget: int = Field(
+        100, description="ERROR retries across the service per retry_window; past it an ERROR is judged at once")
+    retry_window: float = Field(60.0, gt=0, description="seconds of the retry budget's window")
+    gold_ttl: float = Field(
+        300.0, description="seconds a gold patch's grade (per host, task, image, grader version) answers whose fault "
+                           "an ERROR is, and a gold that ERRORed keeps that task's ERRORs from retrying; 0: no reuse")
     job_timeout_margin: float = Field(900.0, description="added to a task's timeout for the RQ job (image builds, start-up)")
     lease_seconds: float = Field(60.0, description="a running submission whose worker has not renewed it this long is re-queued")
     reconcile_interval: float = Field(30.0, description="seconds between reconciler passes in `grader worker`")

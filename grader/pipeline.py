@@ -21,7 +21,10 @@ import traceback
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 
-from grader.checks import CheckOutcome, evaluate_exact_match, evaluate_output, evaluate_tests
+from grader.audit import audit_patch
+from grader.checks import CheckOutcome, evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
+from grader.checks.integrity import Report, read_pytest_report
+from grader.checks.tests import ReportError
 from grader.config import Settings, get_settings
 from grader.errors import GraderError, SandboxError
 from grader.images import HIDDEN_DIR, REPO_DIR, UID, Images
@@ -30,7 +33,7 @@ from grader.patch import PatchInfo, inspect_patch, touched_files
 from grader.sandbox import Limits, RunOutput, RunSpec, Sandbox, get_sandbox
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.tasks.prepare import PreparedTask
-from grader.verdict import ApplyAttempt, ApplyLog, Localization, Provenance, Result, Verdict
+from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +70,46 @@ APPLY_CHAIN = [
     ("patch --fuzz", ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch",
                       "--reject-file=-"]),
 ]
-# Files a test runner or the interpreter picks up by themselves: a patch may not add or
-# change them (a patch that was only a conftest.py was once scored as resolving SWE-bench
-# tasks). pytest's ini-style files need no entry: pytest reads the base commit's config.
+# What a runner or the interpreter loads by itself from the repository: restored to the
+# base whatever the task says (a patch that was only a conftest.py was once scored as
+# resolving SWE-bench tasks). pyproject.toml, setup.cfg and tox.ini stay the submission's
+# to edit: pytest reads the base commit's configuration from a copy made before the patch.
 RUNNER_FILES = ["conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"]
-RUNNER_SUFFIXES = [".pth"]
+RUNNER_SUFFIXES = [".pth", ".egg-link"]
+RUNNER_PREFIXES = ["__editable__"]
+METADATA_DIR_SUFFIXES = [".dist-info", ".egg-info"]
+# The repository's test files, protected unless the task turns `protect.tests` off: what
+# pytest collects by default, and every file of a directory named like a test directory
+# that holds such a module (see supervisor.Protection).
+TEST_MODULES = ["test_*.py", "*_test.py", "tests.py"]
+TEST_DIR_NAMES = ["tests", "test", "testing"]
 NOT_TEST_FILES = ("conftest.py", "__init__.py")
+# Bytecode is read only from this root-owned cache of the environment's own modules (the
+# environment image fills it); the repository's sources are always compiled afresh.
+PYCACHE = "/opt/pycache"
 
 
 @functools.cache
 def _supervisor_source() -> bytes:
     return resources.files("grader").joinpath("supervisor.py").read_bytes()
+
+
+@functools.cache
+def _report_plugin() -> str:
+    return base64.b64encode(resources.files("grader").joinpath("report_plugin.py").read_bytes()).decode()
+
+
+def _test_file(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+def _words(test_ids: list[str]) -> list[str]:
+    """Words of the task's own test names, for canaries that look like them."""
+    out: set[str] = set()
+    for tid in test_ids:
+        name = tid.rsplit("::", 1)[-1].split("[", 1)[0]
+        out |= {w.lower() for w in name.split("_") if w and w.lower() != "test"}
+    return sorted(out)
 
 
 def _margin(timeout: float) -> float:
@@ -139,11 +171,12 @@ class Grader:
             earlier = lookup(provenance) if lookup is not None else None
             if earlier is not None:
                 return earlier
+            audit = audit_patch(patch)
             t = time.monotonic()
             out = self.sandbox.run(self._spec(task, prepared, image_id, info, patch))
             durations["container"] = time.monotonic() - t
             durations.update({f"container_{k}": v for k, v in out.durations.items()})
-            result = self._decide(task, prepared, out, provenance, localization, durations)
+            result = self._decide(task, prepared, out, provenance, localization, durations, audit)
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
             result = self._error(task, provenance, str(exc), durations)
@@ -177,20 +210,38 @@ class Grader:
 
     def _spec(self, task: Task, prepared: PreparedTask, image_id: str, info: PatchInfo, patch: bytes) -> RunSpec:
         check = task.check
+        manifest = prepared.hidden_manifest()
+        listed: list[str] = []
+        if isinstance(check, TestsCheck):
+            listed = check.fail_to_pass + check.pass_to_pass
         if isinstance(check, TestsCheck) and check.runner == "pytest":
-            hidden = sorted(p for p, d in prepared.hidden_manifest().items()
+            hidden = sorted(p for p, d in manifest.items()
                             if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES)
-            named = {tid.split("::", 1)[0] for tid in check.fail_to_pass + check.pass_to_pass}
+            named = {_test_file(tid) for tid in listed}
             paths = check.paths or sorted(set(hidden) | named)
             if not paths:
                 raise GraderError(f"task {task.id}: a pytest check needs paths or hidden test files")
-            check_job = {"kind": "pytest", "args": [*check.pytest_args, *paths]}
+            homes = [p.rsplit("/", 1)[0] if "/" in p else "" for p in hidden + sorted(named)]
+            check_job = {"kind": "pytest", "args": [*check.pytest_args, *paths], "plugins": check.plugins,
+                         "canaries": check.canaries, "canary_dir": homes[0] if homes else "",
+                         "canary_words": _words(listed)}
         elif isinstance(check, TestsCheck):
             check_job = {"kind": "command", "command": check.command, "junit": check.junit}
         elif isinstance(check, OutputCheck):
             check_job = {"kind": "output", "command": check.command}
         else:
             check_job = {"kind": "exact_match", "paths": check.compared_paths()}
+        protect = {
+            "files": sorted(set(manifest) | {_test_file(tid) for tid in listed}),
+            "names": RUNNER_FILES,
+            "suffixes": RUNNER_SUFFIXES,
+            "prefixes": RUNNER_PREFIXES,
+            "dir_suffixes": METADATA_DIR_SUFFIXES,
+            "tests": task.protect.tests,
+            "test_modules": TEST_MODULES,
+            "test_dir_names": TEST_DIR_NAMES,
+            "globs": task.protect.paths,
+        }
         job = {
             "repo": REPO_DIR,
             "patch": PATCH_PATH,
@@ -202,8 +253,9 @@ class Grader:
             "output_limit": self.settings.output_limit_bytes,
             "report_limit": self.settings.report_limit_bytes,
             "apply_chain": APPLY_CHAIN,
-            "runner_files": RUNNER_FILES,
-            "runner_suffixes": RUNNER_SUFFIXES,
+            "protect": protect,
+            "pycache": PYCACHE,
+            "report_plugin": _report_plugin(),
             "check": check_job,
             "env": CONTAINER_ENV,
             "nproc_limit": task.limits.pids if self.sandbox.private_kernel else None,
@@ -222,9 +274,11 @@ class Grader:
         )
 
     def _decide(self, task: Task, prepared: PreparedTask, out: RunOutput, provenance: Provenance,
-                localization: Localization | None, durations: dict) -> Result:
+                localization: Localization | None, durations: dict, audit: list[AuditFinding]) -> Result:
         provenance.runtime = out.runtime
-        base = dict(task_id=task.id, provenance=provenance, localization=localization, durations=durations)
+        protections = Protections(runtime=out.runtime, audit_mode=self.settings.audit)
+        base = dict(task_id=task.id, provenance=provenance, localization=localization, durations=durations,
+                    audit=audit, protections=protections)
         limit = task.limits.timeout
         if out.timed_out:
             return Result(**base, verdict=Verdict.TIMED_OUT,
@@ -239,43 +293,97 @@ class Grader:
                                f"{out.stderr.decode(errors='replace')[-2000:]}") from None
         if sup.get("error"):
             raise SandboxError(f"the supervisor failed: {sup['error']}")
-        for stage in ("apply", "place_tests", "check"):
+        for stage in ("snapshot", "apply", "place_tests", "check", "verify"):
             if stage in sup.get("durations", {}):
                 durations[stage] = sup["durations"][stage]
         apply = sup.get("apply") or {}
+        restored = sup.get("protected_restored", [])
+        protections.protected_restored = restored
+        protections.bytecode_removed = sup.get("bytecode_removed", [])
+        protections.hidden_tests = sup.get("restored", [])
         apply_log = ApplyLog(
             method=apply.get("method"),
             attempts=[ApplyAttempt(**a) for a in apply.get("attempts", [])],
-            neutralized=sup.get("neutralized", []),
+            neutralized=restored,
             restored=sup.get("restored", []),
         )
         base["apply"] = apply_log
         base["output"] = sup.get("output", "")
+        tree_error = sup.get("tree_error")
         if sup.get("timed_out"):
             return Result(**base, verdict=Verdict.TIMED_OUT,
                           explanation=f"The run passed its {limit:g} s wall-clock limit and was stopped.")
+        if tree_error and tree_error["stage"] == "apply":
+            return Result(**base, verdict=Verdict.PATCH_FAILED,
+                          explanation=f"Applying the patch left a file tree that could not be undone: "
+                                      f"{tree_error['message']}.")
+        if sup.get("apply_refused"):
+            return Result(**base, verdict=Verdict.PATCH_FAILED,
+                          explanation=f"The patch was refused after it was applied: {sup['apply_refused']}.")
         if not sup.get("applied"):
             tried = ", ".join(a.method for a in apply_log.attempts)
             return Result(**base, verdict=Verdict.PATCH_FAILED,
                           explanation=f"The patch does not apply at the base commit (tried {tried}).")
-        outcome = self._check(task, prepared, sup)
-        if outcome.passed and apply_log.neutralized:
-            outcome.explanation += f" ({len(apply_log.neutralized)} runner file(s) from the patch were reverted)"
-        return Result(**base, verdict=Verdict.PASS if outcome.passed else Verdict.FAIL,
-                      explanation=outcome.explanation + ".",
+        if tree_error:
+            return Result(**base, verdict=Verdict.FAIL,
+                          explanation=f"The submission left the repository in a state the grader cannot check "
+                                      f"({tree_error['stage']}: {tree_error['message']}).")
+        outcome, report = self._check(task, prepared, sup)
+        if report is not None:
+            protections.report_channel = report.channel
+            protections.canaries = report.canaries
+            evidence = report.evidence + (report.pending if outcome.passed else [])
+            if evidence:
+                return Result(**base, verdict=Verdict.FAIL, tampered=evidence, tests=outcome.tests,
+                              check={"type": task.check.type, **outcome.details},
+                              explanation=f"The run tampered with its test report: {evidence[0]}.")
+        elif isinstance(task.check, TestsCheck):
+            protections.report_channel = "junit file" if sup.get("junit") else "exit status"
+        explanation = outcome.explanation
+        if restored:
+            shown = ", ".join(restored[:3]) + (" ..." if len(restored) > 3 else "")
+            explanation += f" ({len(restored)} protected file(s) the patch changed were restored to the base: {shown})"
+        verdict = Verdict.PASS if outcome.passed else Verdict.FAIL
+        if verdict is Verdict.PASS and audit and self.settings.audit == "fail":
+            rules = ", ".join(sorted({f.rule for f in audit}))
+            verdict = Verdict.FAIL
+            explanation = f"The patch reaches into the test runner or the interpreter ({rules}); " \
+                          f"this grader fails such patches. The tests alone: {explanation}"
+        return Result(**base, verdict=verdict, explanation=explanation + ".",
                       tests=outcome.tests, check={"type": task.check.type, **outcome.details})
 
     @staticmethod
-    def _check(task: Task, prepared: PreparedTask, sup: dict) -> CheckOutcome:
+    def _check(task: Task, prepared: PreparedTask, sup: dict) -> tuple[CheckOutcome, Report | None]:
         check = task.check
         if isinstance(check, TestsCheck):
-            return evaluate_tests(junit=sup.get("junit"), exit_code=sup.get("exit_code"),
-                                  fail_to_pass=check.fail_to_pass, pass_to_pass=check.pass_to_pass,
-                                  runner=check.runner, tampered=sup.get("tampered", []))
+            if check.runner == "pytest":
+                report = read_pytest_report(sup)
+                outcome = evaluate_tests(outcomes=report.outcomes, report_problem=report.problem,
+                                         exit_code=sup.get("exit_code"), fail_to_pass=check.fail_to_pass,
+                                         pass_to_pass=check.pass_to_pass, runner=check.runner,
+                                         expected_failures=report.expected_failures)
+                if report.collect_errors:
+                    outcome.details["collect_errors"] = report.collect_errors
+                return outcome, report
+            outcomes, problem = {}, None
+            if sup.get("junit"):
+                try:
+                    outcomes = parse_junit(sup["junit"])
+                except ReportError as exc:
+                    problem = str(exc)
+            outcome = evaluate_tests(outcomes=outcomes, report_problem=problem, exit_code=sup.get("exit_code"),
+                                     fail_to_pass=check.fail_to_pass, pass_to_pass=check.pass_to_pass,
+                                     runner=check.runner)
+            tampered_files = sup.get("tampered_files") or []
+            if tampered_files:
+                outcome = CheckOutcome(False, f"The hidden tests were modified while they ran: "
+                                              f"{', '.join(tampered_files)}", tests=outcome.tests,
+                                       details={**outcome.details, "tampered": tampered_files})
+            return outcome, None
         if isinstance(check, OutputCheck):
             return evaluate_output(base64.b64decode(sup.get("stdout", "")), sup.get("stdout_complete", False),
                                    task.read(check.expected), threshold=check.threshold, normalize=check.normalize,
-                                   exit_code=sup.get("exit_code"))
+                                   exit_code=sup.get("exit_code")), None
         assert isinstance(check, ExactMatchCheck)
         files = {rel: (base64.b64decode(v) if v is not None else None) for rel, v in sup.get("files", {}).items()}
-        return evaluate_exact_match(files, prepared.expected_files(), check.normalize)
+        return evaluate_exact_match(files, prepared.expected_files(), check.normalize), None

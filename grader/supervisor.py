@@ -1,33 +1,45 @@
 """The in-container half of a grading run. Standard library only, Python 3.9+.
 
-The host copies this file and a job description into a fresh container and starts it
-as PID 1. It runs as root with a handful of capabilities (CHOWN, DAC_OVERRIDE, SETUID,
-SETGID, KILL) under no-new-privileges, and it never executes submitted code itself:
+The host copies this file, the report plugin and a job description into a fresh
+container and starts it as PID 1, as root with the few capabilities of SUPERVISOR_CAPS
+(grader/sandbox/docker.py says why each) under no-new-privileges. It never executes
+submitted code itself, and it trusts nothing the submission could have touched:
 
-1. saves the base commit's pytest configuration and the files the patch will touch;
+1. records the repository's file tree (every entry, ignored files included) and copies
+   the protected files aside, in a root-only directory;
 2. applies the patch as the unprivileged user with a fixed chain (git apply, git apply
-   --3way, patch --fuzz), restoring the touched files between attempts;
-3. reverts runner-visible files the patch added or changed (conftest.py and friends),
-   then puts the hidden tests back in place, root-owned and read-only;
-4. runs the check command as the unprivileged user (no capabilities, new session) with
-   its JUnit report streamed through a named pipe, not a file the submission could forge;
-5. kills every process left behind, verifies the hidden tests are still intact, and
-   prints one JSON document on stdout, which nothing else in the container can reach.
+   --3way, patch --fuzz), undoing each failed attempt;
+3. reads what the patch really changed from the tree (never from the diff's headers: a
+   patch that wrote other paths than its headers name is refused), removes bytecode it
+   brought, restores every protected path it changed (test files, conftest.py, *.pth,
+   *.dist-info, ...) to the base, then puts the hidden tests in place, root-owned and
+   read-only;
+4. runs the check as the unprivileged user (no capabilities, new session). For pytest:
+   entry-point plugins off, the base commit's configuration, no bytecode from the
+   repository, hidden canary tests beside the hidden tests, and the report coming back
+   through an inherited pipe from a plugin that signs every record with this run's secret;
+5. kills every process left behind, checks the hidden tests are intact and prints one
+   JSON document on stdout, which nothing else in the container can reach.
 
-Everything the submission does is reported as data. An exception here is a fault of
-the grading machinery and is reported as such ("error").
+Every path it reads, writes or removes in the repository is opened component by
+component from a directory descriptor, never following a symbolic link. What the
+submission did, including leaving a tree the supervisor cannot put right, is reported
+as data; only a fault of the supervisor itself is reported as "error".
 """
 
 from __future__ import annotations
 
 import base64
 import errno
+import fnmatch
 import hashlib
+import hmac
 import json
 import os
+import random
+import re
 import resource
 import secrets
-import shutil
 import signal
 import stat
 import subprocess
@@ -38,6 +50,7 @@ import time
 import traceback
 
 JOB_PATH = "/opt/grader/run/job.json"
+STAGE_DIR = "/opt/grader/run/base"  # root-only: the protected files as they were before the patch
 PYTEST_CONFIGS = (  # in pytest's own order of preference, with the section it reads
     ("pytest.ini", None, ".ini"),
     (".pytest.ini", None, ".ini"),
@@ -46,7 +59,19 @@ PYTEST_CONFIGS = (  # in pytest's own order of preference, with the section it r
     ("setup.cfg", "[tool:pytest]", ".cfg"),
 )
 TRUSTED_CONFIG = ".grader-pytest"
+# pytest options that would stop the run early or deselect by name: with them the canaries
+# could not all run, so none are added (the result says so).
+CANARY_BLOCKERS = ("-x", "--exitfirst", "--maxfail", "-k", "-m", "--deselect", "--lf", "--last-failed",
+                   "--sw", "--stepwise", "--ff")
+MAX_DEPTH = 128
+O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 START = time.monotonic()
+
+
+class TreeError(Exception):
+    """Raised when the repository is in a state the supervisor cannot read or put right,
+    which only the submission can have caused: the submission's verdict, not ours."""
 
 
 class Capture:
@@ -120,7 +145,8 @@ def kill_everything_else() -> None:
 
 
 def run_as_user(job: dict, argv: list[str], *, timeout: float, stdout_limit: int,
-                separate_stderr: bool = False, pass_fds: tuple = (), stdin_path: str | None = None) -> dict:
+                separate_stderr: bool = False, pass_fds: tuple = (), stdin_path: str | None = None,
+                env: dict | None = None) -> dict:
     """Run `argv` as the unprivileged user; capture output; kill everything on the way out."""
     stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
     out_r, out_w = os.pipe()
@@ -138,7 +164,7 @@ def run_as_user(job: dict, argv: list[str], *, timeout: float, stdout_limit: int
         umask=0o022,
         start_new_session=True,
         pass_fds=pass_fds,
-        env={**os.environ, **job["env"]},
+        env={**os.environ, **job["env"], **(env or {})},
     )
     os.close(out_w)
     if stdin_path:
@@ -172,170 +198,374 @@ def text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-# --- the repository's files -------------------------------------------------------
+
+
+def text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def shown(rel: str) -> str:
+    """A path as it can be put in JSON and shown: undecodable bytes replaced."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+# --- the repository, reached only through directory descriptors -------------------------
 
 def rel_ok(rel: str) -> bool:
     parts = rel.split("/")
-    return bool(rel) and not rel.startswith("/") and ".." not in parts and ".git" not in parts
+    return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts and "." not in parts
 
 
-def remove_path(path: str) -> None:
+def _remove_at(dirfd: int, name: str, depth: int = 0) -> None:
+    """Remove `name` in `dirfd` and everything under it, never following a link."""
     try:
-        st = os.lstat(path)
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dirfd)
+        return
+    if depth > MAX_DEPTH:
+        raise TreeError(f"{shown(name)}: a tree deeper than {MAX_DEPTH} directories")
+    fd = os.open(name, O_DIR, dir_fd=dirfd)
+    try:
+        for child in os.listdir(fd):
+            _remove_at(fd, child, depth + 1)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dirfd)
 
 
-def ensure_parents(repo: str, rel: str, uid: int, gid: int) -> str:
-    """Make every parent of `rel` a real directory, replacing symlinks and files the
-    submission may have put in the way, so that nothing we write follows a link."""
-    cur = repo
-    for part in rel.split("/")[:-1]:
-        cur = os.path.join(cur, part)
+class Tree:
+    """The repository. Every path is walked component by component from a directory
+    descriptor opened with O_NOFOLLOW: a symbolic link or a file where a directory
+    should be ends the walk (or, when writing, is replaced by a real directory)."""
+
+    def __init__(self, root: str, uid: int, gid: int):
+        self.root, self.uid, self.gid = root, uid, gid
+
+    def _parent(self, rel: str, *, create: bool) -> int | None:
+        if not rel_ok(rel):
+            raise TreeError(f"{shown(rel)!r} is not a path inside the repository")
+        fd = os.open(self.root, O_DIR)
         try:
-            st = os.lstat(cur)
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            os.unlink(cur)
+            for part in rel.split("/")[:-1]:
+                try:
+                    nfd = os.open(part, O_DIR, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                        raise
+                    if not create:
+                        os.close(fd)
+                        return None
+                    _remove_at(fd, part)
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    os.chown(part, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+                    nfd = os.open(part, O_DIR, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        fd = self._parent(rel, create=False)
+        if fd is None:
+            return None
+        try:
+            return os.stat(rel.rsplit("/", 1)[-1], dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            pass
-        os.mkdir(cur, 0o755)
-        os.chown(cur, uid, gid)
-    return os.path.join(repo, rel)
+            return None
+        finally:
+            os.close(fd)
 
-
-def place_file(repo: str, rel: str, data: bytes, *, mode: int, uid: int, gid: int, owner: tuple[int, int]) -> None:
-    path = ensure_parents(repo, rel, uid, gid)
-    remove_path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        os.fchmod(f.fileno(), mode)  # before the chown: root may not chmod what it no longer owns
-        os.fchown(f.fileno(), *owner)
-
-
-def snapshot(repo: str, paths: list[str]) -> dict:
-    """The base state of the paths a patch touches: enough to undo a failed attempt."""
-    snap = {}
-    for rel in paths:
-        path = os.path.join(repo, rel)
+    def read(self, rel: str, limit: int | None = None) -> bytes | None:
+        """A regular file's bytes (up to limit + 1), or None for anything else."""
+        fd = self._parent(rel, create=False)
+        if fd is None:
+            return None
         try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            snap[rel] = None
+            try:
+                ffd = os.open(rel.rsplit("/", 1)[-1], O_FILE, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+                    return None
+                raise
+        finally:
+            os.close(fd)
+        with os.fdopen(ffd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            return f.read() if limit is None else f.read(limit + 1)
+
+    def remove(self, rel: str) -> None:
+        fd = self._parent(rel, create=False)
+        if fd is None:
+            return
+        try:
+            _remove_at(fd, rel.rsplit("/", 1)[-1])
+        finally:
+            os.close(fd)
+
+    def write(self, rel: str, data: bytes, *, mode: int, owner: tuple[int, int]) -> None:
+        fd = self._parent(rel, create=True)
+        name = rel.rsplit("/", 1)[-1]
+        try:
+            _remove_at(fd, name)
+            ffd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+        finally:
+            os.close(fd)
+        with os.fdopen(ffd, "wb") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), mode)  # before the chown: root may not chmod what it no longer owns
+            os.fchown(f.fileno(), *owner)
+
+    def symlink(self, rel: str, target: str, *, owner: tuple[int, int]) -> None:
+        fd = self._parent(rel, create=True)
+        name = rel.rsplit("/", 1)[-1]
+        try:
+            _remove_at(fd, name)
+            os.symlink(target, name, dir_fd=fd)
+            os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, rel: str) -> None:
+        fd = self._parent(rel, create=True)
+        name = rel.rsplit("/", 1)[-1]
+        try:
+            st = None
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                return
+            _remove_at(fd, name)
+            os.mkdir(name, 0o755, dir_fd=fd)
+            os.chown(name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+
+    def walk(self) -> dict[str, tuple]:
+        """Every entry under the root but .git/, ignored files included, by what it is.
+        A file is known by its mode, size and modification time: the apply chain cannot
+        change a file without changing its time."""
+        out: dict[str, tuple] = {}
+        fd = os.open(self.root, O_DIR)
+        try:
+            self._walk(fd, "", out, 0)
+        finally:
+            os.close(fd)
+        return out
+
+    def _walk(self, fd: int, prefix: str, out: dict, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise TreeError(f"{shown(prefix)}: a tree deeper than {MAX_DEPTH} directories")
+        for name in sorted(os.listdir(fd)):
+            if not prefix and name == ".git":
+                continue
+            rel = prefix + name
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                out[rel] = ("d",)
+                sub = os.open(name, O_DIR, dir_fd=fd)
+                try:
+                    self._walk(sub, rel + "/", out, depth + 1)
+                finally:
+                    os.close(sub)
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = ("f", stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns)
+            elif stat.S_ISLNK(st.st_mode):
+                out[rel] = ("l", os.readlink(name, dir_fd=fd))
+            else:
+                out[rel] = ("o", stat.S_IFMT(st.st_mode))
+
+
+# --- what the submission may not change ---------------------------------------------------
+
+def is_bytecode(rel: str) -> bool:
+    return rel.endswith((".pyc", ".pyo")) or "__pycache__" in rel.split("/")
+
+
+class Protection:
+    """Which paths are restored to the base after the patch, and why."""
+
+    def __init__(self, spec: dict, base: dict[str, tuple]):
+        self.files = set(spec["files"])
+        self.names = set(spec["names"])
+        self.suffixes = tuple(spec["suffixes"])
+        self.prefixes = tuple(spec["prefixes"])
+        self.dir_suffixes = tuple(spec["dir_suffixes"])
+        self.globs = list(spec["globs"])
+        self.tests = bool(spec["tests"])
+        self.test_modules = list(spec["test_modules"])
+        dir_names = set(spec["test_dir_names"])
+        # A test directory is one named like one (tests/, test/, testing/) that holds a
+        # test module or a conftest.py itself at the base: sympy/core/tests/ is, a library
+        # package such as django/test/ or numpy/testing/ is not.
+        self.test_dirs: set[str] = set()
+        candidates = [rel for rel, sig in base.items() if sig[0] == "f"] + sorted(self.files)
+        for rel in candidates:
+            parts = rel.split("/")
+            if len(parts) > 1 and parts[-2] in dir_names and (self._test_module(parts[-1]) or rel in self.files
+                                                             or parts[-1] == "conftest.py"):
+                self.test_dirs.add("/".join(parts[:-1]))
+
+    def _test_module(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pat) for pat in self.test_modules)
+
+    def why(self, rel: str) -> str | None:
+        parts = rel.split("/")
+        name = parts[-1]
+        if rel in self.files:
+            return "hidden or listed test"
+        if name in self.names or name.endswith(self.suffixes) or name.startswith(self.prefixes):
+            return "loaded by the runner or the interpreter"
+        if any(p.endswith(self.dir_suffixes) for p in parts):
+            return "packaging metadata"
+        if self.tests:
+            if self._test_module(name):
+                return "test module"
+            if rel in self.test_dirs or any("/".join(parts[:i]) in self.test_dirs for i in range(1, len(parts))):
+                return "in a test directory"
+        if any(fnmatch.fnmatchcase(rel, g) for g in self.globs):
+            return "protected by the task"
+        return None
+
+
+def stage(tree: Tree, base: dict[str, tuple], protection: Protection) -> dict[str, str]:
+    """Copy every protected file of the base to a root-only directory: the contents a
+    changed protected file goes back to (ignored files such as *.egg-info included)."""
+    os.makedirs(STAGE_DIR, 0o700, exist_ok=True)
+    staged = {}
+    for i, (rel, sig) in enumerate(sorted(base.items())):
+        if sig[0] != "f" or protection.why(rel) is None:
             continue
-        if stat.S_ISLNK(st.st_mode):
-            snap[rel] = ("link", os.readlink(path), st)
-        elif stat.S_ISREG(st.st_mode):
-            with open(path, "rb") as f:
-                snap[rel] = ("file", f.read(), st)
+        data = tree.read(rel)
+        if data is None:
+            continue
+        dst = os.path.join(STAGE_DIR, str(i))
+        with open(dst, "wb") as f:
+            f.write(data)
+        staged[rel] = dst
+    return staged
+
+
+def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    return sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+
+
+def unnamed_changes(changed: list[str], before: dict, after: dict, touched: set[str]) -> list[str]:
+    """Files the apply chain wrote that the diff's headers do not name."""
+    def kind(tree: dict, rel: str) -> str | None:
+        sig = tree.get(rel)
+        return sig[0] if sig else None
+    return [rel for rel in changed
+            if not (kind(before, rel) in (None, "d") and kind(after, rel) in (None, "d")) and rel not in touched]
+
+
+def restore_protected(job: dict, tree: Tree, before: dict, after: dict, changed: list[str],
+                      protection: Protection, staged: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Remove bytecode the patch brought; put every protected path it changed back."""
+    bytecode, restored = [], []
+    for rel in changed:
+        if is_bytecode(rel) and rel in after and after[rel][0] != "d":
+            tree.remove(rel)
+            bytecode.append(shown(rel))
+    for rel in changed:
+        if protection.why(rel) is None:
+            continue
+        base = before.get(rel)
+        if base is None:
+            tree.remove(rel)
+        elif base[0] == "d":
+            tree.mkdir(rel)
+        elif base[0] == "l":
+            tree.symlink(rel, base[1], owner=(job["uid"], job["gid"]))
+        elif base[0] == "f" and rel in staged:
+            with open(staged[rel], "rb") as f:
+                tree.write(rel, f.read(), mode=base[1], owner=(job["uid"], job["gid"]))
         else:
-            snap[rel] = ("other", None, st)
-    index = os.path.join(repo, ".git", "index")
-    with open(index, "rb") as f:
-        snap[".git/index"] = ("index", f.read(), os.stat(index))
-    return snap
+            tree.remove(rel)
+        restored.append(shown(rel))
+    return bytecode, restored
 
 
-def restore_snapshot(repo: str, snap: dict, uid: int, gid: int) -> None:
-    for rel, saved in snap.items():
-        path = os.path.join(repo, rel)
-        for suffix in (".rej", ".orig"):
-            if rel != ".git/index":
-                remove_path(path + suffix)
-        if saved is None:
-            remove_path(path)
-            continue
-        kind, data, st = saved
-        if kind == "other":
-            continue
-        if kind == "index":
-            with open(path, "wb") as f:
-                f.write(data)
-            continue
-        ensure_parents(repo, rel, uid, gid)
-        remove_path(path)
-        if kind == "link":
-            os.symlink(data, path)
-            os.lchown(path, st.st_uid, st.st_gid)
-        else:
-            place_file(repo, rel, data, mode=stat.S_IMODE(st.st_mode), uid=uid, gid=gid,
-                       owner=(st.st_uid, st.st_gid))
-
-
-def base_pytest_config(repo: str) -> tuple[str, bytes]:
+def base_pytest_config(tree: Tree) -> tuple[str, bytes]:
     """The configuration pytest would read at the base commit, saved before the patch so
     that a patched pytest.ini / setup.cfg / pyproject.toml cannot change how tests run."""
     for name, section, suffix in PYTEST_CONFIGS:
-        path = os.path.join(repo, name)
-        if not os.path.isfile(path) or os.path.islink(path):
-            continue
-        with open(path, "rb") as f:
-            data = f.read()
-        if section is None or section.encode() in data:
+        data = tree.read(name)
+        if data is not None and (section is None or section.encode() in data):
             return suffix, data
     return ".ini", b"[pytest]\n"
 
 
 # --- the steps --------------------------------------------------------------------
 
-def apply_patch(job: dict, result: dict) -> bool:
-    repo, patch = job["repo"], job["patch"]
-    if os.path.getsize(patch) == 0 or not open(patch, "rb").read().strip():
-        result["apply"] = {"method": "empty", "attempts": []}
-        return True
+def snapshot(tree: Tree, paths: list[str]) -> dict:
+    """The base state of the paths a patch names: enough to undo a failed attempt."""
+    snap: dict = {}
+    for rel in paths:
+        st = tree.lstat(rel)
+        if st is None:
+            snap[rel] = None
+        elif stat.S_ISLNK(st.st_mode):
+            fd = tree._parent(rel, create=False)
+            try:
+                snap[rel] = ("link", os.readlink(rel.rsplit("/", 1)[-1], dir_fd=fd), st)
+            finally:
+                os.close(fd)
+        elif stat.S_ISREG(st.st_mode):
+            snap[rel] = ("file", tree.read(rel), st)
+        else:
+            snap[rel] = ("other", None, st)
+    return snap
+
+
+def restore_snapshot(tree: Tree, snap: dict) -> None:
+    for rel, saved in snap.items():
+        for suffix in (".rej", ".orig"):
+            tree.remove(rel + suffix)
+        if saved is None:
+            tree.remove(rel)
+            continue
+        kind, data, st = saved
+        if kind == "link":
+            tree.symlink(rel, data, owner=(st.st_uid, st.st_gid))
+        elif kind == "file":
+            tree.write(rel, data, mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
+
+
+def apply_patch(job: dict, tree: Tree, result: dict) -> bool:
+    with open(job["patch"], "rb") as f:
+        if not f.read().strip():
+            result["apply"] = {"method": "empty", "attempts": []}
+            return True
     touched = [p for p in job["touched"] if rel_ok(p)]
-    snap = snapshot(repo, touched)
+    snap = snapshot(tree, touched)
+    index = os.path.join(job["repo"], ".git", "index")
+    with open(index, "rb") as f:
+        index_data = f.read()
     attempts = []
     for method, argv in job["apply_chain"]:
         # the patch reaches the user's process on stdin: no copy of it is left where a test could read it
         run = run_as_user(job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job["output_limit"],
-                          stdin_path=patch)
+                          stdin_path=job["patch"])
         attempts.append({"method": method, "command": " ".join(argv), "exit_code": run["exit_code"],
                          "output": text(run["out"].data())})
         if run["exit_code"] == 0:
             result["apply"] = {"method": method, "attempts": attempts}
             return True
-        restore_snapshot(repo, snap, job["uid"], job["gid"])
+        restore_snapshot(tree, snap)
+        tree.write(".git/index", index_data, mode=0o644, owner=(job["uid"], job["gid"]))
         if run["timed_out"]:
             result["timed_out"] = True
             break
     result["apply"] = {"method": None, "attempts": attempts}
     return False
-
-
-def changed_paths(job: dict) -> set[str]:
-    """What the patch changed, in git's eyes as well as unidiff's."""
-    paths = set(job["touched"])
-    run = run_as_user(job, ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"],
-                      timeout=min(30.0, max(1.0, remaining(job))), stdout_limit=16 * 1024 * 1024, separate_stderr=True)
-    if run["exit_code"] == 0 and run["out"].complete():
-        for entry in run["out"].data().split(b"\0"):
-            if len(entry) > 3:
-                paths.add(entry[3:].decode("utf-8", errors="surrogateescape"))
-    return {p for p in paths if rel_ok(p)}
-
-
-def neutralize(job: dict, changed: set[str], hidden: set[str]) -> list[str]:
-    """Revert files a test runner or the interpreter would pick up on its own."""
-    names, suffixes = set(job["runner_files"]), tuple(job["runner_suffixes"])
-    reverted = []
-    for rel in sorted(changed - hidden):
-        base = rel.rsplit("/", 1)[-1]
-        if base not in names and not base.endswith(suffixes):
-            continue
-        show = run_as_user(job, ["git", "show", "HEAD:" + rel], timeout=30, stdout_limit=64 * 1024 * 1024,
-                           separate_stderr=True)
-        if show["exit_code"] == 0 and show["out"].complete():
-            place_file(job["repo"], rel, show["out"].data(), mode=0o644, uid=job["uid"], gid=job["gid"], owner=(0, 0))
-        else:
-            remove_path(os.path.join(job["repo"], rel))
-        reverted.append(rel)
-    return reverted
 
 
 def hidden_manifest(job: dict) -> dict:
@@ -346,120 +576,279 @@ def hidden_manifest(job: dict) -> dict:
         return json.load(f)
 
 
-def restore_hidden(job: dict, manifest: dict) -> list[str]:
+def restore_hidden(job: dict, tree: Tree, manifest: dict) -> list[str]:
     for rel, digest in sorted(manifest.items()):
         if not rel_ok(rel):
             raise ValueError(f"hidden test path {rel!r} is unsafe")
         if digest is None:  # the test patch deletes this file
-            remove_path(os.path.join(job["repo"], rel))
+            tree.remove(rel)
             continue
         with open(os.path.join(job["hidden_dir"], "files", rel), "rb") as f:
             data = f.read()
-        place_file(job["repo"], rel, data, mode=0o444, uid=job["uid"], gid=job["gid"], owner=(0, 0))
+        tree.write(rel, data, mode=0o444, owner=(0, 0))
     return sorted(manifest)
 
 
-def tampered(job: dict, manifest: dict) -> list[str]:
+def tampered(tree: Tree, expected: dict[str, str | None]) -> list[str]:
+    """Root-owned files that must be exactly as placed after the run (the hidden tests,
+    the canaries): the ones that are not."""
     bad = []
-    for rel, digest in sorted(manifest.items()):
-        path = os.path.join(job["repo"], rel)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
+    for rel, digest in sorted(expected.items()):
+        st = tree.lstat(rel)
+        if st is None:
             if digest is not None:
                 bad.append(rel)
             continue
         if digest is None or not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
             bad.append(rel)
             continue
-        with open(path, "rb") as f:
-            if hashlib.sha256(f.read()).hexdigest() != digest:
-                bad.append(rel)
+        data = tree.read(rel)
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            bad.append(rel)
     return bad
 
 
-def read_files(job: dict, paths: list[str], limit: int) -> dict:
-    out = {}
-    for rel in paths:
-        if not rel_ok(rel):
-            out[rel] = None
-            continue
-        try:
-            fd = os.open(os.path.join(job["repo"], rel), os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EISDIR):
-                out[rel] = None
-                continue
-            raise
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                out[rel] = None
-                continue
-            data = f.read(limit + 1)
-        out[rel] = base64.b64encode(data[: limit + 1]).decode()
-    return out
+# --- canaries ---------------------------------------------------------------------------
+
+def _canary_body(rng: random.Random, must_pass: bool) -> str:
+    """One test body in a shape tasks' tests have; its assertion holds iff must_pass."""
+    shape = rng.randrange(5)
+    if shape == 0:
+        xs = [rng.randint(-50, 99) for _ in range(rng.randint(3, 6))]
+        want = sum(xs) if must_pass else sum(xs) + rng.choice([-2, -1, 1, 3])
+        return f"    total = sum({xs!r})\n    assert total == {want}\n"
+    if shape == 1:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8)))
+        k = rng.randint(2, 9)
+        want = len(word) * k if must_pass else len(word) * k + 1
+        return f"    text = {word!r} * {k}\n    assert len(text) == {want}\n"
+    if shape == 2:
+        seed = secrets.token_hex(6)
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:10]
+        if not must_pass:
+            digest = digest[:-1] + ("0" if digest[-1] != "0" else "1")
+        return f"    digest = hashlib.sha256({seed!r}.encode()).hexdigest()\n    assert digest[:10] == {digest!r}\n"
+    if shape == 3:
+        xs = rng.sample(range(100), rng.randint(4, 7))
+        i = rng.randrange(len(xs))
+        want = sorted(xs)[i] if must_pass else sorted(xs)[i] + 1
+        return f"    items = sorted({xs!r})\n    assert items[{i}] == {want}\n"
+    a, b = rng.randint(1, 50), rng.randint(1, 50)
+    exc = "ZeroDivisionError" if must_pass else rng.choice(["ValueError", "KeyError", "TypeError"])
+    return f"    with pytest.raises({exc}):\n        ({a} + {b}) / 0\n"
 
 
-def report_fifo(job: dict) -> tuple[str, tuple[int, int]]:
-    """A named pipe for the JUnit report, in a directory only root can list.
-
-    The report streams to the supervisor as pytest writes it: there is no file a
-    submission could overwrite before it is read. The supervisor holds a write end
-    open so the reader sees end-of-file only after the test run is over.
-    """
-    d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
-    os.chmod(d, 0o711)
-    fifo = os.path.join(d, f"report-{secrets.token_hex(8)}.xml")
-    os.mkfifo(fifo, 0o600)
-    os.chown(fifo, job["uid"], job["gid"])
-    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    wr = os.open(fifo, os.O_WRONLY)
-    os.set_blocking(rd, True)
-    return fifo, (rd, wr)
+def blocks_canaries(arg: str) -> bool:
+    if any(arg == b or arg.startswith(b + "=") for b in CANARY_BLOCKERS):
+        return True
+    # short options run together (-xvs, -kname): any x, k or m among them
+    return arg.startswith("-") and not arg.startswith("--") and any(c in arg[1:] for c in "xkm")
 
 
-def run_check(job: dict, result: dict) -> None:
+def make_canaries(job: dict, tree: Tree) -> dict | None:
+    """A test module of this run only, beside the hidden tests, with tests that must fail
+    and tests that must pass. Returns what the report must say of each, or None."""
     check = job["check"]
-    kind = check["kind"]
-    if kind == "exact_match":
-        result["files"] = read_files(job, check["paths"], job["report_limit"])
-        return
-    report = None
-    if kind == "pytest":
-        suffix, data = job["pytest_config"]
-        cfg = TRUSTED_CONFIG + suffix
-        place_file(job["repo"], cfg, base64.b64decode(data), mode=0o444, uid=job["uid"], gid=job["gid"], owner=(0, 0))
-        fifo, hold = report_fifo(job)
-        argv = [
-            "python", "-m", "pytest", "-c", cfg, "--rootdir", job["repo"], "-p", "no:cacheprovider",
-            "-o", "junit_family=xunit1", f"--junitxml={fifo}", "-o", "console_output_style=classic",
-        ] + check["args"]
-        report = Capture(hold[0], job["report_limit"])
-        run = run_as_user(job, argv, timeout=remaining(job), stdout_limit=job["output_limit"])
-        os.close(hold[1])
-        report.join(2)
-    elif kind == "command":
-        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job), stdout_limit=job["output_limit"])
-    elif kind == "output":
-        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
-                          stdout_limit=job["report_limit"], separate_stderr=True)
-    else:
-        raise ValueError(f"unknown check kind {kind!r}")
+    if not check.get("canaries"):
+        return None
+    for arg in check["args"]:
+        if blocks_canaries(arg):
+            return {"skipped": f"the task's pytest option {arg} could stop the run early or deselect them"}
+    rng = random.SystemRandom()
+    words = [w for w in check.get("canary_words", []) if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)]
+    words = sorted(set(words) | {"value", "values", "empty", "result", "basic", "single", "order", "default",
+                                 "missing", "mixed", "simple", "large", "small", "edge", "round", "split", "case"})
+    folder = check.get("canary_dir") or ""
+    while True:
+        module = "test_" + "_".join(rng.sample(words, 2)) + ".py"
+        rel = f"{folder}/{module}" if folder else module
+        if tree.lstat(rel) is None:
+            break
+    expect: dict[str, str] = {}
+    names: set[str] = set()
+    kinds = [True] * rng.randint(2, 3) + [False] * rng.randint(2, 3)
+    rng.shuffle(kinds)
+    source = "import hashlib\n\nimport pytest\n"
+    for must_pass in kinds:
+        while True:
+            name = "test_" + "_".join(rng.sample(words, rng.randint(1, 3)))
+            if name not in names:
+                break
+        names.add(name)
+        source += f"\n\ndef {name}():\n" + _canary_body(rng, must_pass)
+        expect[f"{rel}::{name}"] = "passed" if must_pass else "failed"
+    data = source.encode()
+    tree.write(rel, data, mode=0o444, owner=(0, 0))
+    return {"path": rel, "digest": hashlib.sha256(data).hexdigest(), "expect": expect}
 
+
+# --- the report channel -------------------------------------------------------------------
+
+def read_report(data: bytes, key: bytes) -> dict:
+    """Check the chain of signatures line by line; fold the records into outcomes."""
+    rep: dict = {"forged": None, "end": None, "phases": {}, "collect_errors": []}
+    chain = b""
+    for n, line in enumerate(data.split(b"\n"), 1):
+        if not line:
+            continue
+        body, _, mac = line.rpartition(b"\t")
+        want = hmac.new(key, chain + body, hashlib.sha256).hexdigest().encode()
+        if not body or not hmac.compare_digest(want, mac):
+            rep["forged"] = f"line {n} of the report channel does not carry this run's signature"
+            break
+        chain = mac
+        rec = json.loads(body)
+        if rec.get("t") == "end":
+            rep["end"] = rec
+        elif rec.get("t") == "collect":
+            rep["collect_errors"].append(rec["id"])
+        elif rec.get("t") == "test":
+            rep["phases"].setdefault(rec["id"], {})[rec["when"]] = rec["outcome"]
+    outcomes = {}
+    for tid, ph in rep.pop("phases").items():
+        setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
+        if setup == "failed":
+            outcomes[tid] = "error"
+        elif call == "failed":
+            outcomes[tid] = "failed"
+        elif teardown == "failed":
+            outcomes[tid] = "error"
+        elif "skipped" in (setup, call):
+            outcomes[tid] = "skipped"
+        elif call == "passed":
+            outcomes[tid] = "passed"
+        else:
+            outcomes[tid] = "error"
+    rep["outcomes"] = outcomes
+    return rep
+
+
+def write_plugin(job: dict) -> tuple[str, str]:
+    """The report plugin under a module name of this run only, in a root-owned directory
+    the user can read but not change: no file of the repository can stand in for it."""
+    d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
+    os.chmod(d, 0o755)
+    module = "grader_report_" + secrets.token_hex(8)
+    with open(os.path.join(d, module + ".py"), "wb") as f:
+        f.write(base64.b64decode(job["report_plugin"]))
+        os.fchmod(f.fileno(), 0o444)
+    return d, module
+
+
+def check_env(job: dict) -> dict:
+    """What every check command runs with: no plugin auto-loading, and bytecode read only
+    from a root-owned cache (never from the repository's __pycache__, never written)."""
+    os.makedirs(job["pycache"], 0o755, exist_ok=True)
+    return {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONPYCACHEPREFIX": job["pycache"],
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
+    check = job["check"]
+    suffix, data = job["pytest_config"]
+    cfg = TRUSTED_CONFIG + suffix
+    tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
+    plugin_dir, module = write_plugin(job)
+    key = secrets.token_bytes(32)
+    key_r, key_w = os.pipe()
+    os.write(key_w, key)
+    os.close(key_w)
+    rep_r, rep_w = os.pipe()
+    args = list(check["args"])
+    if canaries and "expect" in canaries:
+        args = [canaries["path"]] + args  # first: imported before any module of the submission's
+    argv = ["python", "-m", "pytest", "-c", cfg, "--rootdir", job["repo"], "-p", "no:cacheprovider",
+            "-p", module, "-o", "console_output_style=classic"]
+    for plugin in check.get("plugins", []):
+        argv += ["-p", plugin]
+    env = {**check_env(job), "PYTHONPATH": plugin_dir, "GRADER_REPORT_FD": str(rep_w), "GRADER_KEY_FD": str(key_r)}
+    report = Capture(rep_r, job["report_limit"])
+    try:
+        run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job["output_limit"],
+                          pass_fds=(rep_w, key_r), env=env)
+    finally:
+        os.close(rep_w)
+        os.close(key_r)
+    report.join(5)
+    finish_run(result, run)
+    result["output"] = text(run["out"].data())
+    if not report.complete():
+        result["report"] = {"problem": f"the test report was larger than {job['report_limit']:,} bytes"}
+        return
+    rep = read_report(report.data(), key)
+    if canaries and "expect" in canaries:
+        got = {tid: rep["outcomes"].pop(tid, None) for tid in canaries["expect"]}
+        canaries["got"] = got
+    result["report"] = rep
+
+
+def finish_run(result: dict, run: dict) -> None:
     result["exit_code"] = run["exit_code"]
     result["timed_out"] = result.get("timed_out", False) or run["timed_out"]
     result["check_seconds"] = run["seconds"]
+
+
+def read_files(tree: Tree, paths: list[str], limit: int) -> dict:
+    out = {}
+    for rel in paths:
+        data = tree.read(rel, limit) if rel_ok(rel) else None
+        out[rel] = base64.b64encode(data).decode() if data is not None else None
+    return out
+
+
+def run_check(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
+    check = job["check"]
+    kind = check["kind"]
+    if kind == "exact_match":
+        result["files"] = read_files(tree, check["paths"], job["report_limit"])
+        return
+    if kind == "pytest":
+        run_pytest(job, tree, result, canaries)
+        return
+    if kind == "command":
+        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
+                          stdout_limit=job["output_limit"], env=check_env(job))
+        finish_run(result, run)
+        result["output"] = text(run["out"].data())
+        if check.get("junit"):
+            junit = read_files(tree, [check["junit"]], job["report_limit"]).get(check["junit"])
+            result["junit"] = text(base64.b64decode(junit)) if junit else None
+        return
     if kind == "output":
+        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
+                          stdout_limit=job["report_limit"], separate_stderr=True, env=check_env(job))
+        finish_run(result, run)
         result["stdout"] = base64.b64encode(run["out"].data()).decode()
         result["stdout_complete"] = run["out"].complete()
         result["output"] = text(run["err"].data())
-    else:
-        result["output"] = text(run["out"].data())
-    if report is not None:
-        result["junit"] = text(report.data()) if report.complete() else None
-    if kind == "command" and check.get("junit"):
-        junit = read_files(job, [check["junit"]], job["report_limit"]).get(check["junit"])
-        result["junit"] = text(base64.b64decode(junit)) if junit else None
+        return
+    raise ValueError(f"unknown check kind {kind!r}")
+
+
+# What a file tree the submission shaped can make a file operation fail with. Running out
+# of descriptors or memory, or a process limit, stays a fault of ours.
+TREE_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EEXIST,
+               errno.ENOTEMPTY, errno.ENOSPC, errno.EDQUOT, errno.EMLINK, errno.EFBIG, errno.EACCES, errno.EPERM,
+               errno.ENXIO, errno.EINVAL, errno.EROFS, errno.ETXTBSY, errno.EBUSY}
+
+
+class Stage:
+    """Names the step a TreeError (or an OSError the tree caused) came from: during the
+    apply it is the patch's failure to apply, after it the submission's verdict, not ours."""
+
+    def __init__(self, result: dict, name: str):
+        self.result, self.name = result, name
+
+    def __enter__(self):
+        self.t = time.monotonic()
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        self.result["durations"][self.name] = round(time.monotonic() - self.t, 4)
+        if isinstance(exc, TreeError) or (isinstance(exc, OSError) and exc.errno in TREE_ERRNOS):
+            self.result["tree_error"] = {"stage": self.name, "message": f"{type(exc).__name__}: {exc}"}
+            return True
+        return False
 
 
 def main() -> int:
@@ -467,32 +856,54 @@ def main() -> int:
     try:
         with open(JOB_PATH) as f:
             job = json.load(f)
-        repo = job["repo"]
         if job.get("nproc_limit"):
             # Inherited by every child; counted per user, so it binds the unprivileged
             # user's processes only (root, which this is, is exempt). Set only where the
             # kernel is the sandbox's own: on a shared kernel the count is host-wide.
             resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc_limit"], job["nproc_limit"]))
+        tree = Tree(job["repo"], job["uid"], job["gid"])
         manifest = hidden_manifest(job)
-        if job["check"]["kind"] == "pytest":
-            suffix, data = base_pytest_config(repo)
-            job["pytest_config"] = (suffix, base64.b64encode(data).decode())
-
         t = time.monotonic()
-        applied = apply_patch(job, result)
-        result["durations"]["apply"] = round(time.monotonic() - t, 4)
-        if applied:
-            t = time.monotonic()
-            changed = changed_paths(job)
-            result["neutralized"] = neutralize(job, changed, set(manifest))
-            result["restored"] = restore_hidden(job, manifest)
-            result["durations"]["place_tests"] = round(time.monotonic() - t, 4)
-            if not result.get("timed_out"):
-                t = time.monotonic()
-                run_check(job, result)
-                result["durations"]["check"] = round(time.monotonic() - t, 4)
-                result["tampered"] = tampered(job, manifest)
+        if job["check"]["kind"] == "pytest":
+            suffix, data = base_pytest_config(tree)
+            job["pytest_config"] = (suffix, base64.b64encode(data).decode())
+        before = tree.walk()
+        protection = Protection(job["protect"], before)
+        staged = stage(tree, before, protection)
+        result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
+
+        applied = False
+        with Stage(result, "apply"):
+            applied = apply_patch(job, tree, result)
+        if applied and "tree_error" not in result:
+            with Stage(result, "place_tests"):
+                after = tree.walk()
+                changed = changes(before, after)
+                stray = unnamed_changes(changed, before, after, set(job["touched"]))
+                if stray:
+                    applied = False
+                    listed = ", ".join(shown(r) for r in stray[:5]) + (" ..." if len(stray) > 5 else "")
+                    result["apply_refused"] = f"it wrote files its headers do not name: {listed}"
+                else:
+                    result["bytecode_removed"], result["protected_restored"] = restore_protected(
+                        job, tree, before, after, changed, protection, staged)
+                    result["restored"] = restore_hidden(job, tree, manifest)
         result["applied"] = applied
+        if applied and "tree_error" not in result and not result.get("timed_out"):
+            canaries = None
+            with Stage(result, "check"):
+                if job["check"]["kind"] == "pytest":
+                    canaries = make_canaries(job, tree)
+                run_check(job, tree, result, canaries)
+            kill_everything_else()
+            if "tree_error" not in result:
+                with Stage(result, "verify"):
+                    expected = dict(manifest)
+                    if canaries and "expect" in canaries:
+                        expected[canaries["path"]] = canaries["digest"]
+                    result["tampered_files"] = tampered(tree, expected)
+            if canaries is not None:
+                result["canaries"] = {k: v for k, v in canaries.items() if k in ("expect", "got", "skipped")}
     except Exception:
         result["error"] = traceback.format_exc()
     result["durations"]["supervisor"] = round(time.monotonic() - START, 4)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -79,6 +79,21 @@ class Protections(BaseModel):
     runtime: str | None = None
 
 
+class Blame(BaseModel):
+    """Whose fault a grade that kept failing in the machinery was (grader/blame.py): the
+    task's gold patch, graded on the same machinery, tells. A clean gold grade means the
+    submission broke the grading harness (FAIL, charged); a gold that ERRORs or fails too,
+    or no gold patch, leaves the machinery at fault (ERROR, not charged)."""
+
+    at_fault: Literal["submission", "machinery"]
+    reason: str = Field(description="one sentence: why this party")
+    error: str | None = Field(None, description="what failed in the machinery on the submission's last attempt")
+    attempts: int = Field(0, description="grades started for the submission")
+    errors: int = Field(0, description="of them, ended in ERROR")
+    gold: str | None = Field(None, description="the gold patch's verdict on this machinery (None: not graded)")
+    gold_cached: bool = Field(False, description="the gold's verdict came from a recent gold grade, not a new one")
+
+
 class Localization(BaseModel):
     precision: float | None
     recall: float | None
@@ -110,6 +125,7 @@ class Result(BaseModel):
     tampered: list[str] = Field([], description="evidence that the run lied about its tests (empty when none)")
     audit: list[AuditFinding] = Field([], description="where the patch reaches into the runner or the interpreter")
     error: str | None = Field(None, description="for ERROR: what failed in the machinery")
+    blame: Blame | None = Field(None, description="for a grade that kept failing in the machinery: whose fault it was")
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

@@ -39,63 +39,63 @@ def test_garbage_report():
 
 
 def report(*cases):
-    body = "".join(
-        f'<testcase classname="t.test_m" name="{name}" file="t/test_m.py">'
-        + ("" if ok else '<failure message="f"/>') + "</testcase>"
-        for name, ok in cases)
-    return f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>'
+    return {f"t/test_m.py::{name}": ("passed" if ok else "failed") for name, ok in cases}
 
 
-LISTS = dict(fail_to_pass=["t/test_m.py::test_new"], pass_to_pass=["t/test_m.py::test_old"], runner="pytest", tampered=[])
+LISTS = dict(fail_to_pass=["t/test_m.py::test_new"], pass_to_pass=["t/test_m.py::test_old"], runner="pytest",
+             report_problem=None)
 
 
 def test_all_listed_pass():
-    out = evaluate_tests(junit=report(("test_new", True), ("test_old", True)), exit_code=0, **LISTS)
+    out = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True)), exit_code=0, **LISTS)
     assert out.passed
     assert out.tests.fail_to_pass == {"success": ["t/test_m.py::test_new"], "failure": []}
 
 
 def test_listed_failure():
-    out = evaluate_tests(junit=report(("test_new", False), ("test_old", True)), exit_code=1, **LISTS)
+    out = evaluate_tests(outcomes=report(("test_new", False), ("test_old", True)), exit_code=1, **LISTS)
     assert not out.passed and "1 of 2" in out.explanation
 
 
 def test_listed_test_missing_from_report():
-    out = evaluate_tests(junit=report(("test_new", True)), exit_code=0, **LISTS)
+    out = evaluate_tests(outcomes=report(("test_new", True)), exit_code=0, **LISTS)
     assert not out.passed and "not run" in out.explanation
 
 
 def test_report_and_exit_status_must_agree():
-    forged = evaluate_tests(junit=report(("test_new", True), ("test_old", True)), exit_code=1, **LISTS)
+    forged = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True)), exit_code=1, **LISTS)
     assert not forged.passed and "no failing test" in forged.explanation
-    hidden_failure = evaluate_tests(junit=report(("test_new", True), ("test_old", True), ("x", False)), exit_code=0, **LISTS)
+    hidden_failure = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True), ("x", False)),
+                                    exit_code=0, **LISTS)
     assert not hidden_failure.passed and "exited 0" in hidden_failure.explanation
-    interrupted = evaluate_tests(junit=report(("test_new", True), ("test_old", True)), exit_code=2, **LISTS)
+    interrupted = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True)), exit_code=2, **LISTS)
     assert not interrupted.passed
 
 
-def test_missing_report_fails_even_with_exit_zero():
-    out = evaluate_tests(junit=None, exit_code=0, **LISTS)
-    assert not out.passed and "without writing its report" in out.explanation
+def test_must_fail_canaries_account_for_exit_status_one():
+    both = report(("test_new", True), ("test_old", True))
+    assert evaluate_tests(outcomes=both, exit_code=1, expected_failures=2, **LISTS).passed
+    out = evaluate_tests(outcomes=both, exit_code=0, expected_failures=2, **LISTS)
+    assert not out.passed and "exited 0" in out.explanation
 
 
-def test_tampering_fails():
-    out = evaluate_tests(junit=report(("test_new", True), ("test_old", True)), exit_code=0,
-                         **{**LISTS, "tampered": ["t/test_m.py"]})
-    assert not out.passed and "modified" in out.explanation
+def test_a_report_problem_fails_even_with_exit_zero():
+    out = evaluate_tests(outcomes={}, exit_code=0, **{**LISTS, "report_problem": "The test run produced no report"})
+    assert not out.passed and "no report" in out.explanation
 
 
 def test_no_lists_pytest_needs_a_passing_test():
-    args = dict(fail_to_pass=[], pass_to_pass=[], runner="pytest", tampered=[])
-    assert evaluate_tests(junit=report(("a", True)), exit_code=0, **args).passed
-    assert not evaluate_tests(junit=report(("a", False)), exit_code=1, **args).passed
-    assert not evaluate_tests(junit="<testsuites/>", exit_code=5, **args).passed
+    args = dict(fail_to_pass=[], pass_to_pass=[], runner="pytest", report_problem=None)
+    assert evaluate_tests(outcomes=report(("a", True)), exit_code=0, **args).passed
+    assert not evaluate_tests(outcomes=report(("a", False)), exit_code=1, **args).passed
+    assert not evaluate_tests(outcomes={}, exit_code=5, **args).passed
+    assert not evaluate_tests(outcomes={}, exit_code=1, expected_failures=2, **args).passed
 
 
 def test_command_runner_uses_exit_status():
-    args = dict(fail_to_pass=[], pass_to_pass=[], runner="command", tampered=[])
-    assert evaluate_tests(junit=None, exit_code=0, **args).passed
-    out = evaluate_tests(junit=None, exit_code=3, **args)
+    args = dict(fail_to_pass=[], pass_to_pass=[], runner="command", report_problem=None)
+    assert evaluate_tests(outcomes={}, exit_code=0, **args).passed
+    out = evaluate_tests(outcomes={}, exit_code=3, **args)
     assert not out.passed and "status 3" in out.explanation
 
 

@@ -190,10 +190,16 @@ def test_editing_and_deleting_hidden_tests_does_not_help(grader, mini, mini_set)
     assert result.apply.restored == ["tests/test_mean.py"]
 
 
-def test_deleting_a_visible_pass_to_pass_test_fails(grader, mini, mini_set):
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": FIXED, "tests/test_basic.py": None}))
-    assert result.verdict is Verdict.FAIL
-    assert "tests/test_basic.py::test_one" in result.tests.pass_to_pass["failure"]
+def test_a_deleted_visible_test_is_put_back(grader, mini, mini_set):
+    # a visible test file is protected: deleting it changes nothing, for better or worse
+    fixed = grade(grader, mini_set, mini.diff({"calc/__init__.py": FIXED, "tests/test_basic.py": None}))
+    assert fixed.verdict is Verdict.PASS, fixed.explanation
+    assert fixed.protections.protected_restored == ["tests/test_basic.py"]
+    assert "restored to the base: tests/test_basic.py" in fixed.explanation
+    broken = grade(grader, mini_set, mini.diff({"calc/__init__.py": "def mean(xs):\n    return 0\n",
+                                                "tests/test_basic.py": None}))
+    assert broken.verdict is Verdict.FAIL
+    assert "tests/test_basic.py::test_one" in broken.tests.pass_to_pass["failure"]
 
 
 def test_rewriting_hidden_tests_at_run_time_is_caught(grader, mini, mini_set):

@@ -2,8 +2,10 @@
 status of the runner, judged against FAIL_TO_PASS and PASS_TO_PASS.
 
 Stdout is never parsed for outcomes: "PASSED" lines are the easiest thing for a
-submission to print. The report arrives through a pipe the supervisor reads, and it
-must agree with the runner's exit status, or the run does not pass.
+submission to print. pytest's outcomes come from the report plugin's signed records
+(grader/report_plugin.py, verified by the supervisor); a `runner: command` task's from
+the JUnit file it names. Either must agree with the runner's exit status, or the run
+does not pass.
 """
 
 from __future__ import annotations
@@ -75,52 +77,37 @@ def _split(ids: list[str], outcomes: dict[str, str]) -> dict[str, list[str]]:
     }
 
 
-def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: list[str], pass_to_pass: list[str],
-                   runner: str, tampered: list[str]) -> CheckOutcome:
-    """Decide passed / not passed from the report and exit status.
+def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit_code: int | None,
+                   fail_to_pass: list[str], pass_to_pass: list[str], runner: str,
+                   expected_failures: int = 0) -> CheckOutcome:
+    """Decide passed / not passed from the report's outcomes and the exit status.
 
     With FAIL_TO_PASS / PASS_TO_PASS lists, every listed test must be in the report and
     have passed. Without them, the runner must have succeeded (and, for pytest, have
-    run at least one test with no failures). In both cases the report and the exit
-    status must agree, and the hidden tests must be intact after the run.
+    run at least one test with no failures). For pytest the report and the exit status
+    must agree; `expected_failures` counts the run's must-fail canaries, which failed as
+    they must and are not in `outcomes`.
     """
     tests = TestOutcomes(exit_code=exit_code)
     details: dict = {"runner": runner}
-    if tampered:
-        return CheckOutcome(False, f"The hidden tests were modified while they ran: {', '.join(tampered)}",
-                            tests=tests, details={**details, "tampered": tampered})
-
-    outcomes: dict[str, str] = {}
-    report_problem = None
-    if junit:
-        try:
-            outcomes = parse_junit(junit)
-        except ReportError as exc:
-            report_problem = str(exc)
-    elif runner == "pytest":
-        report_problem = f"The test runner exited without writing its report (exit status {exit_code}"
-        report_problem += ", killed: the memory limit or a signal)" if exit_code is not None and exit_code < 0 else ")"
-    tests.all = outcomes
+    tests.all = dict(outcomes)
     tests.fail_to_pass = _split(fail_to_pass, outcomes)
     tests.pass_to_pass = _split(pass_to_pass, outcomes)
     counts = {k: sum(1 for v in outcomes.values() if v == k) for k in _RANK}
     details["counts"] = counts
+
+    bad = counts[FAILED] + counts[ERROR]
+    if runner == "pytest" and not report_problem:
+        if exit_code == _PYTEST_OK and bad + expected_failures:
+            report_problem = f"pytest exited 0 but its report has {bad + expected_failures} failing test(s)"
+        elif exit_code == _PYTEST_FAILED and not bad + expected_failures:
+            report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
+        elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
+            why = _PYTEST_STATUS.get(exit_code, "killed or crashed")
+            report_problem = f"pytest exited {exit_code}: {why}"
     if report_problem:
         details["report_problem"] = report_problem
-
-    if runner == "pytest":
-        bad = counts[FAILED] + counts[ERROR]
-        if not report_problem:
-            if exit_code == _PYTEST_OK and bad:
-                report_problem = f"pytest exited 0 but its report has {bad} failing test(s)"
-            elif exit_code == _PYTEST_FAILED and not bad:
-                report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
-            elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
-                why = _PYTEST_STATUS.get(exit_code, "killed or crashed")
-                report_problem = f"pytest exited {exit_code}: {why}"
-        if report_problem:
-            details["report_problem"] = report_problem
-            return CheckOutcome(False, report_problem, tests=tests, details=details)
+        return CheckOutcome(False, report_problem, tests=tests, details=details)
 
     if fail_to_pass or pass_to_pass:
         failed = tests.fail_to_pass["failure"] + tests.pass_to_pass["failure"]
@@ -134,9 +121,13 @@ def evaluate_tests(*, junit: str | None, exit_code: int | None, fail_to_pass: li
             why += f" ({len(absent)} not run)"
         return CheckOutcome(False, why, tests=tests, details=details)
 
+    if runner == "pytest":
+        if bad:
+            return CheckOutcome(False, f"{bad} test(s) failed", tests=tests, details=details)
+        if counts[PASSED] == 0:
+            return CheckOutcome(False, "No test passed", tests=tests, details=details)
+        return CheckOutcome(True, f"The test command succeeded ({counts[PASSED]} passed)", tests=tests, details=details)
     if exit_code != 0:
         return CheckOutcome(False, f"The test command exited with status {exit_code}", tests=tests, details=details)
-    if runner == "pytest" and counts[PASSED] == 0:
-        return CheckOutcome(False, "No test passed", tests=tests, details=details)
     return CheckOutcome(True, "The test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
                         tests=tests, details=details)

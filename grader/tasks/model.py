@@ -98,6 +98,7 @@ class TestsCheck(_Strict):
     fail_to_pass: list[str] = []
     pass_to_pass: list[str] = []
     plugins: list[str] = Field([], description="pytest plugins to load (-p NAME): entry-point auto-loading is off")
+    canaries: bool = Field(True, description="add hidden canary tests to every pytest run (tampering shows on them)")
 
     @model_validator(mode="after")
     def _runner_fields(self) -> TestsCheck:

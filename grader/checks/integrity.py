@@ -1,0 +1,100 @@
+"""Whether a run's report can be believed: the evidence of tampering, read from what the
+supervisor saw. Pure functions over its JSON, so every rule is tested without Docker.
+
+Code imported by the tests runs inside the test process and can lie to it; that cannot
+be made impossible, so it is made loud. A run lied when:
+
+- a line on the report channel does not carry the run's signature (written by something
+  other than the report plugin, or the plugin's records were spliced);
+- pytest's own last word (its exit status, signed) disagrees with the process's exit
+  status (something ended the process before or after pytest did);
+- a hidden canary test that must fail passed, or, in a run that would otherwise pass, a
+  canary is missing or a must-pass one did not pass;
+- the hidden tests or the canaries were changed on disk while the tests ran.
+
+Any of these makes the verdict FAIL with the evidence on the result. An honest run shows
+none of them, whatever its code does, so canaries never change an honest verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grader.verdict import Canaries
+
+MUST_PASS, MUST_FAIL = "passed", "failed"
+
+
+@dataclass
+class Report:
+    """What the test run says, once checked."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None  # the report is unusable (missing, cut short): not passed, not tampering
+    evidence: list[str] = field(default_factory=list)  # tampering
+    expected_failures: int = 0  # must-fail canaries that failed, as they must
+    channel: str = "none"  # signed | forged | none
+    canaries: Canaries | None = None
+    collect_errors: list[str] = field(default_factory=list)
+    # canary outcomes that contradict only if the run would otherwise pass
+    pending: list[str] = field(default_factory=list)
+
+
+def read_pytest_report(sup: dict) -> Report:
+    """Turn the supervisor's `report`, `canaries`, `exit_code` and `tampered_files` into
+    outcomes, a report problem, and the evidence of tampering."""
+    out = Report()
+    exit_code = sup.get("exit_code")
+    rep = sup.get("report")
+    if rep is None:
+        out.problem = "The test run produced no report"
+        return out
+    if rep.get("problem"):
+        out.problem = rep["problem"][0].upper() + rep["problem"][1:]
+        return out
+    out.outcomes = dict(rep.get("outcomes") or {})
+    out.collect_errors = list(rep.get("collect_errors") or [])
+    end = rep.get("end")
+    if rep.get("forged"):
+        out.channel = "forged"
+        out.evidence.append(rep["forged"])
+    else:
+        out.channel = "signed"
+    if end is None:
+        killed = ", killed: the memory limit or a signal" if exit_code is not None and exit_code < 0 else ""
+        out.problem = f"The test run ended before pytest finished its report (exit status {exit_code}{killed})"
+    elif end.get("exit") != exit_code:
+        out.evidence.append(f"pytest finished with exit status {end.get('exit')} but its process exited with "
+                            f"{exit_code}: something else ended the run")
+    _judge_canaries(sup.get("canaries"), end, out)
+    for rel in sup.get("tampered_files") or []:
+        out.evidence.append(f"{rel} was changed on disk while the tests ran")
+    return out
+
+
+def _judge_canaries(canaries: dict | None, end: dict | None, out: Report) -> None:
+    if not canaries or "expect" not in canaries:
+        return
+    expect: dict[str, str] = canaries["expect"]
+    got: dict[str, str | None] = canaries.get("got") or {}
+    completed = end is not None and end.get("exit") in (0, 1) and not out.collect_errors
+    record = Canaries(must_pass=sum(1 for v in expect.values() if v == MUST_PASS),
+                      must_fail=sum(1 for v in expect.values() if v == MUST_FAIL))
+    for tid, want in expect.items():
+        have = got.get(tid)
+        if have == want:
+            if want == MUST_FAIL:
+                out.expected_failures += 1
+            continue
+        if want == MUST_FAIL and have == MUST_PASS:
+            record.wrong += 1
+            out.evidence.append("a hidden canary test that must fail was reported as passed")
+        elif completed:
+            # a canary missing or a must-pass one failing: tampering only where the run
+            # would otherwise pass (a broken library may break a shared fixture honestly)
+            record.wrong += 1
+            what = "was not in the report" if have is None else f"was reported as {have}"
+            out.pending.append(f"a hidden canary test that must {'pass' if want == MUST_PASS else 'fail'} {what}")
+            if want == MUST_FAIL and have in ("error",):
+                out.expected_failures += 1
+    out.canaries = record
