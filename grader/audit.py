@@ -42,8 +42,8 @@ LINE_RULES: dict[str, list[re.Pattern[str]]] = {
                      re.compile(r"\b(sys|threading)\s*\.\s*set(trace|profile)\b|\bsys\.monitoring\b")],
     "import-hooks": [re.compile(r"\bsys\s*\.\s*(meta_path|path_hooks|path_importer_cache)\b"),
                      re.compile(r"\bimportlib\s*\.\s*(machinery|abc|util\.spec_from)\b"),
-                     re.compile(r"\b__import__\s*\(\s*[^'\"\s)]"),
-                     re.compile(r"\bimport_module\s*\(\s*[^'\"\s)]"),
+                     # a module name that is not one plain literal: computed to hide what it imports
+                     re.compile(r"\b(__import__|import_module)\s*\((?!\s*(['\"])[\w.]*\2\s*[,)])"),
                      re.compile(r"\b(builtins|__builtins__)\s*(\.|\[)\s*['\"]?\w+['\"]?\s*\]?\s*=[^=]"),
                      re.compile(r"\bsys\s*\.\s*modules\s*\[[^\]]*\]\s*=[^=]")],
     "process-exit": [re.compile(r"\bos\s*\.\s*(_exit|abort|kill|killpg)\b"),
@@ -58,6 +58,9 @@ LINE_RULES: dict[str, list[re.Pattern[str]]] = {
                  re.compile(r"\b(types\s*\.\s*)?CodeType\s*\("),
                  re.compile(r"\.__code__\s*=[^=]")],
     "packaging-metadata": [re.compile(r"\bentry_points\b.*\bpytest11\b|\bpytest11\b")],
+    "obfuscation": [re.compile(r"\b(exec|eval|compile)\s*\(.*\b(b64decode|b32decode|b85decode|a85decode|decompress"
+                               r"|fromhex|unhexlify|codecs\s*\.\s*decode|rot13|rot_13)"),
+                    re.compile(r"\bgetattr\s*\([^,]+,\s*(['\"])[^'\"]*\1\s*\+")],
 }
 # rule -> patterns over a path the patch writes
 PATH_RULES: dict[str, re.Pattern[str]] = {

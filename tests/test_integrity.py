@@ -1,0 +1,357 @@
+"""The integrity rules without Docker: the supervisor's file tree and protection rules,
+the report channel's signatures, the canaries, the tampering evidence and the audit.
+(tests/test_attacks.py proves them end to end, in containers, under runc and gVisor.)"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import supervisor as sup
+from grader.audit import audit_patch
+from grader.checks.integrity import read_pytest_report
+from grader.pipeline import (METADATA_DIR_SUFFIXES, RUNNER_FILES, RUNNER_PREFIXES, RUNNER_SUFFIXES, TEST_DIR_NAMES,
+                             TEST_MODULES)
+
+UID, GID = os.getuid(), os.getgid()
+
+
+def spec(**over):
+    base = {"files": ["tests/test_mean.py"], "names": RUNNER_FILES, "suffixes": RUNNER_SUFFIXES,
+            "prefixes": RUNNER_PREFIXES, "dir_suffixes": METADATA_DIR_SUFFIXES, "tests": True,
+            "test_modules": TEST_MODULES, "test_dir_names": TEST_DIR_NAMES, "globs": []}
+    return {**base, **over}
+
+
+def make_tree(root: Path, files: dict[str, str]) -> sup.Tree:
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content)
+    return sup.Tree(str(root), UID, GID)
+
+
+# --- what is protected --------------------------------------------------------------------
+
+def test_protection_covers_tests_runner_files_and_metadata_but_not_library_test_helpers(tmp_path):
+    base = make_tree(tmp_path, {"calc/__init__.py": "", "tests/test_basic.py": "", "tests/helpers.py": "",
+                                "pkg/core/tests/test_x.py": "", "django/test/testcases.py": "",
+                                "numpy/testing/utils.py": "", "numpy/testing/tests/test_utils.py": ""}).walk()
+    p = sup.Protection(spec(), base)
+    protected = {
+        "tests/test_mean.py": "hidden or listed test",
+        "tests/helpers.py": "in a test directory",
+        "tests/__init__.py": "in a test directory",
+        "pkg/core/tests/data/fixture.json": "in a test directory",
+        "calc/test_new.py": "test module",
+        "conftest.py": "loaded by the runner or the interpreter",
+        "calc/sitecustomize.py": "loaded by the runner or the interpreter",
+        "calc/evil.pth": "loaded by the runner or the interpreter",
+        "evil-1.0.dist-info/entry_points.txt": "packaging metadata",
+        "calc.egg-info/entry_points.txt": "packaging metadata",
+        "numpy/testing/tests/test_utils.py": "test module",
+    }
+    for rel, why in protected.items():
+        assert p.why(rel) == why, rel
+    for rel in ("calc/__init__.py", "django/test/testcases.py", "numpy/testing/utils.py", "setup.cfg",
+                "pyproject.toml", "calc/testing.py"):
+        assert p.why(rel) is None, rel
+
+
+def test_protection_opt_out_keeps_the_runner_files_and_the_listed_tests(tmp_path):
+    base = make_tree(tmp_path, {"tests/test_basic.py": ""}).walk()
+    p = sup.Protection(spec(tests=False, globs=["data/*.txt"]), base)
+    assert p.why("tests/test_basic.py") is None
+    assert p.why("tests/test_mean.py") == "hidden or listed test"
+    assert p.why("tests/conftest.py") is not None
+    assert p.why("data/sub/input.txt") == "protected by the task"
+
+
+# --- the tree, never following a link --------------------------------------------------------
+
+def test_changes_come_from_the_tree_ignored_files_included(tmp_path):
+    tree = make_tree(tmp_path, {"a.py": "1", ".gitignore": "", "tests/test_a.py": "t"})
+    before = tree.walk()
+    (tmp_path / "a.py").write_text("2")
+    os.utime(tmp_path / "a.py", ns=(1, 1))
+    (tmp_path / "ignored.egg-info").mkdir()
+    (tmp_path / "ignored.egg-info" / "entry_points.txt").write_text("[pytest11]\nx = evil\n")
+    (tmp_path / "tests").rename(tmp_path / "moved")
+    after = tree.walk()
+    changed = sup.changes(before, after)
+    assert {"a.py", "ignored.egg-info/entry_points.txt", "tests/test_a.py", "moved/test_a.py"} <= set(changed)
+    stray = sup.unnamed_changes(changed, before, after, touched={"a.py"})
+    assert set(stray) == {"ignored.egg-info/entry_points.txt", "tests/test_a.py", "moved/test_a.py"}
+
+
+def test_writing_through_a_symlinked_parent_replaces_the_link_and_spares_the_target(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    os.symlink(outside, repo / "tests")
+    tree = sup.Tree(str(repo), UID, GID)
+    assert tree.read("tests/precious.txt") is None  # never read through the link
+    tree.write("tests/precious.txt", b"restored", mode=0o644, owner=(UID, GID))
+    assert (outside / "precious.txt").read_text() == "keep"
+    assert not (repo / "tests").is_symlink() and (repo / "tests" / "precious.txt").read_bytes() == b"restored"
+    os.symlink(outside, repo / "link")
+    tree.remove("link/precious.txt")
+    tree.remove("link")
+    assert (outside / "precious.txt").read_text() == "keep" and not os.path.lexists(repo / "link")
+
+
+def test_a_file_where_a_directory_was_and_a_fifo_are_handled(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "tests").write_text("not a directory")
+    os.mkfifo(repo / "pipe")
+    tree = sup.Tree(str(repo), UID, GID)
+    assert tree.read("tests/test_mean.py") is None and tree.lstat("tests/test_mean.py") is None
+    assert tree.read("pipe") is None  # opening a FIFO must not hang
+    tree.write("tests/test_mean.py", b"x", mode=0o444, owner=(UID, GID))
+    assert (repo / "tests" / "test_mean.py").read_bytes() == b"x"
+    assert tree.walk()["pipe"][0] == "o"
+
+
+def test_a_tree_too_deep_is_the_submissions_problem_not_a_crash(tmp_path):
+    deep = tmp_path / "repo" / "/".join(["d"] * (sup.MAX_DEPTH + 2))
+    deep.mkdir(parents=True)
+    with pytest.raises(sup.TreeError):
+        sup.Tree(str(tmp_path / "repo"), UID, GID).walk()
+
+
+def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
+    tree = make_tree(tmp_path, {"calc/__init__.py": "x", "tests/test_basic.py": "base test", "conftest.py": "ok"})
+    before = tree.walk()
+    protection = sup.Protection(spec(), before)
+    stage_dir = tmp_path.parent / f"{tmp_path.name}-stage"
+    orig, sup.STAGE_DIR = sup.STAGE_DIR, str(stage_dir)
+    try:
+        staged = sup.stage(tree, before, protection)
+    finally:
+        sup.STAGE_DIR = orig
+    (tmp_path / "tests" / "test_basic.py").write_text("def test_one(): pass\n")
+    (tmp_path / "conftest.py").unlink()
+    (tmp_path / "calc" / "__pycache__").mkdir()
+    (tmp_path / "calc" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"evil")
+    (tmp_path / "calc" / "fast.pyc").write_bytes(b"evil")
+    (tmp_path / "calc" / "__init__.py").write_text("fixed")
+    after = tree.walk()
+    job = {"uid": UID, "gid": GID}
+    bytecode, restored = sup.restore_protected(job, tree, before, after, sup.changes(before, after), protection, staged)
+    assert sorted(bytecode) == ["calc/__pycache__/__init__.cpython-311.pyc", "calc/fast.pyc"]
+    assert sorted(restored) == ["conftest.py", "tests/test_basic.py"]
+    assert (tmp_path / "tests" / "test_basic.py").read_text() == "base test"
+    assert (tmp_path / "conftest.py").read_text() == "ok"
+    assert (tmp_path / "calc" / "__init__.py").read_text() == "fixed"
+
+
+# --- the report channel -------------------------------------------------------------------
+
+def signed(records: list[dict], key: bytes) -> bytes:
+    out, chain = b"", b""
+    for rec in records:
+        line = json.dumps(rec, sort_keys=True).encode()
+        mac = hmac.new(key, chain + line, hashlib.sha256).hexdigest().encode()
+        chain = mac
+        out += line + b"\t" + mac + b"\n"
+    return out
+
+
+RECORDS = [{"t": "test", "id": "t.py::a", "when": w, "outcome": "passed"} for w in ("setup", "call", "teardown")] + [
+    {"t": "test", "id": "t.py::b", "when": "setup", "outcome": "passed"},
+    {"t": "test", "id": "t.py::b", "when": "call", "outcome": "failed"},
+    {"t": "test", "id": "t.py::c", "when": "setup", "outcome": "failed"},
+    {"t": "test", "id": "t.py::d", "when": "setup", "outcome": "skipped"},
+    {"t": "end", "exit": 1, "collected": 4}]
+
+
+def test_signed_records_fold_into_outcomes():
+    key = os.urandom(32)
+    rep = sup.read_report(signed(RECORDS, key), key)
+    assert rep["forged"] is None and rep["end"] == {"t": "end", "exit": 1, "collected": 4}
+    assert rep["outcomes"] == {"t.py::a": "passed", "t.py::b": "failed", "t.py::c": "error", "t.py::d": "skipped"}
+
+
+@pytest.mark.parametrize("forge", ["appended", "other key", "edited", "unsigned"])
+def test_lines_without_the_runs_signature_are_caught(forge):
+    key = os.urandom(32)
+    data = signed(RECORDS, key)
+    if forge == "appended":
+        data += signed([{"t": "test", "id": "t.py::b", "when": "call", "outcome": "passed"}], key)
+    elif forge == "other key":
+        data = signed(RECORDS, os.urandom(32))
+    elif forge == "edited":
+        data = data.replace(b'"outcome": "failed"', b'"outcome": "passed"', 1)
+    else:
+        data = b'{"t": "end", "exit": 0, "collected": 4}\n'
+    assert sup.read_report(data, key)["forged"]
+
+
+def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
+    """The real plugin in a real pytest process, its secret and report on inherited pipes."""
+    (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    (tmp_path / "grader_report_t.py").write_bytes(Path(sup.__file__).with_name("report_plugin.py").read_bytes())
+    key = os.urandom(32)
+    kr, kw = os.pipe()
+    os.write(kw, key)
+    os.close(kw)
+    rr, rw = os.pipe()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "GRADER_REPORT_FD": str(rw), "GRADER_KEY_FD": str(kr),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "grader_report_t", "-p", "no:cacheprovider",
+                             "test_x.py"], cwd=tmp_path, env=env, pass_fds=(rw, kr), stdout=subprocess.DEVNULL)
+    os.close(rw)
+    os.close(kr)
+    data = b""
+    while chunk := os.read(rr, 65536):
+        data += chunk
+    assert proc.wait() == 1
+    rep = sup.read_report(data, key)
+    assert rep["forged"] is None and rep["end"]["exit"] == 1
+    assert rep["outcomes"] == {"test_x.py::test_ok": "passed", "test_x.py::test_bad": "failed"}
+
+
+# --- canaries ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(40))
+def test_canary_bodies_hold_exactly_when_they_must(seed):
+    rng = random.Random(seed)
+    for must_pass in (True, False):
+        body = sup._canary_body(rng, must_pass)
+        code = "import hashlib\nimport pytest\n\ndef t():\n" + body
+        ns: dict = {}
+        exec(code, ns)  # noqa: S102 - the generated test, run as pytest would
+        if must_pass:
+            ns["t"]()
+        else:
+            with pytest.raises((AssertionError, ZeroDivisionError, pytest.fail.Exception)):
+                ns["t"]()
+
+
+def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path):
+    tree = make_tree(tmp_path, {"tests/test_mean.py": ""})
+    job = {"check": {"args": ["tests/test_mean.py"], "canaries": True, "canary_dir": "tests",
+                     "canary_words": ["empty", "raises", "values"]}}
+    c = sup.make_canaries(job, tree)
+    assert c["path"].startswith("tests/test_") and (tmp_path / c["path"]).is_file()
+    assert hashlib.sha256((tmp_path / c["path"]).read_bytes()).hexdigest() == c["digest"]
+    assert {"passed", "failed"} == set(c["expect"].values()) and len(c["expect"]) >= 4
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", c["path"]],
+                            cwd=tmp_path, capture_output=True, text=True)
+    for tid, want in c["expect"].items():
+        assert f"{want.upper()} {tid}" in result.stdout, result.stdout
+    again = sup.make_canaries(job, tree)
+    assert again["path"] != c["path"] or again["expect"] != c["expect"]  # different in every run
+
+
+@pytest.mark.parametrize("arg, blocks", [("-x", True), ("-xvs", True), ("-k", True), ("--maxfail=1", True),
+                                         ("--deselect", True), ("-q", False), ("-rA", False), ("--tb=short", False),
+                                         ("tests/test_x.py", False), ("-p", False)])
+def test_options_that_could_drop_canaries_turn_them_off(arg, blocks):
+    assert sup.blocks_canaries(arg) is blocks
+
+
+# --- the evidence ------------------------------------------------------------------------------
+
+EXPECT = {"t/test_c.py::test_a": "passed", "t/test_c.py::test_b": "failed", "t/test_c.py::test_d": "failed"}
+
+
+def supervised(got=None, end_exit=1, exit_code=1, forged=None, tampered_files=(), outcomes=None):
+    got = dict(EXPECT) if got is None else got
+    return {"exit_code": exit_code, "tampered_files": list(tampered_files),
+            "report": {"outcomes": outcomes or {"t/test_x.py::test_1": "passed"}, "forged": forged,
+                       "end": None if end_exit is None else {"t": "end", "exit": end_exit}, "collect_errors": []},
+            "canaries": {"expect": EXPECT, "got": got}}
+
+
+def test_an_honest_report_carries_no_evidence():
+    rep = read_pytest_report(supervised())
+    assert rep.evidence == [] and rep.pending == [] and rep.problem is None
+    assert rep.expected_failures == 2 and rep.channel == "signed"
+    assert rep.canaries.must_pass == 1 and rep.canaries.must_fail == 2 and rep.canaries.wrong == 0
+
+
+def test_a_must_fail_canary_that_passed_is_tampering():
+    rep = read_pytest_report(supervised(got={**EXPECT, "t/test_c.py::test_b": "passed"}))
+    assert rep.evidence == ["a hidden canary test that must fail was reported as passed"]
+
+
+def test_missing_canaries_count_only_against_a_run_that_would_pass():
+    rep = read_pytest_report(supervised(got={}))
+    assert rep.evidence == [] and len(rep.pending) == 3
+    crashed = read_pytest_report(supervised(got={}, end_exit=2, exit_code=2))
+    assert crashed.pending == [] and crashed.evidence == []
+
+
+def test_forged_lines_and_a_different_exit_status_are_evidence():
+    assert read_pytest_report(supervised(forged="line 3 ...")).channel == "forged"
+    assert read_pytest_report(supervised(forged="line 3 ...")).evidence == ["line 3 ..."]
+    exited = read_pytest_report(supervised(end_exit=1, exit_code=0))
+    assert "exit status 1 but its process exited with 0" in exited.evidence[0]
+    early = read_pytest_report(supervised(end_exit=None, exit_code=0))
+    assert early.problem.startswith("The test run ended before pytest finished")
+    assert "x.py was changed" in read_pytest_report(supervised(tampered_files=["x.py"])).evidence[0]
+
+
+# --- the audit ----------------------------------------------------------------------------------
+
+def diff(path: str, added: str) -> bytes:
+    lines = added.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n{body}").encode()
+
+
+@pytest.mark.parametrize("path, code, rule", [
+    ("calc/x.py", "import gc\nfor o in gc.get_objects(): pass", "object-walk"),
+    ("calc/x.py", "from _pytest.reports import TestReport", "runner-internals"),
+    ("calc/x.py", "def pytest_runtest_makereport(item, call): pass", "runner-internals"),
+    ("calc/x.py", "f = sys._getframe(2).f_globals", "frame-tricks"),
+    ("calc/x.py", "sys.meta_path.insert(0, Finder())", "import-hooks"),
+    ("calc/x.py", "m = __import__('g' + 'c')", "import-hooks"),
+    ("calc/x.py", "os._exit(0)", "process-exit"),
+    ("calc/x.py", "open('/proc/self/fd/3', 'w')", "descriptors"),
+    ("calc/x.py", "os.write(3, b'x')", "descriptors"),
+    ("calc/x.py", "import ctypes", "native-code"),
+    ("calc/x.py", "exec(zlib.decompress(base64.b64decode(blob)))", "obfuscation"),
+    ("calc/x.py", "f = getattr(gc, 'get_' + 'objects')", "obfuscation"),
+    ("calc/x.py", "m = importlib.import_module(name)", "import-hooks"),
+    ("calc/x.py", "code = marshal.loads(blob)", "bytecode"),
+    ("evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = calc.evil", "packaging-metadata"),
+    ("calc/__pycache__/x.cpython-311.pyc", "junk", "bytecode"),
+    ("tests/conftest.py", "import pytest", "runner-files"),
+])
+def test_the_audit_names_what_a_patch_reaches_for(path, code, rule):
+    assert rule in {f.rule for f in audit_patch(diff(path, code))}
+
+
+def test_the_audit_leaves_an_ordinary_fix_alone():
+    fix = textwrap.dedent("""\
+        import importlib
+        import os
+        import sys
+
+
+        def mean(xs):
+            if not xs:
+                raise ValueError("mean of an empty sequence")
+            return sum(xs) / len(xs)
+
+
+        def load(name):
+            return importlib.import_module("calc.stats") if name in sys.modules else None
+        """)
+    findings = audit_patch(diff("calc/__init__.py", fix))
+    assert findings == [], findings
+    assert audit_patch(b"") == []
