@@ -17,6 +17,10 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 DEV_NULL = "/dev/null"
+# Deeper or longer paths than any repository needs: they only make trees the grader must
+# walk and restore (and the supervisor refuses to walk past 128 levels).
+MAX_PATH_PARTS = 64
+MAX_PATH_BYTES = 1024
 _GIT_HEADER = re.compile(r"^diff --git (\S+) (\S+)\s*$")
 _PATH_HEADERS = ("rename from ", "rename to ", "copy from ", "copy to ")
 
@@ -69,6 +73,8 @@ def path_problem(name: str) -> str | None:
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         return f"{name!r}: absolute paths are refused; paths must be relative to the repository root"
     parts = PurePosixPath(name).parts
+    if len(parts) > MAX_PATH_PARTS or len(name.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        return f"{name[:80]!r}...: paths deeper than {MAX_PATH_PARTS} directories or longer than {MAX_PATH_BYTES} bytes are refused"
     if ".." in parts:
         return f"{name!r}: '..' in a path is refused"
     if ".git" in parts:

@@ -107,3 +107,13 @@ def test_nul_bytes_outside_a_binary_patch_are_refused():
 def test_touched_files_of_bad_patch_is_empty():
     assert touched_files(b"nonsense") == set()
     assert touched_files(GOOD) == {"pkg/mod.py", "pkg/new.py", "renamed.txt", "old.txt"}
+
+
+def test_paths_too_deep_or_too_long_are_refused():
+    deep = "/".join(["d"] * 70) + "/x.py"
+    long = "a" * 1100 + ".py"
+    for name in (deep, long):
+        raw = f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+x\n".encode()
+        assert "refused" in inspect_patch(raw, MIB).problems[0]
+    ok = "/".join(["d"] * 20) + "/x.py"
+    assert inspect_patch(f"--- /dev/null\n+++ b/{ok}\n@@ -0,0 +1 @@\n+x\n".encode(), MIB).ok

@@ -36,6 +36,15 @@ from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
 
 LABEL = "grader.sandbox"
 OWNER_LABEL = "grader.owner"
+# The supervisor's capabilities (everything else is dropped, and no-new-privileges keeps
+# them from ever reaching the submission's processes, which run as uid 1000 with none):
+#   CHOWN         hidden tests and canaries root-owned; protected files and the directories
+#                 it recreates given back to the user who owned them
+#   DAC_OVERRIDE  write, restore and remove inside the repository, whose directories the
+#                 unprivileged user owns (and may have made unreadable, mode 000)
+#   SETUID/SETGID become that user for the apply chain and the check
+#   KILL          kill every process the user left behind, before reading the tree
+# Not FOWNER: it only chmods files it created. Not SYS_PTRACE, NET_*, SYS_ADMIN or MKNOD.
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
 API_TIMEOUT = 900
 # Under gVisor the host's pids cgroup counts the sandbox kernel's threads, not the run's
