@@ -116,6 +116,38 @@ def test_retry_later_requeues_under_a_new_job(db):
     assert subs.retry_later(db, c, "again") is None  # the claim is gone
 
 
+def test_claims_count_attempts_and_the_first_error_is_kept(db):
+    row = _add(db, _team(db))
+    first = subs.claim(db, row.id, "j1", "h", 60)
+    assert first.attempts == 1
+    job = subs.retry_later(db, first, "docker down")
+    with db.read() as s:
+        since = s.get(Submission, row.id).first_error_at
+    assert since is not None
+    second = subs.claim(db, row.id, job, "h", 60)
+    assert second.attempts == 2
+    # judged after its second ERROR: FAIL, but that attempt ERRORed and is counted so
+    assert subs.finish(db, second, _result(Verdict.FAIL), errored=True)
+    with db.read() as s:
+        sub = s.get(Submission, row.id)
+        assert (sub.verdict, sub.attempts, sub.errors, sub.first_error_at) == ("FAIL", 2, 2, since)
+
+
+def test_an_abandoned_submission_is_finished_only_while_its_lease_is_expired(db):
+    team = _team(db)
+    live, gone = _add(db, team), _add(db, team)
+    a = subs.claim(db, live.id, "j1", "h", 600)
+    b = subs.claim(db, gone.id, "j1", "h", -1)
+    assert not subs.finish_abandoned(db, live.id, a.token, _result(Verdict.ERROR))  # its worker is alive
+    assert not subs.finish_abandoned(db, gone.id, "other-token", _result(Verdict.ERROR))
+    assert subs.finish_abandoned(db, gone.id, b.token, _result(Verdict.ERROR))
+    assert not subs.finish(db, b, _result(Verdict.PASS))  # the lost worker's late answer cannot replace it
+    with db.read() as s:
+        sub = s.get(Submission, gone.id)
+        # lost, not ERRORed: its error count is what its grades said
+        assert (sub.status, sub.verdict, sub.errors, sub.claim_token) == ("done", "ERROR", 0, None)
+
+
 def test_cancel_only_while_queued(db):
     team = _team(db)
     a, b = _add(db, team), _add(db, team)

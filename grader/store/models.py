@@ -109,6 +109,8 @@ class Submission(Base):
     duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds of grading (the result's total)
     result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the latest ERROR, while it is retried
+    # when its grade first ERRORed: a gold PASS older than this is no evidence against it
+    first_error_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     webhook_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending, delivered, failed
 
     deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission",

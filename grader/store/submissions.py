@@ -57,6 +57,7 @@ def start_of_day(now: dt.datetime | None = None) -> dt.datetime:
 class Claim:
     submission_id: str
     token: str
+    attempts: int = 0  # grades started for the submission, this one included
 
 
 # --- the moves -----------------------------------------------------------------------------
@@ -73,7 +74,10 @@ def claim(db: Database, submission_id: str, job_id: str, host: str, lease: float
                     lease_expires_at=now + dt.timedelta(seconds=lease),
                     started_at=func.coalesce(Submission.started_at, now))
         ).rowcount
-    return Claim(submission_id, token) if done == 1 else None
+        if done != 1:
+            return None
+        attempts = s.scalar(select(Submission.attempts).where(Submission.id == submission_id))
+    return Claim(submission_id, token, attempts)
 
 
 def renew(db: Database, c: Claim, lease: float) -> bool:
@@ -86,32 +90,58 @@ def renew(db: Database, c: Claim, lease: float) -> bool:
         ).rowcount == 1
 
 
-def finish(db: Database, c: Claim, result: Result, *, cached: bool = False) -> bool:
-    """running -> done with `result`; False (and nothing written) if the claim was lost."""
+def _done(result: Result, *, cached: bool, errored: bool) -> dict:
+    """The columns of a finished submission. `errored`: this attempt ERRORed even if the
+    final verdict is not ERROR (a submission judged to have broken the grading harness)."""
     p = result.provenance
+    errored = errored or result.verdict is Verdict.ERROR
+    now = utcnow()
+    return dict(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
+                cached=cached, finished_at=now, duration=result.durations.get("total"),
+                task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version,
+                claim_token=None, lease_expires_at=None,
+                errors=Submission.errors + (1 if errored else 0),
+                first_error_at=func.coalesce(Submission.first_error_at, now) if errored else Submission.first_error_at)
+
+
+def finish(db: Database, c: Claim, result: Result, *, cached: bool = False, errored: bool = False) -> bool:
+    """running -> done with `result`; False (and nothing written) if the claim was lost."""
     with db.write() as s:
         return s.execute(
             update(Submission)
             .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
                    Submission.status == Status.RUNNING.value)
-            .values(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
-                    cached=cached, finished_at=utcnow(), duration=result.durations.get("total"),
-                    task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version,
-                    claim_token=None, lease_expires_at=None,
-                    errors=Submission.errors + (1 if result.verdict is Verdict.ERROR else 0))
+            .values(**_done(result, cached=cached, errored=errored))
+        ).rowcount == 1
+
+
+def finish_abandoned(db: Database, submission_id: str, token: str, result: Result) -> bool:
+    """running -> done for a submission whose lease ran out (its worker is gone), instead of
+    re-queueing it: the reconciler's move once it has been started too often. False if
+    its worker renewed the lease since, or someone else moved it first."""
+    with db.write() as s:
+        return s.execute(
+            update(Submission)
+            .where(Submission.id == submission_id, Submission.claim_token == token,
+                   Submission.status == Status.RUNNING.value,
+                   or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()))
+            .values(**{**_done(result, cached=False, errored=False),  # lost, not ERRORed
+                       "errors": Submission.errors, "first_error_at": Submission.first_error_at})
         ).rowcount == 1
 
 
 def retry_later(db: Database, c: Claim, error: str) -> str | None:
     """running -> queued after an ERROR, under a new job id (returned); None if the claim was lost."""
     job_id = new_job_id(c.submission_id)
+    now = utcnow()
     with db.write() as s:
         done = s.execute(
             update(Submission)
             .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
                    Submission.status == Status.RUNNING.value)
             .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None,
-                    errors=Submission.errors + 1, last_error=error[:10000])
+                    errors=Submission.errors + 1, last_error=error[:10000],
+                    first_error_at=func.coalesce(Submission.first_error_at, now))
         ).rowcount
     return job_id if done == 1 else None
 
