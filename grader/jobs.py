@@ -2,15 +2,18 @@
 
 A job carries only a submission id. It claims the submission (queued -> running) with a
 compare-and-set, keeps a lease on it while the grade runs, and finishes it only if it still
-holds the claim. A machinery fault (ERROR) is put back on the queue with backoff until
-`max_retries` is spent. The reconciler re-enqueues what the database holds as queued or
-running but no live job owns: after a worker was killed (its lease runs out) or Redis lost
-its data. Together they make sure nothing accepted is lost and nothing is graded twice
-into different results.
+holds the claim. A grade that ERRORs is put back on the queue with backoff, within bounds
+per submission and across the service; then the task's gold patch judges whose fault it
+was (grader/blame.py): a submission cannot launder its failure into an uncharged ERROR.
+The reconciler re-enqueues what the database holds as queued or running but no live job
+owns: after a worker was killed (its lease runs out) or Redis lost its data, a bounded
+number of times. Together they make sure nothing accepted is lost, nothing is graded
+twice into different results, and nothing is graded forever.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -21,7 +24,8 @@ import time
 
 from rq import SimpleWorker
 
-from grader.errors import GraderError, StoreError, TaskNotFound
+from grader import blame
+from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.pipeline import GRADER_VERSION, Grader
 from grader.service import Service, host_name
 from grader.store import submissions as subs
@@ -72,22 +76,24 @@ class _Lease(threading.Thread):
 def grade_submission(submission_id: str) -> str:
     from rq import get_current_job
     svc, grader = context()
+    st = svc.settings
     job = get_current_job()
     job_id = job.id if job is not None else None
-    claim = subs.claim(svc.db, submission_id, job_id, host_name(), svc.settings.lease_seconds)
+    claim = subs.claim(svc.db, submission_id, job_id, host_name(), st.lease_seconds)
     if claim is None:
         return "not claimed: cancelled, finished or owned by another job"
     lease = _Lease(svc, claim)
     lease.start()
+    retry = errored = cached = False
     try:
         with svc.db.read() as s:
             sub = s.get(Submission, submission_id)
-            task_id, patch, errors = sub.task_id, sub.patch, sub.errors
-        cached = False
+            task_id, patch, errors, sha = sub.task_id, sub.patch, sub.errors, sub.patch_sha256
+            first_error, started = _epoch(sub.first_error_at), _epoch(sub.started_at)
 
         def lookup(p: Provenance) -> Result | None:
             nonlocal cached
-            if not svc.settings.cache:
+            if not st.cache:
                 return None
             with svc.db.read() as s:
                 hit = subs.cached_result(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
@@ -96,36 +102,122 @@ def grade_submission(submission_id: str) -> str:
                 cached = True
                 return Result.model_validate(hit.result)
 
+        def case(**kw) -> blame.Case:
+            return blame.Case(task_id=task_id, patch_sha256=sha, grader_version=GRADER_VERSION,
+                              attempts=claim.attempts, max_attempts=st.max_attempts, **kw)
+
         try:
             task = svc.task(task_id)
         except TaskNotFound as exc:  # removed since it was accepted: the service's fault, not theirs
+            task = None
             result = Result(task_id=task_id, verdict=Verdict.ERROR, error=str(exc),
                             explanation="The task is no longer defined on this grader; this attempt is not charged.",
-                            provenance=Provenance(patch_sha256=sub.patch_sha256, grader_version=GRADER_VERSION))
-        else:
+                            provenance=Provenance(patch_sha256=sha, grader_version=GRADER_VERSION))
+        if task is not None and claim.attempts > st.max_attempts:
+            # started too often without a verdict (its workers were lost): judged without
+            # running the patch again, so this attempt cannot be lost the same way
+            try:
+                lost = case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash())
+                result = blame.judge(lost, lambda since: _gold(svc, grader, task, None, since)).result
+            except GraderError as exc:
+                log.warning("judging %s failed: %s", submission_id, exc)
+                result = blame.abandoned(case(errors=errors, lost=True), f"Judging it failed in the machinery: {exc}")
+        elif task is not None:
             result = grader.grade(task, patch, lookup=lookup)
+            if result.verdict is Verdict.ERROR:
+                retry, result = _after_error(svc, grader, task, result, case, errors, first_error)
+                errored = not retry
+        elif errors + 1 <= st.max_retries and claim.attempts < st.max_attempts:
+            retry = True
     finally:
         lease.stop.set()
 
-    if result.verdict is Verdict.ERROR and errors < svc.settings.max_retries:
+    if retry:
         new_job = subs.retry_later(svc.db, claim, result.error or result.explanation)
         if new_job is None:
             return "claim lost; the retry is someone else's"
-        delay = svc.settings.retry_backoff * (2 ** errors)
-        log.warning("submission %s: ERROR (%s); retry %d of %d in %.0f s", submission_id,
-                    (result.error or "").splitlines()[0] if result.error else "", errors + 1,
-                    svc.settings.max_retries, delay)
+        delay = st.retry_backoff * (2 ** min(errors, 16))
+        log.warning("submission %s: ERROR (%s); retry %d in %.0f s", submission_id,
+                    (result.error or "").splitlines()[0] if result.error else "", errors + 1, delay)
         try:
             svc.enqueue(submission_id, new_job, task_id, delay=delay)
         except StoreError as exc:
             log.warning("re-enqueueing %s failed (%s); the reconciler will", submission_id, exc)
         return f"ERROR, retry {errors + 1} queued"
-    if not subs.finish(svc.db, claim, result, cached=cached):
+    if not subs.finish(svc.db, claim, result, cached=cached, errored=errored):
         log.warning("submission %s: claim lost before finishing; this grade (%s) is discarded",
                     submission_id, result.verdict)
         return "claim lost; result discarded"
+    if result.blame is not None:
+        log.warning("submission %s: %s, judged the %s's fault: %s", submission_id, result.verdict,
+                    result.blame.at_fault, result.blame.reason)
     after_finish(svc, submission_id)
     return result.verdict.value
+
+
+def _epoch(t: dt.datetime | None) -> float | None:
+    if t is None:
+        return None
+    if t.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.timestamp()
+
+
+def _after_error(svc: Service, grader: Grader, task, result: Result, case, errors: int,
+                 first_error: float | None) -> tuple[bool, Result]:
+    """(retry?, the result to finish with) after a grade that ERRORed: grader/blame.py's
+    policy. `errors`: the submission's ERRORs before this one; `first_error`: when the
+    first of them was (None: this is the first)."""
+    st = svc.settings
+    p = result.provenance
+    c = case(errors=errors + 1, last=result, task_hash=p.task_hash,
+             failing_since=first_error if first_error is not None else time.time())
+    key = (blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
+           if p.image_id is not None and p.task_hash is not None else None)
+    breaker = blame.known_broken(_gold_cache(svc), key)
+    budget = blame.RetryBudget(svc.redis, f"{st.queue_name}:retry-budget:", st.retry_budget, st.retry_window)
+    step = blame.after_error(errors=c.errors, attempts=c.attempts, max_retries=st.max_retries,
+                             max_attempts=st.max_attempts, broken=breaker is not None, budget=budget.take)
+    if step is blame.Next.RETRY:
+        return True, result
+    if step is blame.Next.BROKEN:
+        return False, blame.broken(c, breaker)
+    judged = blame.judge(c, lambda since: _gold(svc, grader, task, p.image_id, since))
+    return judged.retry, (result if judged.retry else judged.result)
+
+
+def _host() -> str:
+    return host_name().rpartition(":")[0]
+
+
+def _gold_cache(svc: Service) -> blame.GoldCache:
+    return blame.GoldCache(svc.redis, f"{svc.settings.queue_name}:gold:", svc.settings.gold_ttl)
+
+
+def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float | None) -> blame.GoldAnswer | None:
+    """The gold patch's answer on this host's machinery (grader/blame.py), graded through
+    the same Grader, or a recent one; None if the task has no gold patch."""
+    try:
+        gold = task.gold_patch_text()
+    except TaskError as exc:  # named but unreadable: the task is broken, which is no submission's fault
+        return blame.GoldAnswer(verdict=Verdict.ERROR, at=time.time(), error=str(exc))
+    if gold is None:
+        return None
+    task_hash = task.definition_hash()
+    if image_id is None:  # judging lost grades: find the image the gold would run on
+        try:
+            image_id, _ = grader.images.instance_image(task, build=svc.settings.build_missing_images,
+                                                       task_hash=task_hash)
+        except GraderError as exc:
+            return blame.GoldAnswer(verdict=Verdict.ERROR, at=time.time(), error=str(exc))
+
+    def grade() -> blame.GoldAnswer:
+        at = time.time()
+        log.info("grading the gold patch of %s to judge an ERROR", task.id)
+        return blame.GoldAnswer.of(grader.grade(task, gold), at)
+
+    return blame.gold_answer(_gold_cache(svc), blame.gold_key(_host(), task_hash, image_id, GRADER_VERSION), grade,
+                             since=since)
 
 
 def after_finish(svc: Service, submission_id: str) -> None:
@@ -176,14 +268,31 @@ def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
 def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
     """One pass: re-enqueue queued submissions whose job is gone, re-queue running ones whose
     lease ran out, and restart callbacks left pending. Safe to run anywhere, any number of
-    times at once: every move is a compare-and-set."""
-    import datetime as dt
-    counts = {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "webhooks": 0}
+    times at once: every move is a compare-and-set.
+
+    A running submission is re-queued only while it has been started at most
+    `max_attempts` times; the next worker then judges it without grading the patch
+    (grader/blame.py). If that judging attempt is lost too, it is finished here as ERROR
+    (`abandoned`): nothing of the submission runs in it, and re-queueing it again would
+    never end."""
+    counts = {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "abandoned": 0, "webhooks": 0}
     now = subs.utcnow()
     todo: list[tuple[str, str, str]] = []
     with svc.db.read() as s:
         expired = subs.expired_leases(s, now)
     for sid, token in expired:
+        with svc.db.read() as s:
+            sub = s.get(Submission, sid)
+            case = blame.Case(task_id=sub.task_id, patch_sha256=sub.patch_sha256, grader_version=GRADER_VERSION,
+                              errors=sub.errors, attempts=sub.attempts, max_attempts=svc.settings.max_attempts,
+                              lost=True, task_hash=sub.task_hash)
+        if case.attempts > svc.settings.max_attempts:
+            if subs.finish_abandoned(svc.db, sid, token, blame.abandoned(case)):
+                log.warning("submission %s: started %d times without a verdict, the last to judge it; finished as "
+                            "ERROR", sid, case.attempts)
+                counts["abandoned"] += 1
+                after_finish(svc, sid)
+            continue
         job_id = subs.reassign_job(svc.db, sid, None, running_token=token)
         if job_id:
             with svc.db.read() as s:

@@ -58,7 +58,8 @@ class Service:
             timeout = self.task(task_id).limits.timeout
         except TaskNotFound:
             timeout = 60.0
-        return int(timeout + self.settings.job_timeout_margin)
+        # twice: a job that judges an ERROR may grade the task's gold patch after the submission's
+        return int(2 * timeout + self.settings.job_timeout_margin)
 
     # --- queueing -------------------------------------------------------------------------
     def enqueue(self, submission_id: str, job_id: str, task_id: str, *, delay: float = 0.0) -> None:

@@ -132,7 +132,8 @@ def test_reconciler_requeues_a_dead_workers_submission_and_grades_it_once(svc, a
     late = Result.model_validate({**got.result, "verdict": "FAIL"})
     assert not subs.finish(svc.db, dead, late)  # the dead worker's late answer cannot replace it
     assert row(svc, sid).verdict == "PASS"
-    assert jobs.reconcile(svc, grace=0) == {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "webhooks": 0}
+    assert jobs.reconcile(svc, grace=0) == {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "abandoned": 0,
+                                            "webhooks": 0}
 
 
 class _Receiver:
