@@ -70,7 +70,18 @@ def run_meta(run: Run, team: Team) -> dict:
             "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"}}
 
 
-def run_view(svc: Service, run: Run, filters: Filters | None = None) -> dict:
+def integrity_of(rows: list[Submission]) -> dict:
+    """For hosts: how many of a run's grades showed tampering or were flagged by the audit."""
+    tampered = flagged = 0
+    for sub in rows:
+        result = sub.result or {}
+        tampered += bool(result.get("tampered"))
+        flagged += bool(result.get("audit"))
+    return {"tampered": tampered, "audit_flagged": flagged}
+
+
+def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict:
+    """A run and its metrics; `host` adds the integrity counts (tampering, audit findings)."""
     filters = filters or Filters()
     with svc.db.read() as s:
         team = s.get(Team, run.team_id)
@@ -80,8 +91,11 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None) -> dict:
     attempts = [a for a in attempts if filters.keep(a)]
     summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until))
     errors = summary["errors"]
-    return {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
+    view = {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
             "complete": pending == 0 and errors == 0, "filters": plain(filters), "metrics": summary}
+    if host:
+        view["integrity"] = integrity_of(rows)
+    return view
 
 
 def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False,

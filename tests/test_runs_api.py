@@ -239,3 +239,19 @@ def test_signing_in_returns_only_to_a_page_of_this_site(app, svc, target, local)
     r = app.test_client().post("/login", query_string={"next": target}, data={"key": key})
     assert r.status_code == 302
     assert r.headers["Location"] == (target if local else "/me"), r.headers["Location"]
+
+
+def test_hosts_see_how_many_grades_of_a_run_showed_tampering(svc, app):
+    team = Api(app.test_client(), new_key(svc, "team-t"))
+    host = Api(app.test_client(), new_key(svc, "host-t", admin=True))
+    ids = submit_run(team, "tamper-run", {"calc-mean-empty": ["FAIL", "PASS", "FAIL"]})
+    with svc.db.read() as s:
+        rows = s.query(Submission).filter(Submission.status == "queued").all()
+    for n, row in enumerate(rows):
+        c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
+        subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=Verdict(ids[row.id]), explanation="set",
+                                      tampered=["a hidden canary test that must fail was reported as passed"] if n == 0 else [],
+                                      provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t")))
+    seen = host.get("/v1/runs/tamper-run").json
+    assert seen["integrity"] == {"tampered": 1, "audit_flagged": 0}
+    assert "integrity" not in team.get("/v1/runs/tamper-run").json

@@ -76,7 +76,8 @@ def index():
 
 @bp.get("/v1/runs/<run>")
 def show(run: str):
-    return jsonify(R.run_view(_svc(), load_run(run), filters()))
+    found = load_run(run)
+    return jsonify(R.run_view(_svc(), found, filters(), host=bool(getattr(g, "caller", None) and g.caller.admin)))
 
 
 def own_run(ref: str) -> Run:
