@@ -252,6 +252,6 @@ def test_hosts_see_how_many_grades_of_a_run_showed_tampering(svc, app):
         subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=Verdict(ids[row.id]), explanation="set",
                                       tampered=["a hidden canary test that must fail was reported as passed"] if n == 0 else [],
                                       provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t")))
-    seen = host.get("/v1/runs/tamper-run").json
-    assert seen["integrity"] == {"tampered": 1, "audit_flagged": 0}
-    assert "integrity" not in team.get("/v1/runs/tamper-run").json
+    own = team.get("/v1/runs/tamper-run").json
+    assert "integrity" not in own
+    assert host.get(f"/v1/runs/{own['id']}").json["integrity"] == {"tampered": 1, "audit_flagged": 0}
