@@ -235,9 +235,19 @@ def after_finish(svc: Service, submission_id: str) -> None:
 
 # --- webhooks --------------------------------------------------------------------------------
 def webhook_body(svc: Service, sub: Submission) -> bytes:
-    """The same JSON the API gives for GET, secrets masked the same way."""
-    from grader.api.views import submission_view, task_secrets
-    view = submission_view(sub, full=True, secrets=task_secrets(svc, sub.task_id))
+    """The same JSON the API gives its team for GET: the callback URL is the submitter's,
+    so the body is what the task's feedback policy shows them (all of it when the
+    submitting team is a host), secrets masked the same way."""
+    from sqlalchemy.orm import object_session
+
+    from grader.api.views import shown_to
+    session = object_session(sub)  # the caller's, when it has one open: no second connection
+    if session is not None:
+        team = session.get(Team, sub.team_id)
+    else:
+        with svc.db.read() as s:
+            team = s.get(Team, sub.team_id)
+    view = shown_to(svc, sub, host=bool(team is not None and team.admin))
     return json.dumps({"event": "submission.done", "submission": view}, sort_keys=True).encode()
 
 

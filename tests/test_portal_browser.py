@@ -174,8 +174,12 @@ def test_submission_logs_need_the_owning_team(site):
     b.get(f"{site['url']}/submissions/{sid}")
     b.save_screenshot(str(SHOTS / "submission.png"))
     body = b.find_element(By.TAG_NAME, "body").text
-    assert "FAIL" in body and "mini" in body and b.find_element(By.ID, "output").text
-    assert "def test_empty" not in b.page_source  # the hidden test's source is masked in the log
+    assert "FAIL" in body and "mini" in body
+    # the mini task's feedback is `tests`: its listed tests' outcomes, never the output quoting the hidden test
+    assert "tests/test_mean.py::test_empty" in b.find_element(By.ID, "tests").text
+    assert "feedback policy is tests" in b.find_element(By.ID, "feedback").text
+    assert b.find_elements(By.ID, "output") == []
+    assert "def test_empty" not in b.page_source
     # another team signed in sees no such submission
     b.find_element(By.CSS_SELECTOR, "header form button").click()
     _wait_for_text(b, "Sign in")

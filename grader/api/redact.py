@@ -2,15 +2,21 @@
 tracebacks, diffs against expected files), and a traceback can quote a hidden test, a
 diff an expected line. Every line of a task's hidden tests, expected files and gold
 patch that carries information is collected once per task, and any such line in a
-result's text is replaced before the result leaves the server."""
+result's text is replaced before the result leaves the server.
+
+Masking recognises lines as they are: code that prints a hidden file encoded (base64,
+hex, a prefix on every line) defeats it. What stops that is the feedback policy
+(grader/api/feedback.py), which leaves the output out of what a submitter sees."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from grader.errors import TaskError
-from grader.tasks.model import Task
+from grader.tasks.model import ExactMatchCheck, Task
 
 MASK = "[hidden by grader]"
 _MIN = 8  # shorter lines ("pass", "}", "return x") say nothing about the secret
@@ -30,8 +36,25 @@ def _lines(text: str, *, diff: bool) -> set[str]:
     return out
 
 
-def secret_lines(task: Task) -> frozenset[str]:
+@dataclass(frozen=True)
+class Secrets:
+    """A task's secret lines, and what could not be read for them (whose lines, if a
+    result quotes them, go unmasked: the caller shows less instead)."""
+
+    lines: frozenset[str]
+    unread: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.unread
+
+
+def secret_lines(task: Task, cache: Path | None = None, task_hash: str | None = None) -> Secrets:
+    """Every informative line of the task's hidden tests, expected files and gold patch.
+    Expected files taken from a commit (`expected_commit`) are read as grading reads
+    them, from the task prepared in `cache` (prepared once per definition hash)."""
     secrets: set[str] = set()
+    unread: list[str] = []
     refs = [r for r in task.referenced_files() if r != task.repo.bundle]
     patches = {task.gold_patch}
     check = task.check
@@ -40,10 +63,22 @@ def secret_lines(task: Task) -> frozenset[str]:
     for rel in refs:
         try:
             text = task.read(rel).decode("utf-8", errors="replace")
-        except (TaskError, OSError):
+        except (TaskError, OSError) as exc:
+            unread.append(f"{rel}: {exc}")
             continue
         secrets |= _lines(text, diff=rel in patches)
-    return frozenset(secrets)
+    if isinstance(check, ExactMatchCheck) and check.expected_commit:
+        try:
+            if cache is None:
+                raise TaskError("no cache to prepare the task in")
+            from grader.tasks.prepare import prepare
+            expected = prepare(task, cache, task_hash).expected_files()
+        except (TaskError, OSError) as exc:
+            unread.append(f"the expected files of commit {check.expected_commit}: {exc}")
+        else:
+            for data in expected.values():
+                secrets |= _lines(data.decode("utf-8", errors="replace"), diff=False)
+    return Secrets(frozenset(secrets), tuple(unread))
 
 
 def redact(value: Any, secrets: frozenset[str]) -> Any:

@@ -92,6 +92,14 @@ class ErrorOut(BaseModel):
     error: ErrorBody
 
 
+class VerdictOnly(BaseModel):
+    """A result under the `verdict` feedback policy: the verdict and its explanation."""
+
+    task_id: str | None = None
+    verdict: Literal["PASS", "FAIL", "PATCH FAILED", "TIMED OUT", "ERROR"]
+    explanation: str
+
+
 class SubmissionOut(BaseModel):
     id: str
     task_id: str
@@ -114,7 +122,13 @@ class SubmissionOut(BaseModel):
     finished_at: dt.datetime | None
     host: str | None = Field(description="the worker that graded it")
     links: dict[str, str]
-    result: Result | None = Field(None, description="the grading core's full result, when done")
+    feedback: Literal["full", "tests", "verdict"] | None = Field(
+        None, description="what of the result this view shows: the task's feedback policy, or full for a host "
+                          "(absent from listings, which show no result)")
+    result: Result | VerdictOnly | None = Field(
+        None, description="the result when done, as the task's feedback policy shows it: full, the whole record; "
+                          "tests, without output, diffs, similarity ratio, unlisted tests or evidence; verdict, the "
+                          "verdict and its explanation")
 
 
 class SubmissionPage(BaseModel):

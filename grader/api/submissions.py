@@ -21,7 +21,7 @@ from grader import webhooks
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
-from grader.api.views import submission_view, task_secrets
+from grader.api.views import shown_to, submission_view
 from grader.errors import StoreError, TaskNotFound
 from grader.pipeline import GRADER_VERSION
 from grader.service import Service
@@ -275,7 +275,8 @@ def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
 
 
 def _full(svc: Service, sub: Submission) -> dict:
-    return submission_view(sub, full=True, secrets=task_secrets(svc, sub.task_id))
+    """The submission with its result as the caller may see it (grader/api/feedback.py)."""
+    return shown_to(svc, sub, host=g.caller.admin)
 
 
 # --- routes --------------------------------------------------------------------------------------

@@ -4,9 +4,14 @@ and the client all see."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
 
+from grader.api.redact import Secrets
 from grader.store.models import Submission
 from grader.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 
 def _iso(t: dt.datetime | None) -> str | None:
@@ -17,7 +22,11 @@ def _iso(t: dt.datetime | None) -> str | None:
     return t.isoformat().replace("+00:00", "Z")
 
 
-def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = frozenset()) -> dict:
+def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = frozenset(),
+                    feedback: str = "verdict", host: bool = False) -> dict:
+    """The submission; with `full`, its result as `feedback` shows it (a host sees it
+    whole), every secret line masked. Callers with a service use `shown_to`."""
+    from grader.api.feedback import feedback_view
     from grader.api.redact import redact
     view = {
         "id": sub.id,
@@ -43,21 +52,54 @@ def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = fr
         "links": {"self": f"/v1/submissions/{sub.id}"},
     }
     if full:
-        view["result"] = redact(sub.result, secrets) if sub.result is not None else None
+        view["feedback"] = "full" if host else feedback
+        shown = feedback_view(sub.result, feedback, host=host)
+        view["result"] = redact(shown, secrets) if shown is not None else None
     return view
 
 
-_SECRETS: dict[str, frozenset[str]] = {}
+def shown_to(svc, sub: Submission, *, host: bool) -> dict:
+    """The submission with its result as its viewer may see it: a host all of it, its
+    team what the task's feedback policy shows. The one way a result leaves the server
+    (the API, `?wait=`, webhooks, the portal)."""
+    secrets = task_secrets(svc, sub.task_id)
+    policy = task_feedback(svc, sub.task_id)
+    if policy == "full" and not secrets.complete:
+        # lines that cannot be masked must not be quoted: keep to what never quotes a file
+        policy = "tests"
+    return submission_view(sub, full=True, secrets=secrets.lines, feedback=policy, host=host)
 
 
-def task_secrets(svc, task_id: str) -> frozenset[str]:
-    """The secret lines of a task, computed once per task definition."""
+def task_feedback(svc, task_id: str) -> str:
+    """The task's policy as it is now (a host may tighten it for past grades too); a task
+    that is gone shows only the verdict."""
+    from grader.errors import TaskError
+    try:
+        return svc.task(task_id).feedback
+    except TaskError:
+        return "verdict"
+
+
+_SECRETS: dict[str, tuple[Secrets, float]] = {}
+RETRY_INCOMPLETE = 60.0  # seconds before a task's secrets that could not all be read are read again
+
+
+def task_secrets(svc, task_id: str) -> Secrets:
+    """The secret lines of a task, computed once per task definition (expected files from
+    a commit are read from the task as prepared for grading, in the service's cache)."""
     from grader.api.redact import secret_lines
     from grader.errors import TaskError
     try:
         key = svc.task_hash(task_id)
-        if key not in _SECRETS:
-            _SECRETS[key] = secret_lines(svc.task(task_id))
-        return _SECRETS[key]
-    except TaskError:
-        return frozenset()
+        task = svc.task(task_id)
+    except TaskError as exc:
+        return Secrets(frozenset(), (str(exc),))
+    known = _SECRETS.get(key)
+    if known is not None and (known[0].complete or time.monotonic() - known[1] < RETRY_INCOMPLETE):
+        return known[0]
+    found = secret_lines(task, svc.settings.cache_dir, key)
+    if not found.complete:
+        log.warning("task %s: some secrets could not be read (%s); its results are shown to submitters as under "
+                    "feedback: tests until they can be", task_id, "; ".join(found.unread))
+    _SECRETS[key] = (found, time.monotonic())
+    return found

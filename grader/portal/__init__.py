@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from grader import runs as R
 from grader.api.errors import ApiError
-from grader.api.views import submission_view, task_secrets
+from grader.api.views import shown_to, submission_view
 from grader.errors import TaskNotFound
 from grader.service import Service
 from grader.store import runs as store_runs
@@ -165,7 +165,7 @@ def submission_page(sid: str):
         sub = s.get(Submission, sid) if len(sid) <= 32 else None
     if sub is None or (sub.team_id != g.team["id"] and not g.team["admin"]):
         abort(404)  # another team's submission does not exist, for this team
-    view = submission_view(sub, full=True, secrets=task_secrets(svc, sub.task_id))
+    view = shown_to(svc, sub, host=g.team["admin"])  # what the API gives the same key
     return render_template("submission.html", sub=view)
 
 
