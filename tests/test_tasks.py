@@ -211,3 +211,21 @@ def test_a_suite_file_is_never_a_task(tmp_path):
 def test_the_example_suite_declares_full_feedback(examples):
     assert {t.feedback for t in examples} == {"full"}
     assert yaml.safe_load((examples.dir / "examples" / "suite.yaml").read_text()) == {"defaults": {"feedback": "full"}}
+
+
+def test_validation_reports_tampering_evidence_on_an_honest_patch(mini_set):
+    """A task whose own tests or conftest trip the canaries is not valid as it is."""
+    from grader.tasks.validate import validate_task
+    from grader.verdict import Provenance, Result, Verdict
+
+    class Scripted:
+        def grade(self, task, patch):
+            gold = bool(patch)
+            return Result(task_id=task.id, verdict=Verdict.PASS if gold else Verdict.FAIL, explanation="scripted",
+                          tampered=["a hidden canary test that must pass was not in the report"] if gold else [],
+                          provenance=Provenance(patch_sha256="x", grader_version="t"))
+
+    report = validate_task(Scripted(), mini_set.get("mini"), repeat=1)
+    assert not report.ok
+    assert report.problems == ["gold patch, run 1: tampering evidence on an honest patch: "
+                               "a hidden canary test that must pass was not in the report"]

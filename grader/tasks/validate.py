@@ -47,6 +47,14 @@ def _per_test_problems(task: Task, empty: Result) -> list[str]:
     return problems
 
 
+def _honest_problems(what: str, i: int, result: Result) -> list[str]:
+    """The empty and the gold patch are honest: tampering evidence on either means the
+    task's own tests or conftest trip the canaries (turn them off with check.canaries)."""
+    if result.tampered:
+        return [f"{what}, run {i + 1}: tampering evidence on an honest patch: {'; '.join(result.tampered)}"]
+    return []
+
+
 def validate_task(grader: Grader, task: Task, repeat: int = 1, progress: Callable[[], None] | None = None) -> TaskValidation:
     report = TaskValidation(task.id)
     gold = task.gold_patch_text()
@@ -59,6 +67,7 @@ def validate_task(grader: Grader, task: Task, repeat: int = 1, progress: Callabl
             report.problems.append(f"empty patch, run {i + 1}: ERROR: {(empty.error or '')[:500]}")
         if i == 0:
             report.problems += _per_test_problems(task, empty)
+        report.problems += _honest_problems("empty patch", i, empty)
         if progress:
             progress()
         if gold is not None:
@@ -67,6 +76,7 @@ def validate_task(grader: Grader, task: Task, repeat: int = 1, progress: Callabl
             if result.verdict is not Verdict.PASS:
                 report.problems.append(f"gold patch, run {i + 1}: {result.verdict}: {result.explanation}"
                                        + (f" {result.error[:500]}" if result.error else ""))
+            report.problems += _honest_problems("gold patch", i, result)
         if progress:
             progress()
     wrong_empty = sorted({str(v) for v in report.empty if v is not Verdict.FAIL and v is not Verdict.ERROR})
