@@ -360,8 +360,7 @@ class Grader:
                 report = read_pytest_report(sup)
                 outcome = evaluate_tests(outcomes=report.outcomes, report_problem=report.problem,
                                          exit_code=sup.get("exit_code"), fail_to_pass=check.fail_to_pass,
-                                         pass_to_pass=check.pass_to_pass, runner=check.runner,
-                                         expected_failures=report.expected_failures)
+                                         pass_to_pass=check.pass_to_pass, runner=check.runner)
                 if report.collect_errors:
                     outcome.details["collect_errors"] = report.collect_errors
                 return outcome, report

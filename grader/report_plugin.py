@@ -6,7 +6,8 @@ pytest imports it while it parses its arguments: before any conftest.py, test mo
 code of the submission is imported. With entry-point auto-loading off, nothing the
 repository ships can be loaded earlier.
 
-At import it takes its two descriptors from the environment (and deletes the variables):
+At import it takes its two descriptors and the canary module's path from the environment
+(and deletes the variables):
 a pipe holding the run's secret, read once and closed, and the write end of the report
 pipe, which it marks not inheritable so subprocesses of the tests never get it. Every
 record it writes carries an HMAC-SHA256 chained over the records before it, keyed by the
@@ -23,6 +24,7 @@ import os
 
 
 def _channel():
+    canaries = os.environ.pop("GRADER_CANARIES", "")
     report_fd = int(os.environ.pop("GRADER_REPORT_FD"))
     key_fd = int(os.environ.pop("GRADER_KEY_FD"))
     key = b""
@@ -43,19 +45,29 @@ def _channel():
         while data:
             data = data[os.write(report_fd, data):]
 
-    return emit
+    return emit, tuple(c + "::" for c in canaries.split(os.pathsep) if c)
 
 
-_emit = _channel()
+_emit, _canaries = _channel()
 del _channel
 
 import pytest  # noqa: E402  (after the channel: nothing of pytest's runs before the secret is taken)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_logreport(report):
+    """Around every other plugin's: the record is written as the report arrives, before
+    any of them (pytest's own session counting, the terminal) sees it."""
     _emit({"t": "test", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
            "xfail": bool(getattr(report, "wasxfail", False)), "d": round(float(report.duration or 0), 4)})
+    if report.nodeid.startswith(_canaries):
+        # Recorded as they are; shown to everything after this as passed, so the canaries
+        # print no traceback (their source stays unseen) and count for nothing in the exit
+        # status, which stays the task's tests' alone.
+        report.outcome = "passed"
+        report.longrepr = None
+        report.sections = []
+    yield
 
 
 @pytest.hookimpl(tryfirst=True)

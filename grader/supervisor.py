@@ -392,7 +392,14 @@ def is_bytecode(rel: str) -> bool:
 class Protection:
     """Which paths are restored to the base after the patch, and why."""
 
-    def __init__(self, spec: dict, base: dict[str, tuple]):
+    def __init__(self, spec: dict, base: dict[str, tuple], *, roots: tuple[str, ...] = ("",),
+                 shadowed: frozenset[str] = frozenset()):
+        self.roots = roots
+        self.shadowed = shadowed
+        # modules the repository has itself where it is on sys.path: its own, even when
+        # they share a name with one of the environment's (packaging's own packaging/)
+        self.own = {(root, self._top(rel[len(root):])) for root in roots for rel in base
+                    if rel.startswith(root) and self._top(rel[len(root):])}
         self.files = set(spec["files"])
         self.names = set(spec["names"])
         self.suffixes = tuple(spec["suffixes"])
@@ -416,6 +423,26 @@ class Protection:
     def _test_module(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pat) for pat in self.test_modules)
 
+    @staticmethod
+    def _top(rel: str) -> str | None:
+        """The top-level module a path under a sys.path directory defines, if any."""
+        first = rel.split("/", 1)[0]
+        if "/" in rel:
+            return first if first.isidentifier() else None
+        name = first.split(".", 1)[0]
+        return name if name.isidentifier() and first.endswith((".py", ".pyc", ".so", ".pyd")) else None
+
+    def shadows(self, rel: str) -> bool:
+        """A module new to the repository, where the repository is on sys.path, with the
+        name of one of the interpreter's or the environment's (json.py, hmac.py, pytest/):
+        it would be imported in their place, by the runner itself."""
+        for root in self.roots:
+            if rel.startswith(root):
+                top = self._top(rel[len(root):])
+                if top in self.shadowed and (root, top) not in self.own:
+                    return True
+        return False
+
     def why(self, rel: str) -> str | None:
         parts = rel.split("/")
         name = parts[-1]
@@ -425,6 +452,8 @@ class Protection:
             return "loaded by the runner or the interpreter"
         if any(p.endswith(self.dir_suffixes) for p in parts):
             return "packaging metadata"
+        if self.shadows(rel):
+            return "shadows a module of the interpreter or the environment"
         if self.tests:
             if self._test_module(name):
                 return "test module"
@@ -433,6 +462,26 @@ class Protection:
         if any(fnmatch.fnmatchcase(rel, g) for g in self.globs):
             return "protected by the task"
         return None
+
+
+def import_roots(repo: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Where the repository is on the test process's sys.path (its root, as `python -m`
+    puts it there, and what the environment's .pth files add, such as src/), and the
+    module names of the interpreter and the environment that a file there would shadow.
+    This supervisor runs on the environment's interpreter, so its sys.path is theirs."""
+    roots = [""]
+    names = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    for entry in sys.path:
+        if entry.startswith(repo + "/"):
+            roots.append(entry[len(repo) + 1:].rstrip("/") + "/")
+            continue
+        if not entry or not os.path.isdir(entry) or entry.startswith(repo):
+            continue
+        for name in os.listdir(entry):
+            top = Protection._top(name if not os.path.isdir(os.path.join(entry, name)) else name + "/x")
+            if top:
+                names.add(top)
+    return tuple(roots), frozenset(names)
 
 
 def stage(tree: Tree, base: dict[str, tuple], protection: Protection) -> dict[str, str]:
@@ -481,7 +530,8 @@ def restore_protected(job: dict, tree: Tree, before: dict, after: dict, changed:
         if base is None:
             tree.remove(rel)
         elif base[0] == "d":
-            tree.mkdir(rel)
+            tree.mkdir(rel)  # a directory of the base: its protected files are restored one by one
+            continue
         elif base[0] == "l":
             tree.symlink(rel, base[1], owner=(job["uid"], job["gid"]))
         elif base[0] == "f" and rel in staged:
@@ -688,6 +738,8 @@ def read_report(data: bytes, key: bytes) -> dict:
     """Check the chain of signatures line by line; fold the records into outcomes."""
     rep: dict = {"forged": None, "end": None, "phases": {}, "collect_errors": []}
     chain = b""
+    # the plugin writes one record per test and phase, and nothing after its last word:
+    # anything else came through it from the test process
     for n, line in enumerate(data.split(b"\n"), 1):
         if not line:
             continue
@@ -698,12 +750,19 @@ def read_report(data: bytes, key: bytes) -> dict:
             break
         chain = mac
         rec = json.loads(body)
+        if rep["end"] is not None:
+            rep["forged"] = f"line {n} of the report came after pytest's last word"
+            break
         if rec.get("t") == "end":
             rep["end"] = rec
         elif rec.get("t") == "collect":
             rep["collect_errors"].append(rec["id"])
         elif rec.get("t") == "test":
-            rep["phases"].setdefault(rec["id"], {})[rec["when"]] = rec["outcome"]
+            phases = rep["phases"].setdefault(rec["id"], {})
+            if rec["when"] in phases:
+                rep["forged"] = f"line {n} of the report repeats the {rec['when']} of {rec['id']}"
+                break
+            phases[rec["when"]] = rec["outcome"]
     outcomes = {}
     for tid, ph in rep.pop("phases").items():
         setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
@@ -761,7 +820,8 @@ def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> No
             "-p", module, "-o", "console_output_style=classic"]
     for plugin in check.get("plugins", []):
         argv += ["-p", plugin]
-    env = {**check_env(job), "PYTHONPATH": plugin_dir, "GRADER_REPORT_FD": str(rep_w), "GRADER_KEY_FD": str(key_r)}
+    env = {**check_env(job), "PYTHONPATH": plugin_dir, "GRADER_REPORT_FD": str(rep_w), "GRADER_KEY_FD": str(key_r),
+           "GRADER_CANARIES": canaries["path"] if canaries and "expect" in canaries else ""}
     report = Capture(rep_r, job["report_limit"])
     try:
         run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job["output_limit"],
@@ -868,7 +928,8 @@ def main() -> int:
             suffix, data = base_pytest_config(tree)
             job["pytest_config"] = (suffix, base64.b64encode(data).decode())
         before = tree.walk()
-        protection = Protection(job["protect"], before)
+        roots, shadowed = import_roots(job["repo"])
+        protection = Protection(job["protect"], before, roots=roots, shadowed=shadowed)
         staged = stage(tree, before, protection)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
 

@@ -32,7 +32,6 @@ class Report:
     outcomes: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # the report is unusable (missing, cut short): not passed, not tampering
     evidence: list[str] = field(default_factory=list)  # tampering
-    expected_failures: int = 0  # must-fail canaries that failed, as they must
     channel: str = "none"  # signed | forged | none
     canaries: Canaries | None = None
     collect_errors: list[str] = field(default_factory=list)
@@ -83,8 +82,6 @@ def _judge_canaries(canaries: dict | None, end: dict | None, out: Report) -> Non
     for tid, want in expect.items():
         have = got.get(tid)
         if have == want:
-            if want == MUST_FAIL:
-                out.expected_failures += 1
             continue
         if want == MUST_FAIL and have == MUST_PASS:
             record.wrong += 1
@@ -95,6 +92,4 @@ def _judge_canaries(canaries: dict | None, end: dict | None, out: Report) -> Non
             record.wrong += 1
             what = "was not in the report" if have is None else f"was reported as {have}"
             out.pending.append(f"a hidden canary test that must {'pass' if want == MUST_PASS else 'fail'} {what}")
-            if want == MUST_FAIL and have in ("error",):
-                out.expected_failures += 1
     out.canaries = record

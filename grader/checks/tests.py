@@ -78,15 +78,14 @@ def _split(ids: list[str], outcomes: dict[str, str]) -> dict[str, list[str]]:
 
 
 def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit_code: int | None,
-                   fail_to_pass: list[str], pass_to_pass: list[str], runner: str,
-                   expected_failures: int = 0) -> CheckOutcome:
+                   fail_to_pass: list[str], pass_to_pass: list[str], runner: str) -> CheckOutcome:
     """Decide passed / not passed from the report's outcomes and the exit status.
 
     With FAIL_TO_PASS / PASS_TO_PASS lists, every listed test must be in the report and
     have passed. Without them, the runner must have succeeded (and, for pytest, have
     run at least one test with no failures). For pytest the report and the exit status
-    must agree; `expected_failures` counts the run's must-fail canaries, which failed as
-    they must and are not in `outcomes`.
+    must agree (the canaries are not in `outcomes`, and the report plugin keeps them out of
+    the exit status).
     """
     tests = TestOutcomes(exit_code=exit_code)
     details: dict = {"runner": runner}
@@ -98,9 +97,9 @@ def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit
 
     bad = counts[FAILED] + counts[ERROR]
     if runner == "pytest" and not report_problem:
-        if exit_code == _PYTEST_OK and bad + expected_failures:
-            report_problem = f"pytest exited 0 but its report has {bad + expected_failures} failing test(s)"
-        elif exit_code == _PYTEST_FAILED and not bad + expected_failures:
+        if exit_code == _PYTEST_OK and bad:
+            report_problem = f"pytest exited 0 but its report has {bad} failing test(s)"
+        elif exit_code == _PYTEST_FAILED and not bad:
             report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
         elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
             why = _PYTEST_STATUS.get(exit_code, "killed or crashed")
