@@ -477,15 +477,15 @@ FORGE_AND_EXIT_AT_IMPORT = code(FORGE, """
     _os._exit(0)
     """)
 
-# pytest's own JUnit writer is silenced; at exit the forged report goes out and the
-# process exits 0 whatever pytest decided.
+# pytest's own JUnit writer (if any) is pointed at /dev/null; at exit the forged report
+# goes out and the process exits 0 whatever pytest decided.
 FORGE_AT_EXIT = code(FORGE, """
     import atexit as _atexit
-    import sys as _sys
+    import gc as _gc
 
-    _jx = _sys.modules.get("_pytest.junitxml")
-    if _jx is not None:
-        _jx.LogXML.pytest_sessionfinish = lambda self: None
+    for _o in _gc.get_objects():
+        if type(_o).__name__ == "LogXML" and hasattr(_o, "logfile"):
+            _o.logfile = "/dev/null"
 
 
     def _at_exit():
@@ -496,17 +496,23 @@ FORGE_AT_EXIT = code(FORGE, """
     _atexit.register(_at_exit)
     """)
 
+# The handler forges and exits; mean() raises the signal when the failing test calls it.
 FORGE_FROM_SIGNAL = code(FORGE, """
     import signal as _signal
 
 
-    def _on_alarm(signum, frame):
+    def _on_signal(signum, frame):
         _forge_everywhere()
         _os._exit(0)
 
 
-    _signal.signal(_signal.SIGALRM, _on_alarm)
-    _signal.setitimer(_signal.ITIMER_REAL, 0.05)
+    _signal.signal(_signal.SIGUSR1, _on_signal)
+
+
+    def mean(xs):
+        if not xs:
+            _os.kill(_os.getpid(), _signal.SIGUSR1)
+        return sum(xs) / len(xs)
     """)
 
 FORGE_FROM_SESSIONFINISH = code(FORGE, """

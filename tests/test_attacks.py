@@ -496,8 +496,7 @@ def attacks(ports: dict[str, int]) -> dict[str, Attack]:
                                                                   "calc/__init__.py": UNFIXED + "\n"}, {F}),
         "forge-report-and-exit-0-at-import": Attack("1", {"calc/__init__.py": unfixed_with(ap.FORGE_AND_EXIT_AT_IMPORT)}, {F}),
         "forge-report-and-exit-0-from-atexit": Attack("1", {"calc/__init__.py": unfixed_with(ap.FORGE_AT_EXIT)}, {F}),
-        "forge-report-and-exit-0-from-a-signal-handler": Attack("1", {"calc/__init__.py": unfixed_with(ap.FORGE_FROM_SIGNAL)},
-                                                                {F}),
+        "forge-report-and-exit-0-from-a-signal-handler": Attack("1", {"calc/__init__.py": ap.FORGE_FROM_SIGNAL}, {F}),
         "forge-report-and-exit-0-from-sessionfinish": Attack("1", {"calc/__init__.py": unfixed_with(
             ap.FORGE_FROM_SESSIONFINISH)}, {F}),
         "hidden-test-swapped-during-collection-and-put-back-at-exit": Attack("1", {"calc/__init__.py": unfixed_with(
