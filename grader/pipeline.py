@@ -76,6 +76,9 @@ APPLY_CHAIN = [
 # to edit: pytest reads the base commit's configuration from a copy made before the patch.
 RUNNER_FILES = ["conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", ".pytest.ini"]
 RUNNER_SUFFIXES = [".pth", ".egg-link"]
+# A command task's runner reads its configuration from the repository as it is: there,
+# the files that configure pytest are protected too.
+COMMAND_CONFIG_FILES = ["pyproject.toml", "setup.cfg", "tox.ini"]
 RUNNER_PREFIXES = ["__editable__"]
 METADATA_DIR_SUFFIXES = [".dist-info", ".egg-info"]
 # The repository's test files, protected unless the task turns `protect.tests` off: what
@@ -221,19 +224,23 @@ class Grader:
             paths = check.paths or sorted(set(hidden) | named)
             if not paths:
                 raise GraderError(f"task {task.id}: a pytest check needs paths or hidden test files")
-            homes = [p.rsplit("/", 1)[0] if "/" in p else "" for p in hidden + sorted(named)]
             check_job = {"kind": "pytest", "args": [*check.pytest_args, *paths], "plugins": check.plugins,
-                         "canaries": check.canaries, "canary_dir": homes[0] if homes else "",
-                         "canary_words": _words(listed)}
+                         **self._canary_job(check, hidden, named, listed)}
         elif isinstance(check, TestsCheck):
-            check_job = {"kind": "command", "command": check.command, "junit": check.junit}
+            hidden = sorted(p for p, d in manifest.items()
+                            if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES)
+            check_job = {"kind": "command", "command": check.command, "junit": check.junit,
+                         **self._canary_job(check, hidden, {_test_file(tid) for tid in listed}, listed)}
         elif isinstance(check, OutputCheck):
             check_job = {"kind": "output", "command": check.command}
         else:
             check_job = {"kind": "exact_match", "paths": check.compared_paths()}
+        runner_files = RUNNER_FILES
+        if isinstance(check, TestsCheck) and check.runner == "command":
+            runner_files = RUNNER_FILES + COMMAND_CONFIG_FILES  # the command's pytest reads them
         protect = {
             "files": sorted(set(manifest) | {_test_file(tid) for tid in listed}),
-            "names": RUNNER_FILES,
+            "names": runner_files,
             "suffixes": RUNNER_SUFFIXES,
             "prefixes": RUNNER_PREFIXES,
             "dir_suffixes": METADATA_DIR_SUFFIXES,
@@ -272,6 +279,14 @@ class Grader:
             timeout=task.limits.timeout,
             labels={"grader.task": task.id},
         )
+
+    @staticmethod
+    def _canary_job(check: TestsCheck, hidden: list[str], named: set[str], listed: list[str]) -> dict:
+        """Where the canaries go (beside the hidden tests), what they are named like and
+        whose imports they borrow."""
+        homes = [p.rsplit("/", 1)[0] if "/" in p else "" for p in hidden + sorted(named)]
+        return {"canaries": check.canaries, "canary_dir": homes[0] if homes else "", "canary_words": _words(listed),
+                "canary_sources": hidden[:3]}
 
     def _decide(self, task: Task, prepared: PreparedTask, out: RunOutput, provenance: Provenance,
                 localization: Localization | None, durations: dict, audit: list[AuditFinding]) -> Result:
@@ -364,12 +379,20 @@ class Grader:
                 if report.collect_errors:
                     outcome.details["collect_errors"] = report.collect_errors
                 return outcome, report
+            if sup.get("report") is not None:  # the command ran pytest: its signed report decides
+                report = read_pytest_report(sup, command=True)
+                outcome = evaluate_tests(outcomes=report.outcomes, report_problem=report.problem,
+                                         exit_code=sup.get("exit_code"), fail_to_pass=check.fail_to_pass,
+                                         pass_to_pass=check.pass_to_pass, runner=check.runner)
+                return outcome, report
             outcomes, problem = {}, None
             if sup.get("junit"):
                 try:
                     outcomes = parse_junit(sup["junit"])
                 except ReportError as exc:
                     problem = str(exc)
+            elif check.junit and (check.fail_to_pass or check.pass_to_pass):
+                problem = f"The command wrote no JUnit report at {check.junit}"
             outcome = evaluate_tests(outcomes=outcomes, report_problem=problem, exit_code=sup.get("exit_code"),
                                      fail_to_pass=check.fail_to_pass, pass_to_pass=check.pass_to_pass,
                                      runner=check.runner)

@@ -385,8 +385,13 @@ class Tree:
 
 # --- what the submission may not change ---------------------------------------------------
 
+NATIVE = re.compile(r"\.(so|pyd|dylib)(\.\d+)*$")
+
+
 def is_bytecode(rel: str) -> bool:
-    return rel.endswith((".pyc", ".pyo")) or "__pycache__" in rel.split("/")
+    """Compiled code: Python bytecode, or a native extension module. A patch may not
+    bring either: neither can be read for what it does, and either runs in the tests."""
+    return rel.endswith((".pyc", ".pyo")) or "__pycache__" in rel.split("/") or bool(NATIVE.search(rel))
 
 
 class Protection:
@@ -639,6 +644,52 @@ def restore_hidden(job: dict, tree: Tree, manifest: dict) -> list[str]:
     return sorted(manifest)
 
 
+def placed_identity(tree: Tree, manifest: dict, canaries: dict | None) -> dict[str, tuple]:
+    """The inode and change time of each root-owned file placed for the run: a file moved
+    aside and back while the tests ran keeps its bytes but not its change time."""
+    paths = [rel for rel, digest in manifest.items() if digest is not None]
+    if canaries and "expect" in canaries:
+        paths.append(canaries["path"])
+    out = {}
+    for rel in paths:
+        st = tree.lstat(rel)
+        if st is not None:
+            out[rel] = (st.st_ino, st.st_ctime_ns)
+    return out
+
+
+def moved(tree: Tree, identity: dict[str, tuple]) -> list[str]:
+    bad = []
+    for rel, (ino, ctime) in sorted(identity.items()):
+        st = tree.lstat(rel)
+        if st is None or (st.st_ino, st.st_ctime_ns) != (ino, ctime):
+            bad.append(rel)
+    return bad
+
+
+def lock_test_dirs(job: dict, tree: Tree, manifest: dict, canaries: dict | None) -> None:
+    """The directories holding the hidden tests and the canaries (up to, not including,
+    the repository's root) become root's, 0755, for the run: nothing can be renamed,
+    swapped or added beside the tests while pytest collects them, and a directory that is
+    not the user's cannot itself be moved (its '..' entry is not theirs to rewrite)."""
+    paths = [rel for rel, digest in manifest.items() if digest is not None and rel.endswith(".py")]
+    if canaries and "expect" in canaries:
+        paths.append(canaries["path"])
+    dirs = set()
+    for rel in paths:
+        parts = rel.split("/")[:-1]
+        dirs |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for rel in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+        fd = tree._parent(rel + "/x", create=False)
+        if fd is None:
+            continue
+        try:
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o755)
+        finally:
+            os.close(fd)
+
+
 def tampered(tree: Tree, expected: dict[str, str | None]) -> list[str]:
     """Root-owned files that must be exactly as placed after the run (the hidden tests,
     the canaries): the ones that are not."""
@@ -701,7 +752,12 @@ def make_canaries(job: dict, tree: Tree) -> dict | None:
     check = job["check"]
     if not check.get("canaries"):
         return None
-    for arg in check["args"]:
+    if "args" in check:
+        args = check["args"]
+    else:  # a command's words, less the interpreter's own "-m pytest"
+        words = check.get("command", "").split()
+        args = [w for i, w in enumerate(words) if not (w == "-m" and words[i + 1:i + 2] == ["pytest"])]
+    for arg in args:
         if blocks_canaries(arg):
             return {"skipped": f"the task's pytest option {arg} could stop the run early or deselect them"}
     rng = random.SystemRandom()
@@ -727,71 +783,164 @@ def make_canaries(job: dict, tree: Tree) -> dict | None:
         names.add(name)
         source += f"\n\ndef {name}():\n" + _canary_body(rng, must_pass)
         expect[f"{rel}::{name}"] = "passed" if must_pass else "failed"
+    source = source.replace("import hashlib\n\nimport pytest\n",
+                            "import hashlib\n\nimport pytest\n" + borrowed_imports(job, tree), 1)
     data = source.encode()
     tree.write(rel, data, mode=0o444, owner=(0, 0))
     return {"path": rel, "digest": hashlib.sha256(data).hexdigest(), "expect": expect}
 
 
+def borrowed_imports(job: dict, tree: Tree) -> str:
+    """The hidden tests' own module-level imports, so the canaries import the code under
+    test as the tests do and cannot be told apart by what they touch. An import that
+    fails breaks the canaries with the tests that need it: the run fails either way."""
+    import ast
+    lines: list[str] = []
+    for rel in job["check"].get("canary_sources", []):
+        data = tree.read(rel)
+        if data is None:
+            continue
+        try:
+            body = ast.parse(data).body
+        except (SyntaxError, ValueError):
+            continue
+        for node in body:
+            if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level):
+                line = ast.unparse(node) if hasattr(ast, "unparse") else None
+                if line and "__future__" not in line and line not in lines:
+                    lines.append(line)
+    return "".join(f"{line}  # noqa\n" for line in lines[:40])
+
+
 # --- the report channel -------------------------------------------------------------------
 
 def read_report(data: bytes, key: bytes) -> dict:
-    """Check the chain of signatures line by line; fold the records into outcomes."""
-    rep: dict = {"forged": None, "end": None, "phases": {}, "collect_errors": []}
-    chain = b""
+    """Check each session's chain of signatures line by line (a command may run pytest
+    more than once); fold the records into outcomes (a test seen in several sessions
+    keeps its worst), and keep what the plugin saw of the process (`integrity`)."""
+    rep: dict = {"forged": None, "end": None, "ends": 0, "sessions": 0, "phases": {}, "collect_errors": [],
+                 "integrity": []}
+    chains: dict[str, bytes] = {}
+    ended: set[str] = set()
     # the plugin writes one record per test and phase, and nothing after its last word:
     # anything else came through it from the test process
     for n, line in enumerate(data.split(b"\n"), 1):
         if not line:
             continue
         body, _, mac = line.rpartition(b"\t")
-        want = hmac.new(key, chain + body, hashlib.sha256).hexdigest().encode()
+        try:
+            rec = json.loads(body)
+            sid = str(rec["s"])
+        except (ValueError, KeyError, TypeError):
+            rep["forged"] = f"line {n} of the report channel does not carry this run's signature"
+            break
+        want = hmac.new(key, chains.get(sid, b"") + body, hashlib.sha256).hexdigest().encode()
         if not body or not hmac.compare_digest(want, mac):
             rep["forged"] = f"line {n} of the report channel does not carry this run's signature"
             break
-        chain = mac
-        rec = json.loads(body)
-        if rep["end"] is not None:
+        chains[sid] = mac
+        if sid in ended:
             rep["forged"] = f"line {n} of the report came after pytest's last word"
             break
-        if rec.get("t") == "end":
-            rep["end"] = rec
-        elif rec.get("t") == "collect":
+        kind = rec.get("t")
+        if kind == "end":
+            ended.add(sid)
+            rep["end"] = rec if rep["end"] is None or rec.get("exit") != 0 else rep["end"]
+        elif kind == "collect":
             rep["collect_errors"].append(rec["id"])
-        elif rec.get("t") == "test":
-            phases = rep["phases"].setdefault(rec["id"], {})
+        elif kind == "integrity":
+            rep["integrity"].append(str(rec.get("what")))
+        elif kind == "test":
+            phases = rep["phases"].setdefault((sid, rec["id"]), {})
             if rec["when"] in phases:
                 rep["forged"] = f"line {n} of the report repeats the {rec['when']} of {rec['id']}"
                 break
             phases[rec["when"]] = rec["outcome"]
-    outcomes = {}
-    for tid, ph in rep.pop("phases").items():
+    rep["sessions"], rep["ends"] = len(chains), len(ended)
+    outcomes: dict[str, str] = {}
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    for (_, tid), ph in rep.pop("phases").items():
         setup, call, teardown = ph.get("setup"), ph.get("call"), ph.get("teardown")
         if setup == "failed":
-            outcomes[tid] = "error"
+            outcome = "error"
         elif call == "failed":
-            outcomes[tid] = "failed"
+            outcome = "failed"
         elif teardown == "failed":
-            outcomes[tid] = "error"
+            outcome = "error"
         elif "skipped" in (setup, call):
-            outcomes[tid] = "skipped"
+            outcome = "skipped"
         elif call == "passed":
-            outcomes[tid] = "passed"
+            outcome = "passed"
         else:
-            outcomes[tid] = "error"
+            outcome = "error"
+        if tid not in outcomes or rank[outcome] > rank[outcomes[tid]]:
+            outcomes[tid] = outcome
     rep["outcomes"] = outcomes
     return rep
 
 
 def write_plugin(job: dict) -> tuple[str, str]:
     """The report plugin under a module name of this run only, in a root-owned directory
-    the user can read but not change: no file of the repository can stand in for it."""
+    on the environment's own sys.path (its site-packages, where this interpreter finds
+    it too), so a command that sets PYTHONPATH still loads it; also returned as a
+    directory to put on PYTHONPATH where site-packages cannot be written."""
+    module = "grader_report_" + secrets.token_hex(8)
+    data = base64.b64decode(job["report_plugin"])
+    import sysconfig
+    purelib = sysconfig.get_paths().get("purelib")
+    dirs = [purelib] if purelib and os.path.isdir(purelib) else []
     d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
     os.chmod(d, 0o755)
-    module = "grader_report_" + secrets.token_hex(8)
-    with open(os.path.join(d, module + ".py"), "wb") as f:
-        f.write(base64.b64decode(job["report_plugin"]))
-        os.fchmod(f.fileno(), 0o444)
+    for where in dirs + [d]:
+        try:
+            with open(os.path.join(where, module + ".py"), "wb") as f:
+                f.write(data)
+                os.fchmod(f.fileno(), 0o444)
+        except OSError:
+            continue
     return d, module
+
+
+class Channel:
+    """The report channel of one check: the secret (and the plugin's settings) in a
+    root-only file the test process gets only as a descriptor, the report on a pipe."""
+
+    def __init__(self, job: dict, settings: dict):
+        self.key = secrets.token_bytes(32)
+        fd, path = tempfile.mkstemp(prefix=".grader-key-", dir="/opt/grader/run")
+        os.write(fd, self.key + json.dumps(settings).encode())
+        os.close(fd)
+        self.key_fd = os.open(path, os.O_RDONLY)
+        os.unlink(path)
+        self.rep_r, self.rep_w = os.pipe()
+        self.report = Capture(self.rep_r, job["report_limit"])
+        self.limit = job["report_limit"]
+
+    def env(self) -> dict:
+        return {"GRADER_REPORT_FD": str(self.rep_w), "GRADER_KEY_FD": str(self.key_fd)}
+
+    def fds(self) -> tuple[int, int]:
+        return (self.rep_w, self.key_fd)
+
+    def close(self) -> None:
+        os.close(self.rep_w)
+        os.close(self.key_fd)
+
+    def read(self, canaries: dict | None) -> dict:
+        self.report.join(5)
+        if not self.report.complete():
+            return {"problem": f"the test report was larger than {self.limit:,} bytes"}
+        rep = read_report(self.report.data(), self.key)
+        if canaries and "expect" in canaries:
+            canaries["got"] = {tid: rep["outcomes"].pop(tid, None) for tid in canaries["expect"]}
+        return rep
+
+
+def plugin_settings(job: dict, canaries: dict | None) -> dict:
+    check = job["check"]
+    tests = sorted(set(check.get("trusted_tests", [])))
+    return {"repo": job["repo"], "tests": tests,
+            "canaries": [canaries["path"]] if canaries and "expect" in canaries else []}
 
 
 def check_env(job: dict) -> dict:
@@ -808,11 +957,7 @@ def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> No
     cfg = TRUSTED_CONFIG + suffix
     tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
     plugin_dir, module = write_plugin(job)
-    key = secrets.token_bytes(32)
-    key_r, key_w = os.pipe()
-    os.write(key_w, key)
-    os.close(key_w)
-    rep_r, rep_w = os.pipe()
+    channel = Channel(job, plugin_settings(job, canaries))
     args = list(check["args"])
     if canaries and "expect" in canaries:
         args = [canaries["path"]] + args  # first: imported before any module of the submission's
@@ -820,26 +965,42 @@ def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> No
             "-p", module, "-o", "console_output_style=classic"]
     for plugin in check.get("plugins", []):
         argv += ["-p", plugin]
-    env = {**check_env(job), "PYTHONPATH": plugin_dir, "GRADER_REPORT_FD": str(rep_w), "GRADER_KEY_FD": str(key_r),
-           "GRADER_CANARIES": canaries["path"] if canaries and "expect" in canaries else ""}
-    report = Capture(rep_r, job["report_limit"])
+    env = {**check_env(job), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
         run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job["output_limit"],
-                          pass_fds=(rep_w, key_r), env=env)
+                          pass_fds=channel.fds(), env=env)
     finally:
-        os.close(rep_w)
-        os.close(key_r)
-    report.join(5)
+        channel.close()
     finish_run(result, run)
     result["output"] = text(run["out"].data())
-    if not report.complete():
-        result["report"] = {"problem": f"the test report was larger than {job['report_limit']:,} bytes"}
-        return
-    rep = read_report(report.data(), key)
+    result["report"] = channel.read(canaries)
+
+
+def run_command(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
+    """A `runner: command` check. If the command runs pytest, pytest loads the report
+    plugin too (through PYTEST_ADDOPTS) and runs the canaries: its signed report then
+    decides, as for the pytest runner; a command that runs no pytest is decided by its
+    JUnit file, or its exit status alone (the task's public view says which)."""
+    check = job["check"]
+    plugin_dir, module = write_plugin(job)
+    channel = Channel(job, plugin_settings(job, canaries))
+    addopts = ["-p", "no:cacheprovider", "-p", module]
     if canaries and "expect" in canaries:
-        got = {tid: rep["outcomes"].pop(tid, None) for tid in canaries["expect"]}
-        canaries["got"] = got
-    result["report"] = rep
+        addopts.append(canaries["path"])
+    env = {**check_env(job), "PYTEST_ADDOPTS": " ".join(addopts), "PYTHONPATH": plugin_dir, **channel.env()}
+    try:
+        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
+                          stdout_limit=job["output_limit"], pass_fds=channel.fds(), env=env)
+    finally:
+        channel.close()
+    finish_run(result, run)
+    result["output"] = text(run["out"].data())
+    rep = channel.read(canaries)
+    if rep.get("sessions") or rep.get("forged") or rep.get("problem"):
+        result["report"] = rep
+    if check.get("junit"):
+        junit = read_files(tree, [check["junit"]], job["report_limit"]).get(check["junit"])
+        result["junit"] = text(base64.b64decode(junit)) if junit else None
 
 
 def finish_run(result: dict, run: dict) -> None:
@@ -866,13 +1027,7 @@ def run_check(job: dict, tree: Tree, result: dict, canaries: dict | None) -> Non
         run_pytest(job, tree, result, canaries)
         return
     if kind == "command":
-        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
-                          stdout_limit=job["output_limit"], env=check_env(job))
-        finish_run(result, run)
-        result["output"] = text(run["out"].data())
-        if check.get("junit"):
-            junit = read_files(tree, [check["junit"]], job["report_limit"]).get(check["junit"])
-            result["junit"] = text(base64.b64decode(junit)) if junit else None
+        run_command(job, tree, result, canaries)
         return
     if kind == "output":
         run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
@@ -930,6 +1085,9 @@ def main() -> int:
         before = tree.walk()
         roots, shadowed = import_roots(job["repo"])
         protection = Protection(job["protect"], before, roots=roots, shadowed=shadowed)
+        # the task's own test code, trusted by the report plugin's watch: restored to the base
+        job["check"]["trusted_tests"] = sorted(protection.files | {rel for rel in before if rel.endswith("conftest.py")}
+                                               | {d + "/" for d in protection.test_dirs})
         staged = stage(tree, before, protection)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
 
@@ -953,8 +1111,10 @@ def main() -> int:
         if applied and "tree_error" not in result and not result.get("timed_out"):
             canaries = None
             with Stage(result, "check"):
-                if job["check"]["kind"] == "pytest":
+                if job["check"]["kind"] in ("pytest", "command"):
                     canaries = make_canaries(job, tree)
+                identity = placed_identity(tree, manifest, canaries)
+                lock_test_dirs(job, tree, manifest, canaries)
                 run_check(job, tree, result, canaries)
             kill_everything_else()
             if "tree_error" not in result:
@@ -962,7 +1122,7 @@ def main() -> int:
                     expected = dict(manifest)
                     if canaries and "expect" in canaries:
                         expected[canaries["path"]] = canaries["digest"]
-                    result["tampered_files"] = tampered(tree, expected)
+                    result["tampered_files"] = tampered(tree, expected) + moved(tree, identity)
             if canaries is not None:
                 result["canaries"] = {k: v for k, v in canaries.items() if k in ("expect", "got", "skipped")}
     except Exception:

@@ -158,10 +158,10 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
 
 # --- the report channel -------------------------------------------------------------------
 
-def signed(records: list[dict], key: bytes) -> bytes:
+def signed(records: list[dict], key: bytes, session: str = "s1") -> bytes:
     out, chain = b"", b""
     for rec in records:
-        line = json.dumps(rec, sort_keys=True).encode()
+        line = json.dumps({**rec, "s": session}, sort_keys=True).encode()
         mac = hmac.new(key, chain + line, hashlib.sha256).hexdigest().encode()
         chain = mac
         out += line + b"\t" + mac + b"\n"
@@ -179,8 +179,19 @@ RECORDS = [{"t": "test", "id": "t.py::a", "when": w, "outcome": "passed"} for w 
 def test_signed_records_fold_into_outcomes():
     key = os.urandom(32)
     rep = sup.read_report(signed(RECORDS, key), key)
-    assert rep["forged"] is None and rep["end"] == {"t": "end", "exit": 1, "collected": 4}
+    assert rep["forged"] is None and rep["end"] == {"t": "end", "exit": 1, "collected": 4, "s": "s1"}
     assert rep["outcomes"] == {"t.py::a": "passed", "t.py::b": "failed", "t.py::c": "error", "t.py::d": "skipped"}
+
+
+def test_each_pytest_session_of_a_command_has_its_own_chain_and_the_worst_outcome_stands():
+    key = os.urandom(32)
+    second = [{"t": "test", "id": "t.py::a", "when": "call", "outcome": "failed"},
+              {"t": "integrity", "what": "_pytest.runner.call_and_report was replaced while the tests ran"},
+              {"t": "end", "exit": 1, "collected": 1}]
+    rep = sup.read_report(signed(RECORDS, key, "one") + signed(second, key, "two"), key)
+    assert rep["forged"] is None and rep["sessions"] == 2 and rep["ends"] == 2
+    assert rep["outcomes"]["t.py::a"] == "failed"
+    assert rep["integrity"] == ["_pytest.runner.call_and_report was replaced while the tests ran"]
 
 
 @pytest.mark.parametrize("forge", ["appended", "other key", "edited", "unsigned", "repeated", "after the end"])
@@ -201,32 +212,65 @@ def test_lines_without_the_runs_signature_are_caught(forge):
     elif forge == "edited":
         data = data.replace(b'"outcome": "failed"', b'"outcome": "passed"', 1)
     else:
-        data = b'{"t": "end", "exit": 0, "collected": 4}\n'
+        data = b'{"t": "end", "exit": 0, "collected": 4, "s": "s1"}\n'
     assert sup.read_report(data, key)["forged"]
 
 
-def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
-    """The real plugin in a real pytest process, its secret and report on inherited pipes."""
-    (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
-    (tmp_path / "grader_report_t.py").write_bytes(Path(sup.__file__).with_name("report_plugin.py").read_bytes())
+def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: str = "") -> tuple[int, dict]:
+    """The real plugin in a real pytest process, its secret in a file it gets only as a
+    descriptor, its report on an inherited pipe: what the supervisor reads of it."""
+    (tmp_path / "test_x.py").write_text(test_source)
+    if extra:
+        (tmp_path / "helper.py").write_text(extra)
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir(exist_ok=True)
+    (plugin_dir / "grader_report_t.py").write_bytes(Path(sup.__file__).with_name("report_plugin.py").read_bytes())
     key = os.urandom(32)
-    kr, kw = os.pipe()
-    os.write(kw, key)
-    os.close(kw)
+    secret = tmp_path / "secret"
+    secret.write_bytes(key + json.dumps({"repo": str(tmp_path), "tests": ["test_x.py"], **(settings or {})}).encode())
+    kfd = os.open(secret, os.O_RDONLY)
     rr, rw = os.pipe()
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "GRADER_REPORT_FD": str(rw), "GRADER_KEY_FD": str(kr),
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{plugin_dir}:{tmp_path}", "GRADER_REPORT_FD": str(rw),
+           "GRADER_KEY_FD": str(kfd), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "grader_report_t", "-p", "no:cacheprovider",
-                             "test_x.py"], cwd=tmp_path, env=env, pass_fds=(rw, kr), stdout=subprocess.DEVNULL)
+                             "test_x.py"], cwd=tmp_path, env=env, pass_fds=(rw, kfd), stdout=subprocess.DEVNULL)
     os.close(rw)
-    os.close(kr)
+    os.close(kfd)
     data = b""
     while chunk := os.read(rr, 65536):
         data += chunk
-    assert proc.wait() == 1
-    rep = sup.read_report(data, key)
-    assert rep["forged"] is None and rep["end"]["exit"] == 1
+    return proc.wait(), sup.read_report(data, key)
+
+
+def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
+    code, rep = run_plugin(tmp_path, "def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    assert code == 1
+    assert rep["forged"] is None and rep["end"]["exit"] == 1 and rep["integrity"] == []
     assert rep["outcomes"] == {"test_x.py::test_ok": "passed", "test_x.py::test_bad": "failed"}
+
+
+@pytest.mark.parametrize("how, said", [
+    ("import _pytest.runner as r\nr.call_and_report = lambda *a, **k: None\n", "call_and_report was replaced"),
+    ("import _pytest.reports as r\no = r.TestReport.from_item_and_call\n"
+     "setattr(r.TestReport, 'from_item_' + 'and_call', classmethod(lambda c, i, k: o(i, k)))\n",
+     "_pytest.reports.TestReport.from_item_and_call was replaced"),
+    ("import gc\nobjs = gc.get_objects()\n", "gc.get_objects called from helper.py"),
+    ("import sys\nsys.settrace(lambda *a: None)\nsys.settrace(None)\n", "sys.settrace called from helper.py"),
+    ("import marshal\nexec(marshal.loads(marshal.dumps(compile('x = 1', '<m>', 'exec'))))\n",
+     "code loaded from marshal data at helper.py"),
+    ("import _pytest\nexec(compile('y = 2', _pytest.__file__, 'exec'))\n", "code compiled under the name"),
+])
+def test_the_plugin_names_code_reaching_into_pytest(tmp_path, how, said):
+    code, rep = run_plugin(tmp_path, "import helper\n\ndef test_ok():\n    pass\n", extra=how)
+    assert any(said in what for what in rep["integrity"]), rep["integrity"]
+
+
+def test_the_plugin_leaves_an_honest_run_and_the_tasks_own_tests_alone(tmp_path):
+    honest = ("import gc, sys\n\ndef test_ok(monkeypatch):\n    import _pytest.reports as r\n"
+              "    monkeypatch.setattr(r.TestReport, 'x_marker', 1, raising=False)\n"
+              "    assert gc.get_referrers(sys) is not None\n")
+    code, rep = run_plugin(tmp_path, honest, extra="import logging, dataclasses, collections\n")
+    assert code == 0 and rep["integrity"] == [] and rep["forged"] is None
 
 
 # --- canaries ---------------------------------------------------------------------------------

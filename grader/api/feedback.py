@@ -108,6 +108,8 @@ def explanation(result: dict[str, Any], policy: str) -> str:
     if tampering(result):
         return TAMPERED
     text = hide_ratio(text)
+    # an exit status is a byte the submission chooses (os._exit(n)): not a channel out
+    text = re.sub(r"\b(exited(?: with status)?|exit status) -?\d+", r"\1 " + WITHHELD, text)
     tests = result.get("tests") or {}
     known = set(tests.get("all") or {}) | listed_tests(result)
     hidden = known if policy == "verdict" else known - listed_tests(result)

@@ -10,7 +10,12 @@ be made impossible, so it is made loud. A run lied when:
   status (something ended the process before or after pytest did);
 - a hidden canary test that must fail passed, or, in a run that would otherwise pass, a
   canary is missing or a must-pass one did not pass;
-- the hidden tests or the canaries were changed on disk while the tests ran.
+- the hidden tests or the canaries were changed, or moved aside and back, while the
+  tests ran;
+- the report plugin saw the process reach into pytest: its functions or classes
+  replaced, the garbage collector's objects walked, a trace function set, code loaded
+  from marshal data or compiled under another file's name, by code that is neither
+  pytest's, the standard library's nor the task's own tests'.
 
 Any of these makes the verdict FAIL with the evidence on the result. An honest run shows
 none of them, whatever its code does, so canaries never change an honest verdict.
@@ -39,9 +44,11 @@ class Report:
     pending: list[str] = field(default_factory=list)
 
 
-def read_pytest_report(sup: dict) -> Report:
+def read_pytest_report(sup: dict, *, command: bool = False) -> Report:
     """Turn the supervisor's `report`, `canaries`, `exit_code` and `tampered_files` into
-    outcomes, a report problem, and the evidence of tampering."""
+    outcomes, a report problem, and the evidence of tampering. `command`: the report of
+    the pytest sessions a task's command ran (one or more); the process's exit status is
+    the command's, so only a single session's must agree with it."""
     out = Report()
     exit_code = sup.get("exit_code")
     rep = sup.get("report")
@@ -59,15 +66,18 @@ def read_pytest_report(sup: dict) -> Report:
         out.evidence.append(rep["forged"])
     else:
         out.channel = "signed"
-    if end is None:
+    sessions, ends = rep.get("sessions", 1), rep.get("ends", 1 if end is not None else 0)
+    if end is None or ends < sessions:
         killed = ", killed: the memory limit or a signal" if exit_code is not None and exit_code < 0 else ""
         out.problem = f"The test run ended before pytest finished its report (exit status {exit_code}{killed})"
-    elif end.get("exit") != exit_code:
+    elif end.get("exit") != exit_code and (not command or sessions == 1):
         out.evidence.append(f"pytest finished with exit status {end.get('exit')} but its process exited with "
                             f"{exit_code}: something else ended the run")
     _judge_canaries(sup.get("canaries"), end, out)
+    for what in rep.get("integrity") or []:
+        out.evidence.append(f"the test process reached into pytest: {what}")
     for rel in sup.get("tampered_files") or []:
-        out.evidence.append(f"{rel} was changed on disk while the tests ran")
+        out.evidence.append(f"{rel} was changed or moved while the tests ran")
     return out
 
 

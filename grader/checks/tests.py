@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from xml.etree.ElementTree import ParseError
 
-from junitparser import Error, Failure, JUnitXml, Skipped, TestSuite
+from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Skipped, TestSuite
 
 from grader.checks.base import CheckOutcome
 from grader.verdict import TestOutcomes
@@ -49,8 +49,15 @@ def parse_junit(xml: str) -> dict[str, str]:
     worst outcome."""
     try:
         doc = JUnitXml.fromstring(xml)
-    except (ParseError, ValueError, TypeError) as exc:
-        raise ReportError(f"the JUnit report is not valid XML: {exc}") from exc
+    except (ParseError, ValueError, TypeError, JUnitXmlError, RecursionError) as exc:
+        raise ReportError(f"the JUnit report is not a JUnit report: {type(exc).__name__}: {str(exc)[:200]}") from exc
+    try:
+        return _outcomes(doc)
+    except (RecursionError, ValueError, TypeError, AttributeError, JUnitXmlError) as exc:
+        raise ReportError(f"the JUnit report is not a JUnit report: {type(exc).__name__}") from exc
+
+
+def _outcomes(doc) -> dict[str, str]:
     suites = [doc] if isinstance(doc, TestSuite) else list(doc)
     outcomes: dict[str, str] = {}
     for suite in suites:
@@ -128,5 +135,7 @@ def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit
         return CheckOutcome(True, f"The test command succeeded ({counts[PASSED]} passed)", tests=tests, details=details)
     if exit_code != 0:
         return CheckOutcome(False, f"The test command exited with status {exit_code}", tests=tests, details=details)
+    if bad:
+        return CheckOutcome(False, f"{bad} test(s) failed", tests=tests, details=details)
     return CheckOutcome(True, "The test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
                         tests=tests, details=details)
