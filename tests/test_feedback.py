@@ -146,7 +146,18 @@ def test_an_id_is_taken_out_only_where_it_stands_alone():
 def test_tests_names_no_unlisted_test_in_the_explanation():
     why = f"pytest exited 1 (tests failed) but its report has no failing test; {UNLISTED} errored."
     shown = feedback_view(full_result(tampered=[], explanation=why), "tests", host=False)
-    assert UNLISTED not in shown["explanation"] and "pytest exited 1" in shown["explanation"]
+    assert UNLISTED not in shown["explanation"] and "pytest exited [withheld]" in shown["explanation"]
+
+
+@pytest.mark.parametrize("policy", ["tests", "verdict"])
+def test_an_exit_status_is_not_a_channel_out(policy):
+    """os._exit(n) chooses a byte; the explanation must not carry it back."""
+    for why in ("The test command exited with status 203.", "pytest exited 77: killed or crashed.",
+                "The test run ended before pytest finished its report (exit status 65)."):
+        shown = feedback_view(full_result(tampered=[], explanation=why), policy, host=False)["explanation"]
+        assert not any(n in shown for n in ("203", "77", "65")), shown
+    assert "203" in feedback_view(full_result(tampered=[], explanation="exited with status 203"), "full",
+                                  host=False)["explanation"]
 
 
 @pytest.mark.parametrize("policy", ["tests", "verdict"])
