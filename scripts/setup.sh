@@ -22,6 +22,9 @@ command -v runsc >/dev/null || need_pkgs+=(runsc)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v curl >/dev/null || need_pkgs+=(curl)
+# the attack tests build a native extension module for the container's Python 3.11
+command -v gcc >/dev/null || need_pkgs+=(gcc)
+[ -f /usr/include/python3.11/Python.h ] || need_pkgs+=(python3.11-dev)
 # the portal's browser tests drive headless Chromium through Debian's chromedriver
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
