@@ -7,11 +7,32 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 from grader.verdict import Result
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+METADATA_MAX = 16 * 1024  # bytes of JSON
+
+
+def _small(v: dict | None) -> dict | None:
+    import json
+    if v is not None and len(json.dumps(v)) > METADATA_MAX:
+        raise ValueError("metadata is larger than 16 KiB")
+    return v
+
+
+# What one attempt says of itself, the same wherever it is given: a submission, a SWE-bench
+# prediction line, or a batch's defaults for its items.
+Trial = Annotated[int | None, Field(None, ge=0, le=1_000_000, description="which attempt of the run this is (0, 1, "
+                                                                          "2, ...): a run's trials of one task")]
+PromptVariant = Annotated[Annotated[str, StringConstraints(max_length=100)] | None, Field(
+    None, description="the prompt variant the system was given: minimal, concise, contextual or guided")]
+Metadata = Annotated[dict[str, Any] | None, AfterValidator(_small), Field(
+    None, description="free JSON kept with the submission (at most 16 KiB)")]
+CallbackUrl = Annotated[Annotated[str, StringConstraints(max_length=2000)] | None, Field(
+    None, description="POSTed the finished submission, signed (X-Grader-Signature)")]
 
 
 def _clean(value: Any, where: str = "") -> None:
@@ -42,6 +63,31 @@ class _In(BaseModel):
         _clean(data)
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """An unknown field is refused with the fields the body takes (a misspelt
+        `methd` must say what it should have been, not only that it is not allowed)."""
+        if cls.model_config.get("extra") != "forbid" or not isinstance(data, dict):
+            return data
+        unknown = [k for k in data if k not in cls.model_fields]
+        if unknown:
+            raise PydanticCustomError("unknown_field", "{message}", {"message": unknown_fields(cls, unknown)})
+        return data
+
+
+def unknown_fields(model: type[BaseModel], unknown: list[str]) -> str:
+    """'unknown field(s) ...; the fields are ...', with a close match named where there is one."""
+    import difflib
+    names = list(model.model_fields)
+    said = []
+    for k in unknown:
+        close = difflib.get_close_matches(str(k), names, n=1)
+        said.append(repr(k) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    allowed = ", ".join(n + (" (admin only)" if (f.description or "") == "admin only" else "")
+                        for n, f in model.model_fields.items())
+    return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(said)}; the fields are: {allowed}"
+
 
 class SubmissionIn(_In):
     task_id: Name = Field(description="the task to grade against (GET /v1/tasks)")
@@ -49,36 +95,34 @@ class SubmissionIn(_In):
                                    "the empty string grades the base as it is")
     run_id: Name | None = Field(None, description="groups the submissions of one campaign (system, configuration)")
     system: Name | None = Field(None, description="the submitting system or model")
-    trial: int | None = Field(None, ge=0, le=1_000_000, description="which attempt of the run this is")
-    prompt_variant: Annotated[str, StringConstraints(max_length=100)] | None = Field(
-        None, description="the prompt variant the system was given")
-    metadata: dict[str, Any] | None = Field(None, description="free JSON kept with the submission (at most 16 KiB)")
-    callback_url: Annotated[str, StringConstraints(max_length=2000)] | None = Field(
-        None, description="POSTed the finished submission, signed (X-Grader-Signature)")
-
-    @field_validator("metadata")
-    @classmethod
-    def _small(cls, v: dict | None) -> dict | None:
-        import json
-        if v is not None:
-            text = json.dumps(v)
-            if len(text) > 16 * 1024:
-                raise ValueError("metadata is larger than 16 KiB")
-        return v
+    trial: Trial
+    prompt_variant: PromptVariant
+    metadata: Metadata
+    callback_url: CallbackUrl
 
 
 class PredictionIn(_In):
-    """SWE-bench's prediction format."""
+    """SWE-bench's prediction format, with the fields of an attempt that a line may also
+    carry (trial, prompt_variant, metadata, callback_url). Other fields are not kept; the
+    batch's answer names them for each item (`ignored`)."""
 
-    model_config = ConfigDict(extra="ignore")
-    instance_id: Name
-    model_name_or_path: Name | None = None
+    model_config = ConfigDict(extra="allow")
+    instance_id: Name = Field(description="the task id")
+    model_name_or_path: Name | None = Field(None, description="the system; without it, the batch's system")
     model_patch: str | None = Field(None, description="null or empty: graded as the empty patch")
+    trial: Trial
+    prompt_variant: PromptVariant
+    metadata: Metadata
+    callback_url: CallbackUrl
 
 
 class BatchIn(_In):
-    run_id: Name | None = None
-    system: Name | None = None
+    run_id: Name | None = Field(None, description="the run of every item (?run_id= overrides it)")
+    system: Name | None = Field(None, description="the system of items that name none")
+    trial: Trial = Field(None, ge=0, le=1_000_000, description="the trial of items that give none")
+    prompt_variant: PromptVariant = Field(None, description="the prompt variant of items that give none")
+    metadata: Metadata = Field(None, description="the metadata of items that give none (at most 16 KiB)")
+    callback_url: CallbackUrl = Field(None, description="the callback of items that give none")
     submissions: list[dict[str, Any]] = Field(description="SubmissionIn or SWE-bench prediction objects")
 
 
@@ -142,6 +186,7 @@ class BatchItemOut(BaseModel):
     status: str | None = None
     verdict: str | None = None
     error: ErrorBody | None = None
+    ignored: list[str] | None = Field(None, description="fields of a SWE-bench prediction that are not kept")
 
 
 class BatchOut(BaseModel):

@@ -308,19 +308,25 @@ def create():
     return response
 
 
-def _batch_items(svc: Service) -> tuple[list, str | None, str | None]:
+ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
+
+
+def _batch_items(svc: Service) -> tuple[list, str | None, dict]:
+    """The items, the run and the batch's defaults for what an item does not say."""
+    defaults: dict = {}
     if request.mimetype in JSONL_TYPES:
-        raw, run_id, system = _jsonl_body(), None, None
+        raw, run_id = _jsonl_body(), None
     else:
         body = json_body()
         if isinstance(body, list):
-            raw, run_id, system = body, None, None
+            raw, run_id = body, None
         elif isinstance(body, dict):
             try:
                 batch = BatchIn.model_validate(body)
             except ValidationError as exc:
                 raise validation_error(exc) from None
-            raw, run_id, system = batch.submissions, batch.run_id, batch.system
+            raw, run_id = batch.submissions, batch.run_id
+            defaults = {k: getattr(batch, k) for k in ATTEMPT_DEFAULTS if getattr(batch, k) is not None}
         else:
             raise ApiError(422, "invalid_fields", "the body must be a JSON list, a JSON object with 'submissions', "
                                                   "or JSONL (Content-Type: application/x-ndjson)")
@@ -330,39 +336,54 @@ def _batch_items(svc: Service) -> tuple[list, str | None, str | None]:
     if len(raw) > svc.settings.max_batch_items:
         raise ApiError(413, "body_too_large", f"a batch holds at most {svc.settings.max_batch_items} submissions; "
                                               f"this one has {len(raw)}")
-    return raw, run_id, system
+    return raw, run_id, defaults
 
 
-def _batch_item(raw, run_id: str | None, system: str | None) -> SubmissionIn | ApiError:
+@dataclass
+class Item:
+    """One batch item as read: the submission, or why it is refused; and the fields of a
+    SWE-bench prediction that are not kept (said in the answer, never dropped silently)."""
+
+    sub: SubmissionIn | ApiError
+    ignored: list[str] = field(default_factory=list)
+
+
+def _batch_item(raw, run_id: str | None, defaults: dict) -> Item:
     if not isinstance(raw, dict):
-        return ApiError(422, "invalid_fields", "each item must be a JSON object")
+        return Item(ApiError(422, "invalid_fields", "each item must be a JSON object"))
     try:
         if "instance_id" in raw:  # SWE-bench's prediction format
             p = PredictionIn.model_validate(raw)
-            return SubmissionIn(task_id=p.instance_id, patch=p.model_patch or "", run_id=run_id,
-                                system=p.model_name_or_path or system)
-        merged = {"run_id": run_id, "system": system, **{k: v for k, v in raw.items()}}
-        return SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw})
+            own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
+            sub = SubmissionIn.model_validate({
+                **defaults, **own, "task_id": p.instance_id, "patch": p.model_patch or "", "run_id": run_id,
+                "system": p.model_name_or_path or defaults.get("system")})
+            return Item(sub, sorted(p.model_extra or {}))
+        merged = {"run_id": run_id, **defaults, **raw}
+        return Item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw}))
     except ValidationError as exc:
-        return validation_error(exc, "item")
+        return Item(validation_error(exc, "item"))
 
 
 @bp.post("/batch")
 @auth.required
 def create_batch():
     svc = _svc()
-    raw, run_id, system = _batch_items(svc)
-    items = [_batch_item(r, run_id, system) for r in raw]
+    raw, run_id, defaults = _batch_items(svc)
+    read = [_batch_item(r, run_id, defaults) for r in raw]
     key = _idempotency_key()
-    keys = [f"{key}#{i}" if key else None for i in range(len(items))]
-    intake = accept(svc, g.caller, items, keys)
+    keys = [f"{key}#{i}" if key else None for i in range(len(read))]
+    intake = accept(svc, g.caller, [it.sub for it in read], keys)
     out, accepted = [], 0
-    for i, it in enumerate(intake.items):
+    for i, (it, given) in enumerate(zip(intake.items, read)):
         if isinstance(it, ApiError):
-            out.append({"index": i, "error": it.body()["error"]})
+            row = {"index": i, "error": it.body()["error"]}
         else:
             accepted += 1
-            out.append({"index": i, "id": it.row.id, "status": it.row.status, "verdict": it.row.verdict})
+            row = {"index": i, "id": it.row.id, "status": it.row.status, "verdict": it.row.verdict}
+        if given.ignored:
+            row["ignored"] = given.ignored
+        out.append(row)
     body = {"items": out, "accepted": accepted, "rejected": len(out) - accepted, "run_id": run_id}
     if accepted:
         return jsonify(body), 202
