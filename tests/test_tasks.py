@@ -229,3 +229,29 @@ def test_validation_reports_tampering_evidence_on_an_honest_patch(mini_set):
     assert not report.ok
     assert report.problems == ["gold patch, run 1: tampering evidence on an honest patch: "
                                "a hidden canary test that must pass was not in the report"]
+
+
+# --- the tasks directory: links and a missing one -------------------------------------------------
+
+def test_a_suite_reached_through_a_symlink_is_loaded_with_every_suite_file_above_it(tmp_path):
+    # a suite built outside the tasks directory (build/realworld) and linked into it
+    _suite(tmp_path / "build", {"real/suite.yaml": {"defaults": {"limits": {"memory": "2g"}}},
+                                "real/a/task.yaml": make(id="a"), "real/b/task.yml": make(id="b")})
+    _suite(tmp_path / "tasks", {"suite.yaml": {"defaults": {"feedback": "full"}}, "own/c/task.yaml": make(id="c")})
+    (tmp_path / "tasks" / "linked").symlink_to(tmp_path / "build" / "real", target_is_directory=True)
+    (tmp_path / "tasks" / "own" / "loop").symlink_to(tmp_path / "tasks", target_is_directory=True)  # no endless walk
+    ts = TaskSet(tmp_path / "tasks")
+    assert ts.ids() == ["a", "b", "c"]
+    a = ts.get("a")
+    assert (a.feedback, a.limits.memory) == ("full", "2g")  # the suite file above the link and the linked suite's own
+    assert ts.get("c").limits.memory == "1g"
+    assert a.root == tmp_path / "build" / "real" / "a"  # its files resolve where they really are
+
+
+def test_a_missing_tasks_directory_names_the_setting_and_the_option(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TaskError) as exc:
+        TaskSet(tmp_path / "nowhere")
+    assert "GRADER_TASKS_DIR" in str(exc.value) and "--tasks-dir" in str(exc.value)
+    with pytest.raises(TaskError, match=f"tasks directory tasks \\(in {tmp_path}\\) does not exist"):
+        TaskSet("tasks")

@@ -9,6 +9,7 @@ data before the model sees it, so the definition hash covers them like any other
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,18 @@ def read_suite_file(path: Path) -> dict:
 
 class SuiteDefaults:
     """The defaults that apply in each directory of a tree: every suite.yaml from `top`
-    down to the directory, the nearer one winning key by key. Each file is read once."""
+    down to the directory, the nearer one winning key by key. Each file is read once.
+
+    Directories are taken as the tree names them, links unresolved: a suite reached
+    through a symlink (`tasks/realworld -> ../build/realworld`) still gets the defaults
+    of the suite files above the link."""
 
     def __init__(self, top: Path):
-        self.top = top.resolve()
+        self.top = Path(os.path.abspath(top))
         self._dirs: dict[Path, dict] = {}
 
     def defaults(self, directory: Path) -> dict:
-        directory = directory.resolve()
+        directory = Path(os.path.abspath(directory))
         if directory not in self._dirs:
             above = directory.parent
             inherited = self.defaults(above) if directory != self.top and above != directory \
@@ -96,11 +101,26 @@ def load_task_file(path: Path, *, top: Path | None = None, suites: SuiteDefaults
         raise TaskError(f"{path}: invalid task:\n{exc}") from exc
 
 
+def _yaml_files(top: Path) -> list[Path]:
+    """Every *.yaml / *.yml under `top`, following directory symlinks (a suite built
+    elsewhere and linked into the tasks directory is part of it; Path.rglob would skip
+    it), each real directory once, so a link back up the tree cannot loop."""
+    seen: set[str] = set()
+    files = []
+    for root, dirs, names in os.walk(top, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        files += [Path(root) / n for n in names if n.endswith((".yaml", ".yml"))]
+    return files
+
+
 def task_heads(tasks_dir: Path) -> list[tuple[Path, dict]]:
     """The task files under `tasks_dir`, sorted, each with its YAML mapping (unchecked)."""
-    files = []
-    for pattern in ("*.yaml", "*.yml"):
-        files += tasks_dir.rglob(pattern)
+    files = _yaml_files(tasks_dir)
     out = []
     for path in sorted(files):
         if path.name == SUITE_FILE:
@@ -134,7 +154,9 @@ class TaskSet:
     def __init__(self, tasks_dir: Path):
         self.dir = Path(tasks_dir)
         if not self.dir.is_dir():
-            raise TaskError(f"tasks directory {self.dir} does not exist")
+            where = "" if self.dir.is_absolute() else f" (in {Path.cwd()})"
+            raise TaskError(f"tasks directory {self.dir}{where} does not exist: point GRADER_TASKS_DIR or "
+                            f"--tasks-dir at the directory of task files")
         self._tasks: dict[str, Task] = {}
         suites = SuiteDefaults(self.dir)
         for path, _ in task_heads(self.dir):
