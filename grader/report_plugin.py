@@ -82,8 +82,11 @@ def _watch(emit, settings):
 
     def caller():
         """The frame that made the audited call, past this hook's own."""
-        frame = sys._getframe(2)
-        return frame.f_code.co_filename if frame is not None else "?", frame.f_lineno if frame is not None else 0
+        try:
+            frame = sys._getframe(2)
+        except ValueError:  # raised from C with no Python frame above this hook
+            return "?", 0
+        return frame.f_code.co_filename, frame.f_lineno
 
     def trusted(path):
         return path.startswith(trusted_roots) or path.startswith("<frozen ")
@@ -154,7 +157,40 @@ def _watch(emit, settings):
         module = sys.modules.get(getattr(value, "__module__", "") or "")
         return getattr(module, "__file__", None) or "?"
 
+    def own(path):
+        """Code pytest may run as part of the task: pytest's, the standard library's,
+        the task's own tests and conftest files, the canaries."""
+        return trusted(path) or a_test(path) or path.startswith(canary_files) or path == __file__
+
+    canary_files = tuple(repo + c for c in settings.get("canaries", ()))
+    config = []
+
+    def check_hooks():
+        """Every implementation of every hook pytest will call comes from code pytest may
+        run: a flip registered from the repository (register(), or straight into pluggy's
+        lists) shows here, whatever its class or module claims to be."""
+        if not config:
+            return
+        hooks = config[0].pluginmanager.hook
+        for hook_name in dir(hooks):
+            if not hook_name.startswith("pytest_"):
+                continue
+            caller_ = getattr(hooks, hook_name, None)
+            for impl in getattr(caller_, "get_hookimpls", lambda: [])():
+                path = origin(impl.function)
+                if not own(path):
+                    said(f"a {hook_name} hook from {where(path, 0).rsplit(':', 1)[0]} was registered")
+
+    def check_item(item):
+        """The test about to run is the test its module defines: not a function put in
+        its place from elsewhere."""
+        for obj in (getattr(item, "obj", None), getattr(item, "runtest", None)):
+            path = origin(obj) if obj is not None else None
+            if path and path != "?" and not own(path):
+                said(f"the test {item.nodeid} runs code from {where(path, 0).rsplit(':', 1)[0]}")
+
     def check():
+        check_hooks()
         for (name, attr, cattr), value in snapshot.items():
             module = sys.modules.get(name)
             current = vars(module).get(attr) if module is not None else None
@@ -165,7 +201,7 @@ def _watch(emit, settings):
             if current is not value and (current is None or not trusted(origin(current))):
                 said(f"{name}.{attr}{'.' + cattr if cattr else ''} was replaced while the tests ran")
 
-    return check
+    return check, check_item, config
 
 
 _emit, _settings = _channel()
@@ -174,11 +210,19 @@ _emit({"t": "start", "pid": os.getpid()})  # a session that starts and never end
 
 import pytest  # noqa: E402  (after the channel: nothing of pytest's runs before the secret is taken)
 
-_check = _watch(_emit, _settings)
+_check, _check_item, _config = _watch(_emit, _settings)
 del _watch
 
 
-def _hooks(emit, check, canaries):
+def _hooks(emit, check, check_item, configs, canaries):
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(config):
+        configs.append(config)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(item):
+        check_item(item)
+
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_logreport(report):
         """Around every other plugin's: the record is written as the report arrives,
@@ -206,11 +250,13 @@ def _hooks(emit, check, canaries):
         check()
         emit({"t": "end", "exit": int(exitstatus), "collected": int(session.testscollected)})
 
-    return pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish
+    return (pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport,
+            pytest_sessionfinish)
 
 
 # The hooks hold what they need in their closures: replacing a name in this module
 # changes nothing pluggy calls.
-pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish = _hooks(
-    _emit, _check, tuple(c + "::" for c in _settings.get("canaries", ())))
-del _hooks, _emit, _check, _settings
+(pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport,
+ pytest_sessionfinish) = _hooks(_emit, _check, _check_item, _config,
+                                tuple(c + "::" for c in _settings.get("canaries", ())))
+del _hooks, _emit, _check, _check_item, _config, _settings

@@ -422,3 +422,33 @@ def test_import_roots_name_the_stdlib_and_what_the_environment_installed():
     roots, names = sup.import_roots("/nonexistent-repo")
     assert roots == ("",)
     assert {"json", "hmac", "hashlib", "os", "pytest", "_pytest"} <= names
+
+
+@pytest.mark.parametrize("how, said", [
+    # a flip registered as a plugin, from anywhere it can find the plugin manager
+    ("import gc, pytest\n"
+     "class Flip:\n"
+     "    @pytest.hookimpl(hookwrapper=True)\n"
+     "    def pytest_runtest_makereport(self, item, call):\n"
+     "        yield\n"
+     "def install():\n"
+     "    for o in gc.get_objects():\n"
+     "        if type(o).__name__ == 'PytestPluginManager':\n"
+     "            o.register(Flip())\n"
+     "            return\n",
+     "a pytest_runtest_makereport hook from helper.py was registered"),
+    # a test function swapped for another on its item
+    ("def install():\n"
+     "    import sys\n"
+     "    f = sys._getframe(1)\n"
+     "    while f and 'item' not in f.f_locals:\n"
+     "        f = f.f_back\n"
+     "    if f:\n"
+     "        f.f_locals['item'].obj = lambda: None\n",
+     "runs code from helper.py"),
+])
+def test_the_plugin_names_hooks_and_tests_that_come_from_elsewhere(tmp_path, how, said):
+    source = ("import helper\n\nimport pytest\n\n@pytest.fixture(autouse=True)\ndef _x(request):\n"
+              "    helper.install()\n\ndef test_ok():\n    pass\n")
+    code, rep = run_plugin(tmp_path, source, extra=how)
+    assert any(said in what for what in rep["integrity"]), rep["integrity"]
