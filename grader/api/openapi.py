@@ -99,6 +99,26 @@ def _paths() -> dict:
         "/v1/tasks/{task_id}": {"get": {"summary": "One task's public view", "tags": ["tasks"], "security": _AUTH,
                                         "parameters": [_P["task"]],
                                         "responses": {"200": _json(m.TaskOut, "the task"), **_errors(401, 404)}}},
+        "/v1/tasks/{task_id}/repository": {"get": {
+            "summary": "The task's starting repository: a git bundle of the base commit's history (and the merge "
+                       "commit's, for a conflict task), nothing later; `grader tasks checkout` reaches the start state",
+            "description": "Fetch `X-Grader-Commit` (and `X-Grader-Merge`) from the bundle, check the commit out "
+                           "detached, and for a conflict task run `git merge --no-commit --no-ff <merge>`; the "
+                           "task's public view lists the commands. Send the ETag back as If-None-Match: 304 while "
+                           "it is unchanged.",
+            "tags": ["tasks"], "security": _AUTH,
+            "parameters": [_P["task"], {"name": "If-None-Match", "in": "header", "required": False,
+                                        "description": "the ETag of a bundle you have", "schema": {"type": "string"}}],
+            "responses": {
+                "200": {"description": "the bundle", "headers": {
+                    "ETag": {"description": "the quoted sha256 of the bundle", "schema": {"type": "string"}},
+                    "X-Content-SHA256": {"description": "the sha256 of the bundle (hex)", "schema": {"type": "string"}},
+                    "X-Grader-Commit": {"description": "the base commit", "schema": {"type": "string"}},
+                    "X-Grader-Merge": {"description": "a conflict task's commit to merge without committing",
+                                       "schema": {"type": "string"}}},
+                        "content": {"application/x-git-bundle": {"schema": {"type": "string", "format": "binary"}}}},
+                "304": {"description": "unchanged since the ETag sent in If-None-Match"},
+                **_errors(401, 404)}}},
         "/v1/account": {"get": {"summary": "Your team, quotas, usage and webhook secret", "tags": ["account"],
                                 "security": _AUTH, "responses": {"200": _json(m.AccountOut, "your account"),
                                                                  **_errors(401)}}},

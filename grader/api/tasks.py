@@ -1,14 +1,19 @@
-"""/v1/tasks: the public view of each task, and nothing else of it."""
+"""/v1/tasks: the public view of each task, and its starting repository, and nothing else of it."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+import logging
+
+from flask import Blueprint, current_app, jsonify, send_file
 
 from grader.api import auth
 from grader.api.errors import ApiError
-from grader.errors import TaskNotFound
+from grader.errors import TaskError, TaskNotFound
+from grader.tasks.bundle import repository_bundle
 
 bp = Blueprint("tasks", __name__, url_prefix="/v1/tasks")
+log = logging.getLogger(__name__)
+BUNDLE_TYPE = "application/x-git-bundle"
 
 
 @bp.get("")
@@ -18,11 +23,40 @@ def index():
     return jsonify({"items": [t.public_view() for t in sorted(svc.tasks, key=lambda t: t.id)]})
 
 
+def _task(task_id: str):
+    svc = current_app.extensions["grader"]
+    try:
+        return svc.task(task_id)
+    except TaskNotFound:
+        raise ApiError(404, "not_found", f"no task {task_id!r}") from None
+
+
 @bp.get("/<task_id>")
 @auth.required
 def show(task_id: str):
+    return jsonify(_task(task_id).public_view())
+
+
+@bp.get("/<task_id>/repository")
+@auth.required
+def repository(task_id: str):
+    """The starting repository as a git bundle (grader/tasks/bundle.py). Its sha256 is the
+    ETag, so a client that has it asks with If-None-Match and gets 304; `no-cache` makes
+    every use ask, since a reloaded task may start elsewhere under the same URL."""
+    task = _task(task_id)
     svc = current_app.extensions["grader"]
     try:
-        return jsonify(svc.task(task_id).public_view())
-    except TaskNotFound:
-        raise ApiError(404, "not_found", f"no task {task_id!r}") from None
+        bundle = repository_bundle(task, svc.settings.cache_dir, svc.task_hash(task_id))
+    except TaskError as exc:  # the task's repository source is broken or gone: the host's to fix
+        log.error("cannot pack the repository of task %s: %s", task_id, exc)
+        raise ApiError(500, "internal_error", f"the repository of task {task_id!r} cannot be packed; "
+                                              f"the host's log says why") from None
+    response = send_file(bundle.path, mimetype=BUNDLE_TYPE, as_attachment=True, download_name=f"{task_id}.bundle",
+                         etag=bundle.sha256, conditional=True)
+    response.cache_control.private = True
+    response.cache_control.no_cache = True
+    response.headers["X-Content-SHA256"] = bundle.sha256
+    response.headers["X-Grader-Commit"] = bundle.commit
+    if bundle.merge:
+        response.headers["X-Grader-Merge"] = bundle.merge
+    return response

@@ -271,10 +271,22 @@ class Task(_Strict):
             "decided_by": decided_by,
             "feedback": self.feedback,
             "limits": self.limits.model_dump(mode="json"),
+            # How to get the starting code: the service's bundle of the base commit (and the
+            # merge commit), `grader tasks checkout`, or git by hand from the bundle. A
+            # conflict task's patch is a diff from the conflicted files as they are.
             "repo": {
                 "commit": self.repo.commit,
                 "url": self.repo.url,
                 "conflicted_merge": self.repo.merge is not None,
+                "merge": self.repo.merge,
+                "download": f"/v1/tasks/{self.id}/repository",
+                "checkout": f"grader tasks checkout {self.id} DIR",
+                "by_hand": [f"git clone {self.id}.bundle DIR", "cd DIR", f"git checkout --detach {self.repo.commit}",
+                            *([f"git -c merge.conflictStyle=merge merge --no-commit --no-ff {self.repo.merge}"]
+                              if self.repo.merge else [])],
+                **({"patch": "the merge is left in progress with conflict markers: stage the conflicted files as "
+                             "they are (git add -u) before resolving them, then git diff > my.patch"}
+                   if self.repo.merge else {}),
             },
         }
 

@@ -114,20 +114,38 @@ class _lock:
         os.close(self.fd)
 
 
+# Lets a fetch from a local mirror ask for any commit by its sha, not only a ref's tip.
+UPLOAD_ANY_SHA = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
+
+
 def checkout_base(task: Task, dest: Path, cache: Path) -> None:
     """Write the task's starting state to `dest`: the base commit checked out, with only
     its own history, and for a conflict task the merge left in progress."""
     mirror = _mirror(task, cache)
+    start_state(str(mirror), dest, task.repo.commit, task.repo.merge, task_id=task.id, upload_pack=UPLOAD_ANY_SHA)
+
+
+def checkout_bundle(bundle: Path, dest: Path, commit: str, merge: str | None, *, task_id: str) -> None:
+    """The same starting state as `checkout_base`, from the bundle the service serves
+    (grader/tasks/bundle.py): what `grader tasks checkout` does without the task's folder."""
+    start_state(str(bundle), dest, commit, merge, task_id=task_id)
+
+
+def start_state(source: str, dest: Path, commit: str, merge: str | None, *, task_id: str,
+                upload_pack: str | None = None) -> None:
+    """A new repository in `dest` holding what `source` has of `commit` and `merge`
+    (nothing else: no refs, no reflog), `commit` checked out detached, and `merge`
+    merged without committing, which leaves a real conflicted merge."""
     dest.mkdir(parents=True)
     git("init", "--quiet", str(dest))
-    upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
-    wants = [c for c in (task.repo.commit, task.repo.merge) if c]
-    git("fetch", "--quiet", "--no-tags", f"--upload-pack={upload}", str(mirror), *wants, cwd=dest)
-    git("checkout", "--quiet", "--detach", task.repo.commit, cwd=dest)
-    if task.repo.merge:
-        merge = git("merge", "--no-commit", "--no-ff", task.repo.merge, cwd=dest, check=False)
-        if merge.returncode not in (0, 1):
-            raise TaskError(f"task {task.id}: merging {task.repo.merge} failed: {merge.stderr.decode(errors='replace')}")
+    wants = [c for c in (commit, merge) if c]
+    via = [f"--upload-pack={upload_pack}"] if upload_pack else []
+    git("fetch", "--quiet", "--no-tags", *via, source, *wants, cwd=dest)
+    git("checkout", "--quiet", "--detach", commit, cwd=dest)
+    if merge:
+        merged = git("merge", "--no-commit", "--no-ff", merge, cwd=dest, check=False)
+        if merged.returncode not in (0, 1):
+            raise TaskError(f"task {task_id}: merging {merge} failed: {merged.stderr.decode(errors='replace')}")
     git("reflog", "expire", "--expire=now", "--all", cwd=dest)
 
 
