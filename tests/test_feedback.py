@@ -291,7 +291,7 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
                           settings=SimpleNamespace(cache_dir=blocked))
     sub = SimpleNamespace(id="s", task_id=task.id, status="done", verdict="FAIL", cached=False, run_id=None,
                           system=None, trial=None, prompt_variant=None, meta=None, callback_url=None,
-                          webhook_status=None, attempts=1, errors=0, patch_sha256="ab" * 32,
+                          webhook_status=None, attempts=1, errors=0, patch=b"", patch_sha256="ab" * 32,
                           queued_at=dt.datetime(2026, 1, 1), started_at=None, finished_at=None, host=None,
                           result=full_result(tampered=[], output="CHANGELOG quoted here"))
     assert not views.task_secrets(svc, task.id).complete
@@ -485,12 +485,34 @@ def _exact_suite(root, mini) -> dict:
 
 
 def _routes(world, sid: str) -> dict[str, str]:
-    """Every body in which a result reaches its submitter."""
+    """Every body in which a result reaches its submitter. The portal's page also shows
+    the diff the submitter sent, exactly as sent (checked here): that block is its own
+    and is left out of what the tests search for traces of the hidden test."""
     team = world["team"]
     answers = {"GET": team.get(f"/v1/submissions/{sid}"), "listing": team.get("/v1/submissions?run_id=leak-run"),
                "portal": world["portal"].get(f"/submissions/{sid}")}
     assert {route: r.status_code for route, r in answers.items()} == {route: 200 for route in answers}
-    return {**{route: r.get_data(as_text=True) for route, r in answers.items()}, "webhook": world["hooks"][sid]}
+    bodies = {route: r.get_data(as_text=True) for route, r in answers.items()}
+    bodies["portal"] = _without_own_patch(world, sid, bodies["portal"])
+    return {**bodies, "webhook": world["hooks"][sid]}
+
+
+def _own_patch(world, sid: str) -> str:
+    from grader.store.models import Submission
+    with world["svc"].db.read() as s:
+        return s.get(Submission, sid).patch.decode()
+
+
+def _without_own_patch(world, sid: str, page: str) -> str:
+    import html
+    import re
+    sent = _own_patch(world, sid)
+    block = re.search(r'<pre id="patch" class="diff">(.*?)</pre>', page, re.S)
+    if not sent:
+        assert block is None and 'id="patch"' in page
+        return page
+    assert html.unescape(re.sub(r"<[^>]+>", "", block.group(1))).rstrip("\n") == sent.rstrip("\n")
+    return page.replace(block.group(0), "")
 
 
 def test_the_attack_reads_the_hidden_test_back_where_nothing_withholds_it(world):
@@ -568,9 +590,12 @@ def _expected_lines() -> set[str]:
 @pytest.mark.parametrize("attack", ["empty", "near-miss"])
 def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
     from grader.store.models import Submission
+    from grader.api.redact import own_lines
     sid = world["ids"][("exact", attack)]
-    secret = _expected_lines()
-    assert len(secret) >= 3
+    # what the submitter wrote itself is its own to read (the near miss wrote all but one expected line)
+    own = own_lines(_own_patch(world, sid))
+    secret = _expected_lines() - own
+    assert len(secret) >= 3 if attack == "empty" else secret == {"raise ValueError('the mean of nothing')"}
     with world["svc"].db.read() as s:
         raw = json.dumps(s.get(Submission, sid).result)
     assert [ln for ln in secret if ln in raw], "the grade quotes no expected line: this test would prove nothing"
@@ -581,6 +606,8 @@ def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
     assert sub["feedback"] == "full" and sub["verdict"] == "FAIL"
     assert MASK in sub["result"]["check"]["diffs"]["calc/__init__.py"]
     assert sub["result"]["explanation"] == "Not as expected: calc/__init__.py."
+    if attack == "near-miss":  # the lines it wrote that match the expected file are not masked
+        assert "if not xs:" in sub["result"]["check"]["diffs"]["calc/__init__.py"]
 
 
 def test_expected_files_masking_leaves_an_honest_submission_alone(world):

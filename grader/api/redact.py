@@ -6,7 +6,14 @@ result's text is replaced before the result leaves the server.
 
 Masking recognises lines as they are: code that prints a hidden file encoded (base64,
 hex, a prefix on every line) defeats it. What stops that is the feedback policy
-(grader/api/feedback.py), which leaves the output out of what a submitter sees."""
+(grader/api/feedback.py), which leaves the output out of what a submitter sees.
+
+A line the submitter's own patch holds is never masked in its result (`own_lines`): a
+team that wrote the gold's line itself, or quotes a line of the base, learns nothing
+from seeing it, and a result that hid its own code from it would read as nonsense. The
+price: a team can confirm a guess of a secret line by putting it in its patch and
+seeing whether the output quotes it unmasked; under `full` the output is already the
+submitter's to read, and under `tests` and `verdict` no output is shown."""
 
 from __future__ import annotations
 
@@ -81,7 +88,27 @@ def secret_lines(task: Task, cache: Path | None = None, task_hash: str | None = 
     return Secrets(frozenset(secrets), tuple(unread))
 
 
-def redact(value: Any, secrets: frozenset[str]) -> Any:
+def own_lines(patch: bytes | str | None) -> frozenset[str]:
+    """Every line of a submitted patch that masking could match (added, removed and
+    context lines, without their diff prefix; headers aside): the submitter's own."""
+    if not patch:
+        return frozenset()
+    text = patch.decode("utf-8", errors="replace") if isinstance(patch, bytes) else patch
+    out = set()
+    for line in text.splitlines():
+        if line.startswith(("+++ ", "--- ")) or not line or line[0] not in "+- ":
+            continue
+        s = line[1:].strip()
+        if len(s) >= _MIN:
+            out.add(s)
+    return frozenset(out)
+
+
+def redact(value: Any, secrets: frozenset[str], own: frozenset[str] = frozenset()) -> Any:
+    """`value` with every secret line masked, except the lines in `own` (own_lines of
+    the submitter's patch)."""
+    if own:
+        secrets = secrets - own
     if not secrets:
         return value
     if isinstance(value, str):

@@ -27,7 +27,7 @@ def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = fr
     """The submission; with `full`, its result as `feedback` shows it (a host sees it
     whole), every secret line masked. Callers with a service use `shown_to`."""
     from grader.api.feedback import feedback_view
-    from grader.api.redact import redact
+    from grader.api.redact import own_lines, redact
     view = {
         "id": sub.id,
         "task_id": sub.task_id,
@@ -54,7 +54,8 @@ def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = fr
     if full:
         view["feedback"] = "full" if host else feedback
         shown = feedback_view(sub.result, feedback, host=host)
-        view["result"] = redact(shown, secrets) if shown is not None else None
+        # the submitter's own lines stay readable to it, even where they match a secret
+        view["result"] = redact(shown, secrets, own_lines(sub.patch)) if shown is not None else None
     return view
 
 

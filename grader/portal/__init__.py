@@ -166,7 +166,35 @@ def submission_page(sid: str):
     if sub is None or (sub.team_id != g.team["id"] and not g.team["admin"]):
         abort(404)  # another team's submission does not exist, for this team
     view = shown_to(svc, sub, host=g.team["admin"])  # what the API gives the same key
-    return render_template("submission.html", sub=view)
+    patch = sub.patch.decode("utf-8", errors="replace")  # the team's own: shown as it was sent
+    shown = patch[:PATCH_SHOWN]
+    return render_template("submission.html", sub=view, groups=_test_groups(view.get("result")),
+                           patch=shown, patch_cut=len(patch) - len(shown))
+
+
+PATCH_SHOWN = 200_000  # characters of the submitted diff on its page; `grader runs logs` has it whole
+
+
+def _test_groups(result: dict | None) -> list[dict]:
+    """The tests of a result as the submission page shows them: FAIL_TO_PASS, then
+    PASS_TO_PASS, then any other test the view names; in each, failures first."""
+    tests = (result or {}).get("tests") or {}
+    outcomes = tests.get("all") or {}
+    groups, listed = [], set()
+    for kind, label in (("fail_to_pass", "FAIL_TO_PASS"), ("pass_to_pass", "PASS_TO_PASS")):
+        lists = tests.get(kind) or {}
+        failed, passed = list(lists.get("failure") or []), list(lists.get("success") or [])
+        listed |= set(failed) | set(passed)
+        rows = [(t, outcomes.get(t, "not run"), True) for t in failed] + \
+               [(t, outcomes.get(t, "passed"), False) for t in passed]
+        if rows:
+            groups.append({"kind": kind, "label": label, "rows": rows, "failed": len(failed), "total": len(rows)})
+    other = [(t, o, o not in ("passed", "skipped")) for t, o in outcomes.items() if t not in listed]
+    if other:
+        other.sort(key=lambda r: not r[2])  # stable: failures first, each in the runner's order
+        groups.append({"kind": "other", "label": "other tests", "rows": other,
+                       "failed": sum(1 for r in other if r[2]), "total": len(other)})
+    return groups
 
 
 def _local_path(target: str) -> bool:
