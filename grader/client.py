@@ -113,9 +113,12 @@ class Client:
                              idempotency_key=idempotency_key, extra_timeout=wait or 0)
 
     def submit_batch(self, items: Iterable[dict], *, run_id: str | None = None, system: str | None = None,
-                     idempotency_key: str | None = None) -> dict[str, Any]:
+                     trial: int | None = None, prompt_variant: str | None = None, metadata: dict | None = None,
+                     callback_url: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
+        `system`, `trial`, `prompt_variant`, `metadata` and `callback_url` are given to
+        the items that do not say their own.
 
         Each chunk's Idempotency-Key is derived from `idempotency_key`, so repeating the
         whole call with the same key and batch size repeats nothing. A chunk the server
@@ -130,7 +133,8 @@ class Client:
         combined: dict[str, Any] = {"items": [], "accepted": 0, "rejected": 0, "run_id": run_id}
         for n, start in enumerate(chunks):
             chunk = items[start:start + self.batch_size]
-            body = _without_none({"run_id": run_id, "system": system, "submissions": chunk})
+            body = _without_none({"run_id": run_id, "system": system, "trial": trial, "prompt_variant": prompt_variant,
+                                  "metadata": metadata, "callback_url": callback_url, "submissions": chunk})
             chunk_key = key if len(chunks) == 1 else _chunk_key(key, n)
             try:
                 answer = self._request("POST", "/v1/submissions/batch", json_body=body, idempotency_key=chunk_key)
@@ -265,10 +269,52 @@ class Client:
         model_patch), one per task: what `submit_batch` takes back."""
         return self._request("GET", f"/v1/runs/{ref}/predictions")
 
+    def delete_run(self, ref: str) -> dict[str, Any]:
+        """Delete a run that was never published (its submissions stay, without a run)."""
+        return self._request("DELETE", f"/v1/runs/{ref}")
+
+    def publish(self, ref: str, **fields: Any) -> dict[str, Any]:
+        """Make the run public, with what `fields` says of it (method, description,
+        project_url, paper_url): PATCH /v1/runs/<ref> with public true."""
+        return self.update_run(ref, **_without_none(fields), public=True)
+
+    def run_logs(self, ref: str, dest: str | Path, fmt: str = "tar.gz") -> int:
+        """Download the run's logs (the patch, test output and result of every submission)
+        as one archive to `dest`; returns its size in bytes. Written beside `dest` first
+        and moved into place whole, so an interrupted download leaves no partial archive."""
+        dest = Path(dest)
+        resp = self._send("GET", f"/v1/runs/{ref}/logs", params={"format": fmt}, stream=True,
+                          accept="application/gzip, application/zip, application/json")
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
+        size = 0
+        try:
+            with resp, open(tmp, "wb") as f:
+                for chunk in resp.iter_content(64 * 1024):
+                    f.write(chunk)
+                    size += len(chunk)
+            tmp.replace(dest)
+        except RETRY_EXCEPTIONS as exc:
+            raise ApiError(None, "unreachable", f"GET {self.url}/v1/runs/{ref}/logs broke off: {exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        return size
+
     # --- transport -----------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
                  idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:
-        headers = {"Accept": "application/json"}
+        resp = self._send(method, path, params=params, json_body=json_body, idempotency_key=idempotency_key,
+                          extra_timeout=extra_timeout)
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise ApiError(resp.status_code, "bad_response",
+                           f"{method} {path} answered {resp.status_code} without JSON") from exc
+
+    def _send(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
+              idempotency_key: str | None = None, extra_timeout: float = 0, stream: bool = False,
+              accept: str = "application/json") -> requests.Response:
+        """The first 2xx answer, after the retries; an error answer raises ApiError."""
+        headers = {"Accept": accept}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
         if method == "POST":
@@ -278,7 +324,7 @@ class Client:
         while True:
             try:
                 resp = self.session.request(method, self.url + path, params=params, json=json_body, headers=headers,
-                                            timeout=self.timeout + extra_timeout)
+                                            timeout=self.timeout + extra_timeout, stream=stream)
             except RETRY_EXCEPTIONS as exc:
                 if attempt >= self.max_retries:
                     raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc
@@ -286,11 +332,7 @@ class Client:
                 attempt += 1
                 continue
             if 200 <= resp.status_code < 300:
-                try:
-                    return resp.json()
-                except ValueError as exc:
-                    raise ApiError(resp.status_code, "bad_response",
-                                   f"{method} {path} answered {resp.status_code} without JSON") from exc
+                return resp
             error = _error_from(resp)
             if resp.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
                 raise error

@@ -55,7 +55,7 @@ class FakeApi:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_DELETE = _answer
+            do_GET = do_POST = do_DELETE = do_PATCH = _answer
 
             def log_message(self, *args):
                 pass
@@ -424,12 +424,45 @@ def test_submit_predictions_with_a_rejected_item_exits_2(api, tmp_path):
     path = tmp_path / "preds.json"
     path.write_text(json.dumps([{"instance_id": "a", "model_patch": ""}, {"instance_id": "bad-b", "model_patch": ""}]))
     api.on("POST", "/v1/submissions/batch", batch_answer)
+    api.on("GET", "/v1/submissions", (200, {"items": [], "next_cursor": None}))  # the run holds nothing yet
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1")
     assert result.exit_code == 2
     assert "rejected #1 bad-b: no such task (invalid)" in result.output and "1 accepted, 1 rejected" in result.output
     path.write_text('{"instance_id": "a"}\nnot json\n')
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1")
     assert result.exit_code == 2 and "preds.json:2: not valid JSON" in result.output
+
+
+def test_a_predictions_batch_first_asks_what_the_run_holds(api, tmp_path):
+    """The run's submissions are listed (whole pages) before anything is sent; a task and
+    trial it holds already stops the batch."""
+    path = tmp_path / "preds.json"
+    path.write_text(json.dumps([{"instance_id": "a", "model_patch": "", "trial": 1},
+                                {"instance_id": "t1", "model_patch": ""}]))
+    api.on("POST", "/v1/submissions/batch", batch_answer)
+    held = [submission("s1", "done", "PASS", trial=1), submission("s2", "cancelled")]  # task t1; trials 1, none
+    api.on("GET", "/v1/submissions", (200, {"items": held, "next_cursor": None}))
+    assert cli(api, "submit", "--predictions", str(path), "--run-id", "r1").exit_code == 0  # (a, 1), (t1, None): new
+    assert api.requests("GET", "/v1/submissions")[0].query == {"run_id": "r1", "limit": "1000"}
+    held[1]["status"] = "done"
+    result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1")
+    assert result.exit_code == 2 and "already holds 1 of these task and trial pair(s) (t1)" in result.output
+    assert len(api.requests("POST", "/v1/submissions/batch")) == 1
+
+
+def test_run_logs_download_whole_after_a_retry_and_publish_says_public(api, client, sleeps, tmp_path):
+    archive = b"\x1f\x8b" + bytes(range(256)) * 1000
+    api.on("GET", "/v1/runs/r1/logs", (503, error("unavailable", "busy"), {"Retry-After": "2"}), (200, archive))
+    dest = tmp_path / "r1.tar.gz"
+    assert client.run_logs("r1", dest) == len(archive) and dest.read_bytes() == archive
+    assert sleeps == [2.0] and api.requests("GET", "/v1/runs/r1/logs")[-1].query == {"format": "tar.gz"}
+    assert list(tmp_path.iterdir()) == [dest]  # nothing partial left beside it
+    api.on("GET", "/v1/runs/nope/logs", (404, error("not_found", "no run 'nope'")))
+    with pytest.raises(ApiError) as exc:
+        client.run_logs("nope", tmp_path / "nope.zip", "zip")
+    assert exc.value.status == 404 and list(tmp_path.iterdir()) == [dest]
+    api.on("PATCH", "/v1/runs/r1", lambda req: (200, {"id": "r1", **req.body}))
+    assert client.publish("r1", method="M", description=None) == {"id": "r1", "method": "M", "public": True}
 
 
 def test_status_shows_the_outcome(api):

@@ -19,7 +19,7 @@ __all__ = ["create_app"]
 def create_app(settings: Settings | None = None, *, service: Service | None = None, migrate: bool = True) -> Flask:
     """The Flask app over `service` (made from `settings` when not given). The schema is
     migrated first unless `migrate` is off (`grader serve` migrates once before forking)."""
-    from grader.api import errors, openapi, runs, submissions, system, tasks
+    from grader.api import errors, logs, openapi, runs, submissions, system, tasks
 
     settings = service.settings if service else (settings or get_settings())
     settings.require_production_secrets()
@@ -43,7 +43,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     app.extensions["grader"] = svc
     errors.init_app(app)
     openapi.init_app(app)
-    for module in (submissions, tasks, runs, system, openapi):
+    for module in (submissions, tasks, runs, logs, system, openapi):
         app.register_blueprint(module.bp)
     portal.init_app(app)
     logging.getLogger("grader").setLevel(logging.INFO)

@@ -158,6 +158,17 @@ def _paths() -> dict:
             "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
             "responses": {"200": {"description": "the predictions", "content": {"application/json": {
                 "schema": {"type": "array", "items": _ref(m.PredictionIn)}}}}, **_errors(401, 404)}}},
+        "/v1/runs/{run}/logs": {"get": {
+            "summary": "Your run's logs in one archive: per task and trial the patch submitted, the test output "
+                       "and the result, as the feedback policy shows them, with index.json",
+            "tags": ["runs"], "security": _AUTH,
+            "parameters": [_P["run_ref"], {"name": "format", "in": "query", "required": False,
+                                          "schema": {"type": "string", "enum": ["tar.gz", "zip"],
+                                                     "default": "tar.gz"}}],
+            "responses": {"200": {"description": "the archive (Content-Disposition: attachment)", "content": {
+                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                "application/zip": {"schema": {"type": "string", "format": "binary"}}}},
+                **_errors(401, 404, 422)}}},
         "/v1/leaderboard": {"get": {
             "summary": "Public runs ranked by solve rate; incomplete runs only on request, never ranked",
             "tags": ["runs"], "security": _OPTIONAL,
