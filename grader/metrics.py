@@ -2,9 +2,48 @@
 
 Each takes plain values and returns plain values, so it can be tested against numbers
 worked out by hand. The first part scores one submission (localization, similarity);
-the second turns the attempts of a run into its figures (rates with Wilson intervals,
-pass@k with bootstrap intervals over tasks, stability classes, breakdowns, a time
-window) and compares two runs task by task (McNemar's exact test).
+the second turns the attempts of a run into its figures and compares two runs task by
+task (McNemar's exact test).
+
+What stands for a task with several trials
+------------------------------------------
+This is the one rule every figure of a run follows: `runs show`, the run page, the
+leaderboard, `runs compare`, the SWE-bench report and the predictions export.
+
+A task's trials reduce to two counts: n, its *valid* trials (ERROR is a fault of the
+grading machinery, never the submitter's: it counts nowhere and makes the run
+incomplete) and c, how many of them PASSed. No trial stands for the task on its own
+(not the newest, not the best), so adding trials can neither hide a failure nor buy a
+pass.
+
+- **resolved** (a task): more than half of its valid trials passed, c > n / 2. A tie is
+  not resolved. With one trial this is "it passed", as in SWE-bench. The run's
+  *resolved count* is what the report's `resolved_ids`, the per-task outcomes of a
+  comparison, `runs show`, the run page and the leaderboard all give.
+- **solve rate** (a run): the mean over tasks of c / n, the chance that one attempt at
+  a task drawn at random passes. It is pass@1, and what a comparison's difference
+  measures. Every task weighs the same however many trials it had, so retrying one task
+  cannot move the rate more than that task is worth.
+- **success rate**: the same mean of the share of a task's valid trials that were
+  graded at all (PASS or FAIL: not PATCH FAILED, not TIMED OUT).
+- **pass@k** for k = 1 .. n, n the most valid trials any task has: the unbiased
+  estimator averaged over the tasks with at least k trials (the denominator says how
+  many); **pass_any@n**: the share of tasks that passed at least once.
+- **stability**: stable pass (every valid trial passed), stable fail (none did), flaky.
+
+Why a majority rather than "any trial passed": that tends to 1 for any task a system
+ever passes as trials are added, so a 10-trial run would beat a 1-trial run of the same
+system. Why a strict one: a task passed half the time is a coin flip, not a solution.
+
+Over a task set (the leaderboard, the report's `total_instances`), a task without a
+valid trial counts as not resolved and 0 in the solve rate, as SWE-bench counts an
+instance it was given no prediction for; see `over_task_set`.
+
+Every figure carries its numerator and denominator. Its 95% interval is Wilson's over
+tasks, the unit that was sampled (trials of one task are correlated): for a mean of
+per-task values in [0, 1] that is conservative, since no such variable has a larger
+variance than a coin with the same mean, and it is never the zero-width interval a
+bootstrap gives when every task scored the same.
 """
 
 from __future__ import annotations
@@ -71,6 +110,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@{k} needs at least {k} attempts, got {n}")
     if n - c < k:
         return 1.0
+    if k == 1:
+        return c / n  # exactly, so that pass@1 is the solve rate to the last digit
     prob_all_fail = 1.0
     for i in range(n - c + 1, n + 1):
         prob_all_fail *= 1.0 - k / i
@@ -82,7 +123,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 # drop out of a denominator here.
 PASS, FAIL, ERROR = Verdict.PASS.value, Verdict.FAIL.value, Verdict.ERROR.value
 VALID_GRADED = (PASS, FAIL)  # success rate: graded without PATCH FAILED or TIMED OUT
-PASS_AT = (1, 5, 10)
 Z95 = 1.959963984540054  # the 0.975 quantile of the standard normal: two-sided 95%
 
 
@@ -121,9 +161,13 @@ class Figure:
     ci: tuple[float, float] | None = None
 
 
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float] | None:
     """Wilson's score interval for a proportion. Unlike the normal approximation it stays
     inside [0, 1] and is not a zero-width interval at 0/n and n/n, where small runs live.
+
+    `successes` may be fractional: the sum of n per-task values in [0, 1] (a solve rate,
+    pass@k). The interval then bounds their mean conservatively, since p(1 - p) is the
+    largest variance a variable in [0, 1] with mean p can have.
 
     n = 0 gives None rather than (0, 1): an interval over no evidence would be drawn as if
     it were a measurement."""
@@ -138,8 +182,8 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def rate(successes: int, n: int) -> Figure:
-    """A proportion as a Figure with its Wilson interval."""
+def rate(successes: float, n: int) -> Figure:
+    """A proportion (or a mean of n values in [0, 1]) as a Figure with its Wilson interval."""
     return Figure(successes / n if n else None, successes, n, wilson_interval(successes, n))
 
 
@@ -182,9 +226,25 @@ def stability(verdicts: Iterable[str]) -> str | None:
     return "stable_pass" if passed == len(valid) else "stable_fail" if passed == 0 else "flaky"
 
 
+def resolved(n: int, c: int) -> bool:
+    """A task is resolved when more than half of its n valid trials passed (the module
+    docstring has the rule and why): c > n / 2, so a tie is not resolved, and one trial
+    resolves the task when it passed."""
+    return n > 0 and 2 * c > n
+
+
+def pass_ks(trials: int) -> list[int]:
+    """The k of pass@k a run with `trials` valid trials (at most, per task) reports: every
+    k from 1 to the trials run, thinned above 10 to 1, 2, 3, 5, 10, 20, 50, 100... and n."""
+    if trials <= 10:
+        return list(range(1, max(trials, 1) + 1))
+    steps = [1, 2, 3, 5] + [m * 10 ** e for e in range(1, len(str(trials))) for m in (1, 2, 5)]
+    return sorted({k for k in steps if k < trials} | {trials})
+
+
 def mean_pass_at_k(per_task: dict[str, tuple[int, int]], k: int) -> Figure | None:
-    """pass@k averaged over the tasks with at least k valid trials, with a bootstrap
-    interval over those tasks; None if no task has k trials.
+    """pass@k averaged over the tasks with at least k valid trials, with Wilson's interval
+    over those tasks; None if no task has k trials.
 
     A task with fewer than k trials is left out rather than estimated, because pass@k is
     undefined for it; the denominator says how many tasks entered. The numerator is the
@@ -192,18 +252,32 @@ def mean_pass_at_k(per_task: dict[str, tuple[int, int]], k: int) -> Figure | Non
     eligible = [(n, c) for n, c in per_task.values() if n >= k]
     if not eligible:
         return None
-    values = [pass_at_k(n, c, k) for n, c in eligible]
-    ci = bootstrap_ci(values, lambda s: sum(s) / len(s))
-    return Figure(sum(values) / len(values), sum(values), len(values), ci)
+    return rate(math.fsum(pass_at_k(n, c, k) for n, c in eligible), len(eligible))
 
 
 @dataclass
 class TaskRecord:
+    """One task of a run under the rule: its valid trials n, of them PASS c, and what
+    follows from them alone."""
+
     n: int  # valid trials
     c: int  # of them PASS
+    graded: int  # of them PASS or FAIL (not PATCH FAILED, not TIMED OUT)
     errors: int
+    resolved: bool
     stability: str | None
     verdicts: list[str]  # in trial order, ERROR included
+
+
+@dataclass
+class TaskSetFigures:
+    """A run over a whole task set (a suite's, in a window): a task without a valid trial
+    counts as not resolved and 0, as SWE-bench counts an instance with no prediction."""
+
+    tasks: int  # in the set
+    attempted: int  # of them with a valid trial
+    resolved: Figure  # resolved tasks / tasks in the set
+    solve_rate: Figure  # sum of c / n / tasks in the set
 
 
 @dataclass
@@ -213,15 +287,19 @@ class RunSummary:
     errors: int
     incomplete: bool
     window: dict[str, str | None]
-    solve_rate: Figure
-    one_attempt_success: Figure
-    success_rate: Figure
-    pass_at_k: dict[str, Figure | None]  # "1", "5", "10": JSON keys are strings
+    trials: int  # the most valid trials any task has: pass@k goes up to it
+    tasks: int  # with a valid trial: the denominator of the rates below
+    resolved: Figure  # tasks resolved / tasks
+    solve_rate: Figure  # mean over tasks of c / n (= pass@1)
+    one_attempt_success: Figure  # the solve rate under GitBench's name
+    success_rate: Figure  # mean over tasks of graded / n
+    pass_at_k: dict[str, Figure | None]  # "1" .. str(trials): JSON keys are strings
     pass_any_at_n: Figure
     stability: dict[str, int]
     per_task: dict[str, TaskRecord]
     breakdowns: dict[str, dict[str, dict[str, Figure | int]]]
     localization: dict[str, Figure]
+    task_set: TaskSetFigures | None = None
 
     def to_dict(self) -> dict:
         """Plain dicts, lists and numbers, ready for json.dumps."""
@@ -241,45 +319,61 @@ def in_window(created: dt.date | None, since: dt.date | None, until: dt.date | N
     return (since is None or created >= since) and (until is None or created <= until)
 
 
-def _tasks(attempts: list[Attempt]) -> dict[str, TaskRecord]:
+def task_records(attempts: Iterable[Attempt]) -> dict[str, TaskRecord]:
+    """Each task's record under the rule, by task id in order: the one place trials are
+    reduced, for every figure and for the SWE-bench report."""
     by_task: dict[str, list[Attempt]] = {}
     for a in attempts:
         by_task.setdefault(a.task_id, []).append(a)
     out = {}
     for task_id in sorted(by_task):
-        # undated trials after numbered ones; a stable sort keeps their arrival order
+        # unnumbered trials after numbered ones; a stable sort keeps their arrival order
         trials = sorted(by_task[task_id], key=lambda a: (a.trial is None, a.trial or 0))
         verdicts = [a.verdict for a in trials]
         valid = [v for v in verdicts if v != ERROR]
-        out[task_id] = TaskRecord(len(valid), sum(v == PASS for v in valid), len(verdicts) - len(valid),
+        n, c = len(valid), sum(v == PASS for v in valid)
+        out[task_id] = TaskRecord(n, c, sum(v in VALID_GRADED for v in valid), len(verdicts) - n, resolved(n, c),
                                   stability(verdicts), verdicts)
     return out
 
 
-def _rates(attempts: list[Attempt]) -> dict[str, Figure | int]:
-    valid = [a for a in attempts if a.verdict != ERROR]
-    return {"solve_rate": rate(sum(a.verdict == PASS for a in valid), len(valid)),
-            "success_rate": rate(sum(a.verdict in VALID_GRADED for a in valid), len(valid)),
-            "tasks": len({a.task_id for a in attempts})}
+def _rates(records: dict[str, TaskRecord]) -> dict[str, Figure | int]:
+    """resolved, solve rate and success rate over the tasks with a valid trial."""
+    valid = [r for r in records.values() if r.n]
+    return {"resolved": rate(sum(r.resolved for r in valid), len(valid)),
+            "solve_rate": rate(math.fsum(r.c / r.n for r in valid), len(valid)),
+            "success_rate": rate(math.fsum(r.graded / r.n for r in valid), len(valid)),
+            "tasks": len(records)}
 
 
-def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None,
-                until: dt.date | None = None) -> RunSummary:
-    """Every figure of a run.
+def over_task_set(records: dict[str, TaskRecord], task_ids: Iterable[str]) -> TaskSetFigures:
+    """The run's resolved count and solve rate over a whole task set. A task the run
+    graded that is not in the set still counts (never more resolved than tasks)."""
+    universe = set(task_ids) | {t for t, r in records.items() if r.n}
+    valid = [r for t, r in records.items() if r.n]
+    return TaskSetFigures(tasks=len(universe), attempted=len(valid),
+                          resolved=rate(sum(r.resolved for r in valid), len(universe)),
+                          solve_rate=rate(math.fsum(r.c / r.n for r in valid), len(universe)))
+
+
+def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None, until: dt.date | None = None,
+                task_set: Iterable[str] | None = None) -> RunSummary:
+    """Every figure of a run, under the rule of the module docstring.
 
     ERROR is a fault of the grading machinery, never the submitter's: those attempts leave
     every denominator and mark the run incomplete (incomplete runs are not ranked). A
     time window keeps only tasks created inside it, so scores can be reported on tasks
-    newer than a model's training data. Solve rate and one-attempt success are the same
-    number under the two names GitGoodBench and GitBench give it. Breakdowns leave out
-    attempts without a value for that dimension; their `tasks` counts every task seen,
-    as the per-task table does."""
+    newer than a model's training data. `task_set` (the ids of the suite's tasks, already
+    in the window) adds the figures over that whole set. Breakdowns leave out attempts
+    without a value for that dimension; their `tasks` counts every task seen, as the
+    per-task table does. Localization is the mean over valid attempts."""
     if since is not None and until is not None and since > until:
         raise ValueError(f"empty window: since {since} is after until {until}")
     kept = [a for a in attempts if in_window(a.created_at, since, until)]
     valid = [a for a in kept if a.verdict != ERROR]
-    tasks = _tasks(kept)
+    tasks = task_records(kept)
     attempted = {t: (r.n, r.c) for t, r in tasks.items() if r.n}
+    trials = max((n for n, _ in attempted.values()), default=0)
     classes = {"stable_pass": 0, "stable_fail": 0, "flaky": 0}
     for r in tasks.values():
         if r.stability:
@@ -290,20 +384,21 @@ def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None,
         for a in kept:
             if getattr(a, dim) is not None:
                 groups.setdefault(str(getattr(a, dim)), []).append(a)
-        breakdowns[dim] = {k: _rates(v) for k, v in sorted(groups.items())}
+        breakdowns[dim] = {k: _rates(task_records(v)) for k, v in sorted(groups.items())}
     localization = {}
     for name in ("precision", "recall", "f1"):
         values = [getattr(a, name) for a in valid if getattr(a, name) is not None]
         localization[name] = Figure(sum(values) / len(values) if values else None, sum(values), len(values))
-    overall = _rates(kept)
+    overall = _rates(tasks)
     return RunSummary(
         attempts=len(kept), valid=len(valid), errors=len(kept) - len(valid), incomplete=len(kept) > len(valid),
         window={"since": since.isoformat() if since else None, "until": until.isoformat() if until else None},
-        solve_rate=overall["solve_rate"], one_attempt_success=overall["solve_rate"],
-        success_rate=overall["success_rate"],
-        pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in PASS_AT},
+        trials=trials, tasks=len(attempted), resolved=overall["resolved"], solve_rate=overall["solve_rate"],
+        one_attempt_success=overall["solve_rate"], success_rate=overall["success_rate"],
+        pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in pass_ks(trials)},
         pass_any_at_n=rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
         stability=classes, per_task=tasks, breakdowns=breakdowns, localization=localization,
+        task_set=over_task_set(tasks, task_set) if task_set is not None else None,
     )
 
 
@@ -324,11 +419,11 @@ def mcnemar_exact(b01: int, b10: int) -> float:
 @dataclass
 class Comparison:
     common_tasks: int
-    wins: int  # A solved, B not
-    losses: int  # B solved, A not
+    wins: int  # A resolved, B not
+    losses: int  # B resolved, A not
     ties: int
     difference: Figure  # mean per-task solve rate of A minus that of B, on the common tasks
-    mcnemar_p: float
+    mcnemar_p: float | None  # None without a common task: no test was made
     per_task: dict[str, dict[str, str | int]]
 
     def to_dict(self) -> dict:
@@ -336,42 +431,32 @@ class Comparison:
         return asdict(self)
 
 
-def solved(n: int, c: int) -> bool:
-    """A run solves a task when at least half of its valid trials passed.
-
-    Not "at least one passed": that tends to 1 for any task the system ever passes as
-    trials are added, so a 10-trial run would beat a 1-trial run of the same system. The
-    share of passing trials instead estimates the system's own chance on the task, and
-    the majority settles on whether that is at least a coin flip. With one trial both
-    definitions are "it passed"."""
-    return n > 0 and 2 * c >= n
-
-
 def paired_comparison(a_attempts: Iterable[Attempt], b_attempts: Iterable[Attempt]) -> Comparison:
     """Two runs on the tasks both have valid trials of (ERROR trials are left out, as in
     run_summary), the matched A/B design: the same tasks, so task difficulty cancels.
 
-    Wins, losses, ties and McNemar's exact test use solved() per task. The difference is
-    A minus B in solve rate, each task weighted equally: the mean over common tasks of
-    c_A/n_A - c_B/n_B (for one-trial runs, (wins - losses) / common tasks; the numerator
-    is the sum of the per-task differences). Its 95% interval resamples common tasks,
-    keeping each task's pair together."""
-    a_tasks = {t: r for t, r in _tasks(list(a_attempts)).items() if r.n}
-    b_tasks = {t: r for t, r in _tasks(list(b_attempts)).items() if r.n}
+    Wins, losses, ties and McNemar's exact test use resolved() per task, so a task's
+    outcome here is the one `runs show` and the report give. The difference is A minus
+    B in solve rate on the common tasks: the mean of c_A/n_A - c_B/n_B (for one-trial
+    runs, (wins - losses) / common tasks; the numerator is the sum of the per-task
+    differences). Its 95% interval resamples common tasks, keeping each task's pair
+    together. Without a common task there is no test: mcnemar_p is None."""
+    a_tasks = {t: r for t, r in task_records(a_attempts).items() if r.n}
+    b_tasks = {t: r for t, r in task_records(b_attempts).items() if r.n}
     common = sorted(a_tasks.keys() & b_tasks.keys())
     outcome = {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}
     per_task: dict[str, dict[str, str | int]] = {}
     diffs, wins, losses = [], 0, 0
     for t in common:
         a, b = a_tasks[t], b_tasks[t]
-        x, y = solved(a.n, a.c), solved(b.n, b.c)
+        x, y = a.resolved, b.resolved
         wins += int(x and not y)
         losses += int(y and not x)
         diffs.append(a.c / a.n - b.c / b.n)
-        per_task[t] = {"a": "solved" if x else "unsolved", "b": "solved" if y else "unsolved",
+        per_task[t] = {"a": "resolved" if x else "unresolved", "b": "resolved" if y else "unresolved",
                        "outcome": outcome[(x, y)], "a_passed": a.c, "a_trials": a.n, "b_passed": b.c,
                        "b_trials": b.n}
     mean = lambda s: sum(s) / len(s)  # noqa: E731
-    difference = Figure(mean(diffs) if diffs else None, sum(diffs), len(diffs), bootstrap_ci(diffs, mean))
+    difference = Figure(mean(diffs) if diffs else None, math.fsum(diffs), len(diffs), bootstrap_ci(diffs, mean))
     return Comparison(len(common), wins, losses, len(common) - wins - losses, difference,
-                      mcnemar_exact(wins, losses), per_task)
+                      mcnemar_exact(wins, losses) if common else None, per_task)

@@ -9,7 +9,7 @@ import pytest
 
 from grader.metrics import (Attempt, Figure, bootstrap_ci, file_localization, in_window, mcnemar_exact,
                             mean_pass_at_k, normalize_text, paired_comparison, pass_at_k, run_summary, similarity,
-                            solved, stability, wilson_interval)
+                            pass_ks, resolved, stability, wilson_interval)
 from grader.verdict import Verdict
 
 Z = 1.959963984540054  # two-sided 95%
@@ -158,9 +158,9 @@ def test_mean_pass_at_k_by_hand():
     # k=2: a 1 - C(2,2)/C(3,2) = 2/3; b 0; c 1; d has n=1 < 2, left out -> (2/3 + 0 + 1) / 3 = 5/9
     two = mean_pass_at_k(per, 2)
     assert two.value == pytest.approx(5 / 9) and two.denominator == 3
-    # k=5: only b (0) and c (1) have 5 trials -> 1/2; resampling {0, 1} gives (0, 1) as above
+    # k=5: only b (0) and c (1) have 5 trials -> 1/2; the interval is Wilson's over those 2 tasks
     five = mean_pass_at_k(per, 5)
-    assert (five.value, five.numerator, five.denominator, five.ci) == (0.5, 1.0, 2, (0.0, 1.0))
+    assert (five.value, five.numerator, five.denominator, five.ci) == (0.5, 1.0, 2, wilson_interval(1, 2))
     assert mean_pass_at_k(per, 10) is None and mean_pass_at_k({}, 1) is None
 
 
@@ -196,52 +196,82 @@ def test_run_summary_by_hand():
     s = run_summary(_campaign())
     # 12 attempts, 4 ERROR (t3 once, t4 three times): 8 valid, and the run is incomplete
     assert (s.attempts, s.valid, s.errors, s.incomplete) == (12, 8, 4, True)
-    # PASS: t1 x3 + t2 x1 = 4 of 8; Wilson at p = 1/2 is centred: half = Z sqrt(1/4/8 + Z^2/(4*64)) / (1 + Z^2/8)
-    half = Z * math.sqrt(0.25 / 8 + Z * Z / 256) / (1 + Z * Z / 8)
-    assert (s.solve_rate.value, s.solve_rate.numerator, s.solve_rate.denominator) == (0.5, 4, 8)
-    assert s.solve_rate.ci == pytest.approx((0.5 - half, 0.5 + half))  # about (0.2152, 0.7848)
+    # per task (n valid, c PASS, graded): t1 (3, 3, 3), t2 (3, 1, 2), t3 (2, 0, 1); t4 has no valid trial
+    # and enters no rate: 3 tasks, at most 3 trials
+    assert (s.tasks, s.trials) == (3, 3)
+    # resolved (c > n/2): t1 only
+    assert (s.resolved.numerator, s.resolved.denominator) == (1, 3) and s.resolved.ci == wilson_interval(1, 3)
+    # solve rate: (3/3 + 1/3 + 0/2) / 3 = 4/9, each task weighing the same; Wilson over the 3 tasks
+    assert s.solve_rate.value == pytest.approx(4 / 9) and s.solve_rate.numerator == pytest.approx(4 / 3)
+    assert s.solve_rate.denominator == 3 and s.solve_rate.ci == pytest.approx(wilson_interval(4 / 3, 3))
     assert s.one_attempt_success == s.solve_rate
-    # graded without PATCH FAILED or TIMED OUT: t1 3 + t2 PASS, FAIL 2 + t3 FAIL 1 = 6 of 8
-    assert (s.success_rate.value, s.success_rate.numerator, s.success_rate.denominator) == (0.75, 6, 8)
-    # per task (n valid, c PASS): t1 (3, 3), t2 (3, 1), t3 (2, 0); t4 has no valid trial and enters nothing
-    # pass@1 = (3/3 + 1/3 + 0/2) / 3 = 4/9; no task has 5 or 10 trials
+    # graded without PATCH FAILED or TIMED OUT: (3/3 + 2/3 + 1/2) / 3 = 13/18
+    assert s.success_rate.value == pytest.approx(13 / 18) and s.success_rate.numerator == pytest.approx(13 / 6)
+    # pass@k for k = 1..3: pass@1 is the solve rate; pass@2: t1 1, t2 1 - C(2,2)/C(3,2) = 2/3, t3 0 -> 5/9;
+    # pass@3: t3 has 2 trials and is left out, t1 1, t2 (n - c = 2 < 3) 1 -> 1 over 2 tasks
+    assert list(s.pass_at_k) == ["1", "2", "3"]
     assert s.pass_at_k["1"].value == pytest.approx(4 / 9) and s.pass_at_k["1"].denominator == 3
-    lo, hi = s.pass_at_k["1"].ci
-    assert lo <= 4 / 9 <= hi
-    assert s.pass_at_k["5"] is None and s.pass_at_k["10"] is None
+    assert s.pass_at_k["2"].value == pytest.approx(5 / 9)
+    assert (s.pass_at_k["3"].value, s.pass_at_k["3"].denominator) == (1.0, 2)
+    lo, hi = s.pass_at_k["3"].ci
+    assert lo < 1.0 == hi  # not the zero-width [1, 1] a bootstrap of two 1s gives
     # passed at least once: t1, t2 of the 3 tasks with a valid trial
     assert (s.pass_any_at_n.numerator, s.pass_any_at_n.denominator) == (2, 3)
     assert s.stability == {"stable_pass": 1, "stable_fail": 1, "flaky": 1}
     t3 = s.per_task["t3"]  # given in the order 2, 1, 0; shown in trial order
-    assert (t3.n, t3.c, t3.errors, t3.stability, t3.verdicts) == (2, 0, 1, "stable_fail",
-                                                                  ["PATCH FAILED", "FAIL", "ERROR"])
+    assert (t3.n, t3.c, t3.graded, t3.errors, t3.resolved, t3.stability, t3.verdicts) == \
+        (2, 0, 1, 1, False, "stable_fail", ["PATCH FAILED", "FAIL", "ERROR"])
     t4 = s.per_task["t4"]
-    assert (t4.n, t4.c, t4.errors, t4.stability) == (0, 0, 3, None)
+    assert (t4.n, t4.c, t4.errors, t4.resolved, t4.stability) == (0, 0, 3, False, None)
     assert list(s.per_task) == ["t1", "t2", "t3", "t4"]
+    assert s.task_set is None  # asked for with task_set=
+
+
+def test_run_summary_over_a_task_set_counts_unattempted_tasks_as_unresolved():
+    # the suite has t1..t6 and t9; the run graded t1..t4 (t4 only ERRORs) and t8, which is not in it
+    attempts = _campaign() + [_a("t8", "PASS")]
+    ts = run_summary(attempts, task_set=["t1", "t2", "t3", "t4", "t5", "t6", "t9"]).task_set
+    # the set and t8: 8 tasks; attempted with a valid trial: t1, t2, t3, t8; resolved t1, t8
+    assert (ts.tasks, ts.attempted) == (8, 4)
+    assert (ts.resolved.numerator, ts.resolved.denominator, ts.resolved.value) == (2, 8, 0.25)
+    # solve rate: (1 + 1/3 + 0 + 1) / 8
+    assert ts.solve_rate.value == pytest.approx((7 / 3) / 8) and ts.solve_rate.denominator == 8
+    # one task resolved of a 1-task set is 1 of 1; over a 5-task set it is 1 of 5
+    one = [_a("only", "PASS")]
+    assert run_summary(one, task_set=["only"]).task_set.resolved.value == 1.0
+    assert run_summary(one, task_set=["only", "b", "c", "d", "e"]).task_set.resolved.numerator == 1
 
 
 def _fig(f):
     return f.numerator, f.denominator
 
 
+def _val(f):
+    return f.numerator, f.denominator
+
+
 def test_run_summary_breakdowns_by_hand():
     b = run_summary(_campaign()).breakdowns
     suite = b["suite"]
-    # swe: t1 PASS x3, t2 PASS, FAIL, TIMED OUT -> solve 4/6, success 5/6
-    assert (_fig(suite["swe"]["solve_rate"]), _fig(suite["swe"]["success_rate"]), suite["swe"]["tasks"]) == \
-        ((4, 6), (5, 6), 2)
-    # git: t3 PATCH FAILED, FAIL valid (its ERROR and t4's are out) -> 0/2, 1/2; t4 is still a task of the suite
-    assert (_fig(suite["git"]["solve_rate"]), _fig(suite["git"]["success_rate"]), suite["git"]["tasks"]) == \
-        ((0, 2), (1, 2), 2)
+    # swe: t1 (3 of 3 passed, 3 graded), t2 (1 of 3, 2 graded): resolved 1 of 2; solve (1 + 1/3) / 2;
+    # success (1 + 2/3) / 2
+    swe = suite["swe"]
+    assert (_fig(swe["resolved"]), swe["tasks"]) == ((1, 2), 2)
+    assert swe["solve_rate"].value == pytest.approx(2 / 3) and swe["success_rate"].value == pytest.approx(5 / 6)
+    # git: t3 (0 of 2, 1 graded; its ERROR is out), t4 only ERRORs: a task of the suite, in no rate
+    git = suite["git"]
+    assert (_fig(git["resolved"]), _fig(git["solve_rate"]), _fig(git["success_rate"]), git["tasks"]) == \
+        ((0, 1), (0, 1), (0.5, 1), 2)
     # difficulty: t4 has none and is left out of this breakdown
-    assert {k: _fig(v["solve_rate"]) for k, v in b["difficulty"].items()} == {"easy": (3, 3), "hard": (1, 3),
-                                                                              "medium": (0, 2)}
-    assert {k: _fig(v["solve_rate"]) for k, v in b["language"].items()} == {"python": (4, 6), "shell": (0, 2)}
-    # minimal: t1 + t3 -> PASS 3 of 5 valid, graded 3 + 1 = 4; guided: t2 + t4 -> 1 of 3, graded 2
+    assert {k: v["solve_rate"].value for k, v in b["difficulty"].items()} == \
+        {"easy": 1.0, "hard": pytest.approx(1 / 3), "medium": 0.0}
+    assert {k: _fig(v["resolved"]) for k, v in b["language"].items()} == {"python": (1, 2), "shell": (0, 1)}
+    # minimal: t1 + t3 -> resolved 1 of 2, solve (1 + 0) / 2, success (1 + 1/2) / 2; guided: t2 (+ t4, no valid trial)
     pv = b["prompt_variant"]
-    assert (_fig(pv["minimal"]["solve_rate"]), _fig(pv["minimal"]["success_rate"])) == ((3, 5), (4, 5))
-    assert (_fig(pv["guided"]["solve_rate"]), _fig(pv["guided"]["success_rate"])) == ((1, 3), (2, 3))
-    assert pv["minimal"]["solve_rate"].value == pytest.approx(3 / 5)
+    assert (_fig(pv["minimal"]["resolved"]), pv["minimal"]["solve_rate"].value, pv["minimal"]["success_rate"].value) \
+        == ((1, 2), 0.5, 0.75)
+    assert (_fig(pv["guided"]["resolved"]), pv["guided"]["tasks"]) == ((0, 1), 2)
+    assert pv["guided"]["solve_rate"].value == pytest.approx(1 / 3)
 
 
 def test_run_summary_localization_by_hand():
@@ -256,9 +286,10 @@ def test_run_summary_time_window_is_inclusive():
     # t2 is dated on `since`, t3 on `until`: both in; t1 (before) and t4 (after) out
     s = run_summary(_campaign(), since=dt.date(2023, 6, 1), until=dt.date(2024, 2, 1))
     assert list(s.per_task) == ["t2", "t3"] and s.window == {"since": "2023-06-01", "until": "2024-02-01"}
-    # t2 PASS, FAIL, TIMED OUT + t3 PATCH FAILED, FAIL, ERROR: PASS 1 of 5 valid, 1 error
-    assert (_fig(s.solve_rate), s.errors, s.incomplete) == ((1, 5), 1, True)
-    assert s.pass_at_k["1"].value == pytest.approx((1 / 3 + 0) / 2)
+    # t2 PASS, FAIL, TIMED OUT (1 of 3) + t3 PATCH FAILED, FAIL, ERROR (0 of 2): (1/3 + 0) / 2, 1 error
+    assert s.solve_rate.value == pytest.approx(1 / 6) and s.solve_rate.denominator == 2
+    assert (s.errors, s.incomplete) == (1, True)
+    assert s.pass_at_k["1"] == s.solve_rate
     # from 2024 only t3 and t4 remain; a window without tasks is empty, not an error
     assert set(run_summary(_campaign(), since=dt.date(2024, 1, 1)).per_task) == {"t3", "t4"}
     assert run_summary(_campaign(), until=dt.date(2022, 12, 31)).attempts == 0
@@ -280,27 +311,39 @@ def test_run_summary_pass_at_5_leaves_out_short_tasks():
     attempts += [_a("y", v, i) for i, v in enumerate(["FAIL", "FAIL", "PASS", "FAIL", "FAIL", "FAIL"])]
     attempts += [_a("z", "PASS", 0), _a("z", "PASS", 1)]
     s = run_summary(attempts)
+    # pass@k for k = 1 .. 6, the most trials a task had (y)
+    assert list(s.pass_at_k) == ["1", "2", "3", "4", "5", "6"] and s.trials == 6
     # pass@5: x has n - c = 4 < 5 -> 1; y: 1 - C(5,5)/C(6,5) = 5/6; z (2 trials) left out -> (1 + 5/6) / 2
     assert s.pass_at_k["5"].value == pytest.approx(11 / 12) and s.pass_at_k["5"].denominator == 2
+    # pass@6: y alone, n - c = 5 < 6 -> 1
+    assert (s.pass_at_k["6"].value, s.pass_at_k["6"].denominator) == (1.0, 1)
     # pass@1 over all three: (1/5 + 1/6 + 2/2) / 3 = (6 + 5 + 30) / 90
     assert s.pass_at_k["1"].value == pytest.approx(41 / 90) and s.pass_at_k["1"].denominator == 3
-    assert s.pass_at_k["10"] is None
     assert s.stability == {"stable_pass": 1, "stable_fail": 0, "flaky": 2}
 
 
-def test_pass_at_k_interval_resamples_tasks_not_attempts():
-    # every task passed one of its two trials: per task pass@1 is 1/2 everywhere, so resampling tasks
-    # cannot move it (resampling the 20 attempts would)
+def test_intervals_are_over_tasks_and_never_zero_width():
+    # every task passed one of its two trials: the unit sampled is the task (10 of them), not the 20
+    # attempts; a bootstrap over tasks would say [0.5, 0.5], as if 10 tasks settled the rate
     s = run_summary([_a(f"t{i}", v, j) for i in range(10) for j, v in enumerate(["PASS", "FAIL"])])
-    assert s.pass_at_k["1"].value == 0.5 and s.pass_at_k["1"].ci == (0.5, 0.5)
-    assert s.stability["flaky"] == 10
+    assert s.pass_at_k["1"].value == 0.5 and s.pass_at_k["1"].ci == wilson_interval(5, 10)
+    assert wilson_interval(5, 10) != wilson_interval(10, 20)
+    lo, hi = s.solve_rate.ci
+    assert lo < 0.4 and hi > 0.6
+    assert s.stability["flaky"] == 10 and s.resolved.numerator == 0  # 1 of 2 is a tie: not resolved
+
+
+def test_pass_ks_go_up_to_the_trials_run():
+    assert pass_ks(0) == [1] and pass_ks(1) == [1] and pass_ks(3) == [1, 2, 3]
+    assert pass_ks(10) == list(range(1, 11))
+    assert pass_ks(12) == [1, 2, 3, 5, 10, 12] and pass_ks(100) == [1, 2, 3, 5, 10, 20, 50, 100]
 
 
 def test_empty_and_all_error_runs():
     empty = run_summary([])
     assert (empty.attempts, empty.errors, empty.incomplete, empty.per_task) == (0, 0, False, {})
     assert empty.solve_rate == Figure(None, 0, 0, None) and empty.pass_any_at_n == Figure(None, 0, 0, None)
-    assert all(v is None for v in empty.pass_at_k.values())
+    assert empty.pass_at_k == {"1": None} and empty.resolved == Figure(None, 0, 0, None)
     assert empty.breakdowns == {"suite": {}, "difficulty": {}, "language": {}, "prompt_variant": {}}
     assert empty.stability == {"stable_pass": 0, "stable_fail": 0, "flaky": 0}
     errs = run_summary([_a("t", "ERROR", 0, suite="s"), _a("t", "ERROR", 1, suite="s")])
@@ -312,17 +355,18 @@ def test_empty_and_all_error_runs():
 
 def test_run_summary_is_json():
     data = json.loads(json.dumps(run_summary(_campaign()).to_dict()))
-    assert {k: data["solve_rate"][k] for k in ("value", "numerator", "denominator")} == \
-        {"value": 0.5, "numerator": 4, "denominator": 8}
+    assert {k: data["resolved"][k] for k in ("value", "numerator", "denominator")} == \
+        {"value": 1 / 3, "numerator": 1, "denominator": 3}
     assert len(data["solve_rate"]["ci"]) == 2 and data["per_task"]["t4"]["stability"] is None
-    assert data["pass_at_k"]["5"] is None
+    assert data["per_task"]["t1"]["resolved"] is True and set(data["pass_at_k"]) == {"1", "2", "3"}
 
 
 # --- paired comparison -----------------------------------------------------------------------
-def test_solved_is_a_majority_of_valid_trials():
-    assert solved(1, 1) and not solved(1, 0)  # one trial: it passed
-    assert solved(2, 1) and not solved(3, 1) and solved(3, 2)
-    assert not solved(0, 0)
+def test_resolved_is_a_strict_majority_of_valid_trials():
+    assert resolved(1, 1) and not resolved(1, 0)  # one trial: it passed
+    assert resolved(3, 2) and not resolved(3, 1) and resolved(2, 2)
+    assert not resolved(2, 1) and not resolved(4, 2)  # a tie is a coin flip, not a solution
+    assert not resolved(0, 0)
 
 
 def test_paired_comparison_single_trial_by_hand():
@@ -354,18 +398,20 @@ def test_paired_comparison_multi_trial_by_hand():
     b += [_a("m2", v, i) for i, v in enumerate(["FAIL", "FAIL"])]
     b += [_a("m3", "PASS"), _a("m4", "PASS")]
     c = paired_comparison(a, b)
-    # m1: A 1/3 unsolved, B 2/3 solved -> B (with "any PASS" it would be a tie)
-    # m2: A 1/2 solved, B 0/2 -> A; m3: A 1 of 2 valid solved, B 1/1 -> both; m4: A has no valid trial
-    assert (c.common_tasks, c.wins, c.losses, c.ties) == (3, 1, 1, 1)
-    assert c.per_task["m1"] == {"a": "unsolved", "b": "solved", "outcome": "B", "a_passed": 1, "a_trials": 3,
+    # m1: A 1/3 unresolved, B 2/3 resolved -> B (with "any PASS" it would be a tie)
+    # m2: A 1/2 is a tie, unresolved; B 0/2 -> neither; m3: A 1 of 2 valid, a tie; B 1/1 -> B;
+    # m4: A has no valid trial, not common
+    assert (c.common_tasks, c.wins, c.losses, c.ties) == (3, 0, 2, 1)
+    assert c.per_task["m1"] == {"a": "unresolved", "b": "resolved", "outcome": "B", "a_passed": 1, "a_trials": 3,
                                 "b_passed": 2, "b_trials": 3}
+    assert (c.per_task["m2"]["outcome"], c.per_task["m3"]["outcome"]) == ("neither", "B")
     # difference: (1/3 - 2/3) + (1/2 - 0) + (1/2 - 1) = -1/3 over 3 tasks = -1/9
     assert c.difference.value == pytest.approx(-1 / 9) and c.difference.numerator == pytest.approx(-1 / 3)
-    assert c.mcnemar_p == 1.0  # 2 * (C(2,0) + C(2,1)) / 4 = 1.5, capped
+    assert c.mcnemar_p == pytest.approx(0.5)  # 2 discordant, both B's: 2 * C(2,0) / 4
 
 
 def test_paired_comparison_without_common_tasks():
     c = paired_comparison([_a("x", "PASS")], [_a("y", "PASS"), _a("x", "ERROR")])
-    assert (c.common_tasks, c.wins, c.losses, c.ties, c.mcnemar_p) == (0, 0, 0, 0, 1.0)
+    assert (c.common_tasks, c.wins, c.losses, c.ties, c.mcnemar_p) == (0, 0, 0, 0, None)  # no test was made
     assert c.difference == Figure(None, 0, 0, None)
     assert json.loads(json.dumps(c.to_dict()))["per_task"] == {}

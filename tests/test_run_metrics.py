@@ -64,27 +64,30 @@ def test_run_summary_by_hand():
         _a("t3", "PASS", 1, suite="s2", created_at=dt.date(2024, 7, 1)),
     ]
     s = run_summary(attempts)
-    # valid: 5 (the ERROR is out); PASS 2 -> 2/5; graded (PASS or FAIL) 3 -> 3/5
+    # valid: 5 (the ERROR is out); per task (n, c, graded): t1 (2, 1, 2), t2 (1, 0, 0), t3 (2, 1, 1)
     assert (s.valid, s.errors, s.incomplete) == (5, 1, True)
-    assert (s.solve_rate.numerator, s.solve_rate.denominator) == (2, 5)
-    assert (s.success_rate.numerator, s.success_rate.denominator) == (3, 5)
+    # solve rate, each task weighing the same: (1/2 + 0 + 1/2) / 3; success (2/2 + 0 + 1/2) / 3
+    assert (s.solve_rate.numerator, s.solve_rate.denominator) == (1, 3)
+    assert (s.success_rate.numerator, s.success_rate.denominator) == (1.5, 3)
     assert s.one_attempt_success == s.solve_rate
-    # pass@1 per task: t1 1/2, t2 0/1, t3 1/2 -> mean 1/3; pass_any: t1, t3 of 3
+    # resolved: none (t1 and t3 are ties, t2 failed)
+    assert (s.resolved.numerator, s.resolved.denominator) == (0, 3)
+    # pass@1 per task: t1 1/2, t2 0/1, t3 1/2 -> mean 1/3; pass@k up to the 2 trials run; pass_any: t1, t3 of 3
     assert s.pass_at_k["1"].value == pytest.approx(1 / 3) and s.pass_at_k["1"].denominator == 3
-    assert s.pass_at_k["5"] is None
+    assert list(s.pass_at_k) == ["1", "2"]
     assert (s.pass_any_at_n.numerator, s.pass_any_at_n.denominator) == (2, 3)
     assert s.stability == {"stable_pass": 0, "stable_fail": 1, "flaky": 2}
     assert s.per_task["t2"].verdicts == ["PATCH FAILED", "ERROR"] and s.per_task["t2"].n == 1
-    # by suite: s1 -> 1/2; s2 -> PASS 1 of valid 3
+    # by suite: s1 (t1) -> 1/2; s2 (t2, t3) -> (0 + 1/2) / 2
     assert s.breakdowns["suite"]["s1"]["solve_rate"].value == 0.5
     assert (s.breakdowns["suite"]["s2"]["solve_rate"].numerator,
-            s.breakdowns["suite"]["s2"]["solve_rate"].denominator) == (1, 3)
+            s.breakdowns["suite"]["s2"]["solve_rate"].denominator) == (0.5, 2)
     assert s.localization["f1"].value == 0.75 and s.localization["f1"].denominator == 2
     lo, hi = s.solve_rate.ci
     assert lo < 0.4 < hi
-    # a window from 2024: t2 and t3 only; PASS 1 of valid 3
+    # a window from 2024: t2 and t3 only; (0 + 1/2) / 2
     w = run_summary(attempts, since=dt.date(2024, 1, 1))
-    assert set(w.per_task) == {"t2", "t3"} and (w.solve_rate.numerator, w.solve_rate.denominator) == (1, 3)
+    assert set(w.per_task) == {"t2", "t3"} and (w.solve_rate.numerator, w.solve_rate.denominator) == (0.5, 2)
     assert w.window == {"since": "2024-01-01", "until": None}
     assert run_summary(attempts, until=dt.date(2021, 12, 31)).attempts == 0
 
@@ -105,7 +108,7 @@ def test_paired_comparison_by_hand():
     assert (c.common_tasks, c.wins, c.losses, c.ties) == (4, 1, 1, 2)
     assert c.difference.value == 0.0  # 2/4 - 2/4
     assert c.mcnemar_p == 1.0  # 2 * (C(2,0) + C(2,1)) / 4 = 1.5, capped
-    assert c.per_task["t2"]["outcome"] == "A"
+    assert c.per_task["t2"]["outcome"] == "A" and c.per_task["t2"]["a"] == "resolved"
     lo, hi = c.difference.ci
     assert lo <= 0.0 <= hi
 
