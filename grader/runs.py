@@ -1,6 +1,10 @@
 """Runs, the leaderboard and paired comparison: submissions from the store turned into
 metric inputs, and the metrics (grader.metrics, pure) turned into what the API, the
-portal and the CLI show. Nothing here decides a verdict or touches Docker."""
+portal and the CLI show. Nothing here decides a verdict or touches Docker.
+
+Every figure here, the SWE-bench report and the predictions export included, reduces a
+task's trials by the one rule written in grader.metrics' docstring (resolved: most valid
+trials passed; solve rate: the mean over tasks of the share passed)."""
 
 from __future__ import annotations
 
@@ -67,6 +71,8 @@ def run_meta(run: Run, team: Team) -> dict:
             "description": run.description, "project_url": run.project_url, "paper_url": run.paper_url,
             "public": run.public, "baseline": run.baseline, "hidden": run.hidden, "verified": run.verified,
             "created_at": run.created_at.isoformat() if run.created_at else None,
+            "published_at": run.published_at.isoformat() if run.published_at else None,
+            "locked": store_runs.locked(run),
             "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"}}
 
 
@@ -80,8 +86,18 @@ def integrity_of(rows: list[Submission]) -> dict:
     return {"tampered": tampered, "audit_flagged": flagged}
 
 
+def task_set(svc: Service, attempts: list, filters: Filters) -> tuple[list[str], set[str]]:
+    """The suites a run is measured over and their tasks: the filter's suite, else every
+    suite its attempts belong to; only tasks created inside the filter's window."""
+    suites = {filters.suite} if filters.suite else {a.suite for a in attempts if a.suite}
+    ids = {t.id for t in svc.tasks if t.metadata.suite in suites
+           and metrics.in_window(t.metadata.created_at, filters.since, filters.until)}
+    return sorted(suites), ids
+
+
 def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict:
-    """A run and its metrics; `host` adds the integrity counts (tampering, audit findings)."""
+    """A run and its metrics (over the tasks it has valid trials of, and in `task_set`
+    over its suites' whole task sets); `host` adds the integrity counts."""
     filters = filters or Filters()
     with svc.db.read() as s:
         team = s.get(Team, run.team_id)
@@ -89,21 +105,24 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bo
         meta = run_meta(run, team)
     attempts, pending = attempts_of(svc, rows)
     attempts = [a for a in attempts if filters.keep(a)]
-    summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until))
+    suites, ids = task_set(svc, attempts, filters)
+    summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids))
     errors = summary["errors"]
     view = {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
-            "complete": pending == 0 and errors == 0, "filters": plain(filters), "metrics": summary}
+            "complete": pending == 0 and errors == 0, "filters": plain(filters), "suites": suites,
+            "metrics": summary}
     if host:
         view["integrity"] = integrity_of(rows)
     return view
 
 
-def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False,
-                team_id: int | None = None, admin: bool = False) -> list[dict]:
-    """Public, unhidden runs (and baselines) ranked by solve rate; incomplete runs are shown
-    only when asked, and are never ranked."""
+def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False) -> list[dict]:
+    """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
+    whole task set they resolve (a task not submitted is not resolved), then by solve rate
+    over that set; so a run over one task cannot outrank a run that resolves more.
+    Incomplete runs are shown only when asked, and are never ranked."""
     with svc.db.read() as s:
-        runs = [r for r in store_runs.visible(s, team_id=None, admin=False)]
+        runs = store_runs.visible(s, team_id=None, admin=False)
     rows = []
     for run in runs:
         view = run_view(svc, run, filters)
@@ -112,16 +131,18 @@ def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = Fa
         if not view["complete"] and not include_incomplete:
             continue
         rows.append(view)
-    ranked = sorted((r for r in rows if r["complete"]), key=_solve_key, reverse=True)
+    ranked = sorted((r for r in rows if r["complete"]), key=rank_key, reverse=True)
     for i, r in enumerate(ranked, 1):
         r["rank"] = i
     unranked = [dict(r, rank=None) for r in rows if not r["complete"]]
-    return ranked + sorted(unranked, key=_solve_key, reverse=True)
+    return ranked + sorted(unranked, key=rank_key, reverse=True)
 
 
-def _solve_key(view: dict) -> float:
-    v = (view["metrics"].get("solve_rate") or {}).get("value")
-    return v if v is not None else -1.0
+def rank_key(view: dict) -> tuple[float, float]:
+    """(resolved tasks of the task set, solve rate over it): the leaderboard's order."""
+    ts = view["metrics"].get("task_set") or {}
+    solve = (ts.get("solve_rate") or {}).get("value")
+    return (ts.get("resolved") or {}).get("numerator") or 0, solve if solve is not None else -1.0
 
 
 def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dict:
@@ -140,44 +161,92 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
     return out
 
 
+def suite_tasks(svc: Service, rows: list[Submission]) -> set[str]:
+    """The whole task set of the suites a run's submissions belong to: the report's
+    total_instances, as SWE-bench's is the dataset's size."""
+    suites = set()
+    for sub in rows:
+        try:
+            suites.add(svc.task(sub.task_id).metadata.suite)
+        except TaskError:
+            continue
+    return {t.id for t in svc.tasks if t.metadata.suite in suites}
+
+
 EMPTY_PATCH_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
-def _latest(rows: list[dict]) -> dict[str, dict]:
-    """Each task's newest submission (rows come oldest first): the one that stands for it
-    in the SWE-bench report and the predictions, so the two always agree."""
-    return {r["task_id"]: r for r in rows}
+def _by_task(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:  # oldest first
+        out.setdefault(r["task_id"], []).append(r)
+    return out
 
 
-def swebench_report(rows: list[dict]) -> dict:
+def _records(rows: list[dict]) -> dict[str, metrics.TaskRecord]:
+    """The rule's per-task records (grader.metrics) from submission rows: finished ones
+    with a verdict are the trials, as attempts_of makes them for every other figure."""
+    return metrics.task_records(metrics.Attempt(task_id=r["task_id"], verdict=r["verdict"], trial=r.get("trial"))
+                                for r in rows if r["status"] == Status.DONE.value and r["verdict"])
+
+
+def swebench_report(rows: list[dict], task_ids: set[str] | None = None) -> dict:
     """A run in SWE-bench's report format (its harness's final report): counts and id lists.
-    `rows` are submissions (task_id, status, verdict, patch_sha256); the newest
-    submission of a task stands for it. An empty patch is `empty_patch`, not graded; an
-    ERROR is `error`; PASS is resolved; FAIL, PATCH FAILED and TIMED OUT are unresolved."""
-    latest = _latest(rows)
+
+    `rows` are submissions (task_id, status, verdict, patch_sha256, trial), oldest first;
+    `task_ids` the task set the run is measured over (total_instances, with every task
+    submitted). Each task is classed by the rule of grader.metrics, over its finished
+    valid trials: resolved when most of them passed (so resolved_ids are the tasks
+    `runs show` counts resolved); else empty_patch when every submission was the empty
+    patch; incomplete while trials are queued or running (or none was graded); error
+    when only ERRORs came back; unresolved otherwise."""
+    records, by_task = _records(rows), _by_task(rows)
     ids = {k: [] for k in ("submitted", "completed", "resolved", "unresolved", "empty_patch", "error", "incomplete")}
-    for task_id in sorted(latest):
-        r = latest[task_id]
+    for task_id in sorted(by_task):
+        subs, rec = by_task[task_id], records.get(task_id)
         ids["submitted"].append(task_id)
-        if r["patch_sha256"] == EMPTY_PATCH_SHA256:
+        live = [r for r in subs if r["status"] != Status.CANCELLED.value]
+        pending = any(r["status"] in (Status.QUEUED.value, Status.RUNNING.value) for r in subs)
+        if rec is not None and rec.resolved:
+            ids["completed"].append(task_id)
+            ids["resolved"].append(task_id)
+        elif live and all(r["patch_sha256"] == EMPTY_PATCH_SHA256 for r in live):
             ids["empty_patch"].append(task_id)
-        elif r["status"] != "done":
+        elif pending or rec is None:
             ids["incomplete"].append(task_id)
-        elif r["verdict"] == "ERROR":
+        elif rec.n == 0:
             ids["error"].append(task_id)
         else:
             ids["completed"].append(task_id)
-            ids["resolved" if r["verdict"] == "PASS" else "unresolved"].append(task_id)
-    report = {"total_instances": len(latest)}
+            ids["unresolved"].append(task_id)
+    report = {"total_instances": len(set(by_task) | (task_ids or set()))}
     report.update({f"{k}_instances": len(v) for k, v in ids.items()})
     report.update({f"{k}_ids": v for k, v in ids.items()})
     report["schema_version"] = 2
     return report
 
 
+def _standing(subs: list[dict], rec: metrics.TaskRecord | None) -> dict:
+    """The submission that stands for a task in the predictions: the newest valid trial
+    whose outcome is the task's (a PASS for a resolved task, not a PASS otherwise), so
+    grading the predictions once gives back the report's resolved_ids; the newest
+    submission while none is graded."""
+    if rec is not None and rec.n:
+        agree = [r for r in subs if r["status"] == Status.DONE.value and r["verdict"] not in (None, metrics.ERROR)
+                 and (r["verdict"] == metrics.PASS) == rec.resolved]
+        if agree:
+            return agree[-1]
+    return subs[-1]
+
+
 def swebench_predictions(rows: list[dict], model: str) -> list[dict]:
-    """A run's patches as SWE-bench predictions, one per task (its newest submission, as in
-    the report). `rows` are submissions (task_id, system, patch); model_name_or_path is the
-    submission's system, else `model` (the run's name): SWE-bench's harness needs one."""
-    return [{"instance_id": task_id, "model_name_or_path": r["system"] or model, "model_patch": r["patch"]}
-            for task_id, r in sorted(_latest(rows).items())]
+    """A run's patches as SWE-bench predictions, one per task (`_standing`). `rows` are
+    submissions (task_id, system, patch, status, verdict, trial), oldest first;
+    model_name_or_path is the submission's system, else `model` (the run's name):
+    SWE-bench's harness needs one."""
+    records = _records(rows)
+    out = []
+    for task_id, subs in sorted(_by_task(rows).items()):
+        r = _standing(subs, records.get(task_id))
+        out.append({"instance_id": task_id, "model_name_or_path": r["system"] or model, "model_patch": r["patch"]})
+    return out

@@ -70,8 +70,13 @@ def test_run_figures_visibility_and_metadata(app, svc):
     view = a.get("/v1/runs/r1").json  # by name, within the team
     m = view["metrics"]
     assert view["complete"] and view["submissions"] == 6 and view["pending"] == 0
-    assert m["solve_rate"]["numerator"] == 3 and m["solve_rate"]["denominator"] == 6
-    assert m["success_rate"]["numerator"] == 5  # PATCH FAILED is not 'graded'
+    # per task: 1 of 2 passed (a tie: not resolved), 2 of 2 (resolved), 0 of 2 (one graded FAIL)
+    assert (m["resolved"]["numerator"], m["resolved"]["denominator"]) == (1, 3)
+    assert m["solve_rate"]["numerator"] == 1.5 and m["solve_rate"]["denominator"] == 3  # (1/2 + 1 + 0) / 3
+    assert m["success_rate"]["numerator"] == 2.5  # (1 + 1 + 1/2) / 3: PATCH FAILED is not 'graded'
+    # over the examples suite's 10 tasks, 3 attempted
+    assert view["suites"] == ["examples"]
+    assert (m["task_set"]["tasks"], m["task_set"]["attempted"], m["task_set"]["resolved"]["numerator"]) == (10, 3, 1)
     assert m["per_task"]["calc-median-even"]["stability"] == "stable_pass"
     assert m["per_task"]["calc-mean-empty"]["stability"] == "flaky"
     # private by default: another team and the public cannot see it, by id or by name
@@ -143,15 +148,22 @@ def test_compare_and_swebench_report(app, svc):
     assert comp["mcnemar_p"] == pytest.approx(0.5)  # 2 discordant pairs, all one way: 2 * (1/4)
     assert a.get("/v1/compare?a=A").status_code == 422
     assert a.get("/v1/compare?a=A&b=nope").status_code == 404
-    # SWE-bench's report: an empty patch is counted as such
+    # SWE-bench's report, under the same rule as every figure: a task's trials decide it, not its newest
+    # submission. calc-mean-empty now has PASS, then an empty patch's FAIL: a tie, unresolved (the newest
+    # submission alone said empty_patch, the first alone resolved). A task given only the empty patch is
+    # empty_patch.
     r = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "", "run_id": "A"})
     finish_all(svc, {r.json["id"]: "FAIL"})
+    r = a.post("/v1/submissions", json={"task_id": "notes-merge-release", "patch": "", "run_id": "A"})
+    finish_all(svc, {r.json["id"]: "FAIL"})
     rep = a.get("/v1/runs/A/report?format=swebench").json
-    # the newest submission of calc-mean-empty is the empty patch
-    assert rep["total_instances"] == 3 and rep["submitted_ids"] == ["calc-mean-empty", "calc-median-even",
-                                                                    "notes-merge-greeting"]
-    assert rep["empty_patch_ids"] == ["calc-mean-empty"] and rep["resolved_ids"] == []
-    assert rep["unresolved_ids"] == ["calc-median-even", "notes-merge-greeting"] and rep["completed_instances"] == 2
+    # total_instances: the examples suite's 10 tasks, as SWE-bench's is the dataset's size
+    assert rep["total_instances"] == 10 and rep["submitted_ids"] == ["calc-mean-empty", "calc-median-even",
+                                                                     "notes-merge-greeting", "notes-merge-release"]
+    assert rep["empty_patch_ids"] == ["notes-merge-release"] and rep["resolved_ids"] == []
+    assert rep["unresolved_ids"] == ["calc-mean-empty", "calc-median-even", "notes-merge-greeting"]
+    assert rep["completed_instances"] == 3
+    assert a.get("/v1/runs/A").json["metrics"]["resolved"]["numerator"] == 0
     assert a.get("/v1/runs/A/report?format=csv").status_code == 422
 
 

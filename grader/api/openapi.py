@@ -147,6 +147,13 @@ def _paths() -> dict:
                       "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
                       "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.RunPatch)}}},
                       "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 422)}},
+            "delete": {"summary": "Delete your run before it is published: its submissions stay yours, without a "
+                                  "run, and the run id can be used again (409 once published)",
+                       "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
+                       "responses": {"200": {"description": "deleted: the run as it was, and how many submissions "
+                                                            "left it", "content": {"application/json": {
+                                                                "schema": {"type": "object"}}}},
+                                     **_errors(401, 403, 404, 409)}},
         },
         "/v1/runs/{run}/report": {"get": {
             "summary": "The run in SWE-bench's report format", "tags": ["runs"], "security": _OPTIONAL,
@@ -154,7 +161,8 @@ def _paths() -> dict:
                                           "schema": {"type": "string", "enum": ["swebench"]}}],
             "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)}}},
         "/v1/runs/{run}/predictions": {"get": {
-            "summary": "Your run's patches as SWE-bench predictions, one per task (its newest submission)",
+            "summary": "Your run's patches as SWE-bench predictions, one per task: its newest trial whose outcome "
+                       "is the task's (a PASS for a resolved task)",
             "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
             "responses": {"200": {"description": "the predictions", "content": {"application/json": {
                 "schema": {"type": "array", "items": _ref(m.PredictionIn)}}}}, **_errors(401, 404)}}},
@@ -170,7 +178,8 @@ def _paths() -> dict:
                 "application/zip": {"schema": {"type": "string", "format": "binary"}}}},
                 **_errors(401, 404, 422)}}},
         "/v1/leaderboard": {"get": {
-            "summary": "Public runs ranked by solve rate; incomplete runs only on request, never ranked",
+            "summary": "Public runs ranked by the tasks of their suites' whole task set they resolve; incomplete "
+                       "runs only on request, never ranked",
             "tags": ["runs"], "security": _OPTIONAL,
             "parameters": [*_WINDOW, {"name": "include_incomplete", "in": "query", "required": False,
                                       "description": "1, true or yes (any case) lists incomplete runs too, "

@@ -103,9 +103,32 @@ def update(run: str):
         row = s.get(Run, run.id)
         for k, v in fields.items():
             setattr(row, k, v)
+        store_runs.publish(row)
     with svc.db.read() as s:
         row, team = s.get(Run, run.id), s.get(Team, run.team_id)
         return jsonify(R.run_meta(row, team))
+
+
+@bp.delete("/v1/runs/<run>")
+@auth.required
+def delete(run: str):
+    """Deletes a run that was never published: the run goes, its submissions stay the
+    team's (and in its quota) with no run, and the run_id can be used again. Only the
+    run's own team; after publication 409 (the host may hide it instead)."""
+    svc = _svc()
+    found = own_run(run)
+    if found.team_id != g.caller.team_id:
+        raise ApiError(403, "forbidden", "only the run's own team deletes it; the host hides a run (PATCH hidden)")
+    with svc.db.write() as s:
+        row = s.get(Run, found.id)
+        if row is None:
+            raise ApiError(404, "not_found", f"no run {run!r}")
+        if store_runs.locked(row):
+            raise ApiError(409, "run_locked", f"run {row.name!r} was published on {row.published_at:%Y-%m-%d}; a "
+                                              "published run cannot be deleted (the host can hide it)")
+        meta = R.run_meta(row, s.get(Team, row.team_id))
+        detached = store_runs.delete(s, row)
+    return jsonify({"deleted": meta, "submissions_detached": detached})
 
 
 @bp.get("/v1/runs/<run>/report")
@@ -118,9 +141,9 @@ def report(run: str):
     run = load_run(ref)
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, run)
-        subs = [{"task_id": r.task_id, "verdict": r.verdict, "status": r.status, "patch_sha256": r.patch_sha256}
-                for r in rows]
-    return jsonify(R.swebench_report(subs))
+        subs = [{"task_id": r.task_id, "verdict": r.verdict, "status": r.status, "patch_sha256": r.patch_sha256,
+                 "trial": r.trial} for r in rows]
+    return jsonify(R.swebench_report(subs, R.suite_tasks(svc, rows)))
 
 
 @bp.get("/v1/runs/<run>/predictions")
@@ -132,8 +155,8 @@ def predictions(run: str):
     svc = _svc()
     run = own_run(run)
     with svc.db.read() as s:
-        rows = [{"task_id": r.task_id, "system": r.system, "patch": r.patch.decode("utf-8")}
-                for r in store_runs.submissions_of(s, run)]
+        rows = [{"task_id": r.task_id, "system": r.system, "patch": r.patch.decode("utf-8"), "status": r.status,
+                 "verdict": r.verdict, "trial": r.trial} for r in store_runs.submissions_of(s, run)]
     return jsonify(R.swebench_predictions(rows, run.name))
 
 

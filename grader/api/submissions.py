@@ -25,8 +25,9 @@ from grader.api.views import shown_to, submission_view
 from grader.errors import StoreError, TaskNotFound
 from grader.pipeline import GRADER_VERSION
 from grader.service import Service
+from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Status, Submission, utcnow
+from grader.store.models import Run, Status, Submission, utcnow
 from grader.tasks.model import PROMPT_VARIANTS
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,12 @@ def _check_item(svc: Service, item: SubmissionIn) -> None:
             raise ApiError(422, "invalid_callback_url", str(exc)) from None
 
 
+def _locked(run: Run) -> ApiError:
+    """A published run takes no more trials (grader/store/runs.py says why)."""
+    return ApiError(409, "run_locked", f"run {run.name!r} was published on {run.published_at:%Y-%m-%d} and takes no "
+                                       "more submissions; submit with a new run_id")
+
+
 def _new_row(svc: Service, caller: auth.Caller, item: SubmissionIn, key: str | None) -> Submission:
     patch = item.patch.encode("utf-8")
     return Submission(
@@ -174,6 +181,8 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
     wanted = [k for k in keys if k]
     with svc.db.read() as s:
         seen = subs.by_idempotency_key(s, caller.team_id, wanted)
+        locked = {} if caller.admin else store_runs.locked_names(
+            s, caller.team_id, {i.run_id for i in items if not isinstance(i, ApiError) and i.run_id})
     quota = None
     fresh: list[Accepted] = []
     for item, key in zip(items, keys):
@@ -187,6 +196,9 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
                                           "this Idempotency-Key was used before with a different request"))
             else:
                 out.items.append(Accepted(prior, replayed=True, enqueue=False))
+            continue
+        if item.run_id in locked:
+            out.items.append(_locked(locked[item.run_id]))
             continue
         try:
             _check_item(svc, item)
@@ -203,8 +215,7 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
         fresh.append(acc)
         out.items.append(acc)
     if fresh:
-        from grader.store.runs import ensure_runs
-        ensure_runs(svc.db, caller.team_id, {a.row.run_id for a in fresh if a.row.run_id})
+        store_runs.ensure_runs(svc.db, caller.team_id, {a.row.run_id for a in fresh if a.row.run_id})
         _store(svc, caller, fresh, out)
     todo = [(a.row.id, a.row.job_id, a.row.task_id) for a in fresh if a.enqueue and a.row.status == Status.QUEUED.value]
     if todo:
@@ -389,7 +400,7 @@ def create_batch():
         return jsonify(body), 202
     errors = [it for it in intake.items if isinstance(it, ApiError)]
     status = 503 if all(e.status == 503 for e in errors) else 429 if all(e.status in (429, 503) for e in errors) \
-        else 422
+        else 409 if all(e.status == 409 for e in errors) else 422
     first = errors[0]
     body["error"] = {"code": first.code if status != 422 else "invalid_items",
                      "message": f"none of the {len(out)} items was accepted; the first reason: {first.message}"}

@@ -136,6 +136,9 @@ class Run(Base):
     hidden: Mapped[bool] = mapped_column(Boolean, default=False)
     verified: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # when it was first shown on the leaderboard (public, or a baseline): from then on it
+    # takes no more submissions and cannot be deleted, even if it is made private again
+    published_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     team: Mapped[Team] = relationship()
 

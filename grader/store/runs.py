@@ -1,16 +1,25 @@
 """Runs: made when a team's first submission with a run_id arrives; found by their public
-id, or by name within the caller's own team."""
+id, or by name within the caller's own team.
+
+A run is *locked* once it has been published (made public, or marked a baseline): its
+figures have been shown, so it takes no more submissions from its team (they would be
+trials added after the fact, retried until they pass) and cannot be deleted. Making it
+private again does not unlock it. Submissions with a host (admin) key are not refused.
+Before that, its team may delete it: the run goes, and its submissions stay in the
+team's history (and its quota) with no run."""
 
 from __future__ import annotations
 
 import secrets
 
-from sqlalchemy import or_, select
+import datetime as dt
+
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from grader.errors import StoreError
 from grader.store.db import Database
-from grader.store.models import Run, Submission, Team
+from grader.store.models import Run, Submission, Team, utcnow
 
 
 def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
@@ -58,3 +67,31 @@ def may_see(run: Run, *, team_id: int | None, admin: bool) -> bool:
 def submissions_of(s, run: Run) -> list[Submission]:
     return list(s.scalars(select(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name)
                           .order_by(Submission.id)))
+
+
+def locked(run: Run) -> bool:
+    return run.published_at is not None
+
+
+def publish(run: Run, now: dt.datetime | None = None) -> None:
+    """Called on a row being written when it is made public or a baseline: the first time
+    locks it."""
+    if (run.public or run.baseline) and run.published_at is None:
+        run.published_at = now or utcnow()
+
+
+def locked_names(s, team_id: int, names: set[str]) -> dict[str, Run]:
+    """Of the run names a team submits to, the ones that are locked."""
+    if not names:
+        return {}
+    rows = s.scalars(select(Run).where(Run.team_id == team_id, Run.name.in_(names), Run.published_at.is_not(None)))
+    return {r.name: r for r in rows}
+
+
+def delete(s, run: Run) -> int:
+    """Delete an unpublished run (the caller checks, in this transaction): its submissions
+    leave it (run_id cleared) and stay the team's; returns how many. The name is free again."""
+    detached = s.execute(update(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name)
+                         .values(run_id=None)).rowcount
+    s.delete(run)
+    return detached
