@@ -114,28 +114,87 @@ def tasks() -> None:
     """List, show, validate, build and check out tasks."""
 
 
+class _Served:
+    """The service a task command asks when there is no local task folder to read: no
+    tasks directory, or none holding the task (a remote team has neither), or --url."""
+
+    def __init__(self, url: str | None, api_key: str | None):
+        self.named = url is not None
+        self.url, self.api_key = url, api_key
+        self.why = ""
+
+    def client(self, why: str):
+        """`why`: what was missing here, said first if the service cannot be asked either."""
+        self.why = why
+        return _client_or_exit(self.url, self.api_key, why=why)
+
+
+def served(fn):
+    """--url and --api-key on `tasks list / show / checkout`, which read the local task
+    folders when there are any and ask the service (GRADER_API_URL) otherwise."""
+
+    @click.option("--url", default=None,
+                  help="Ask this grader service, not the local tasks [default without local tasks: GRADER_API_URL].")
+    @click.option("--api-key", default=None, help="The API key for the service [default: GRADER_API_KEY].")
+    @functools.wraps(fn)
+    def wrapper(settings: Settings, *args, url: str | None, api_key: str | None, **kwargs):
+        from grader.client import ApiError
+        service = _Served(url, api_key)
+        try:
+            return fn(settings, service, *args, **kwargs)
+        except ApiError as exc:
+            _api_error_exit(exc, why=service.why)
+
+    return wrapper
+
+
+def _local_tasks(settings: Settings, service: _Served) -> TaskSet | None:
+    return None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir)
+
+
+def _no_tasks_dir(settings: Settings) -> str:
+    return f"no tasks directory {settings.tasks_dir} here (GRADER_TASKS_DIR or --tasks-dir)"
+
+
+def _local_task(settings: Settings, service: _Served, task_id: str):
+    """The task from its local folder, or None (with why, for `service.client`)."""
+    ts = _local_tasks(settings, service)
+    if ts is not None and task_id in ts.ids():
+        return ts.get(task_id), ""
+    return None, ("" if service.named else _no_tasks_dir(settings) if ts is None
+                  else f"no task {task_id!r} in {settings.tasks_dir} (GRADER_TASKS_DIR or --tasks-dir)")
+
+
 @tasks.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @common
-def tasks_list(settings: Settings, as_json: bool) -> None:
-    """List the tasks (public fields only)."""
-    ts = TaskSet(settings.tasks_dir)
+@served
+def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
+    """List the tasks (public fields only), from the local tasks or the service."""
+    ts = _local_tasks(settings, service)
+    views = [t.public_view() for t in ts] if ts is not None else \
+        service.client("" if service.named else _no_tasks_dir(settings)).tasks()
     if as_json:
-        click.echo(json.dumps([t.public_view() for t in ts], indent=2))
+        click.echo(json.dumps(views, indent=2))
         return
     table = Table("id", "check", "suite", "difficulty", "created", "environment")
-    for t in ts:
-        table.add_row(t.id, t.check.type, t.metadata.suite, t.metadata.difficulty or "",
-                      str(t.metadata.created_at or ""), t.environment)
+    for v in views:
+        meta = v.get("metadata") or {}
+        table.add_row(_escape(v["id"]), _escape(v.get("check", "")), _escape(meta.get("suite") or ""),
+                      _escape(meta.get("difficulty") or ""), _escape(meta.get("created_at") or ""),
+                      _escape(v.get("environment", "")))
     out.print(table)
 
 
 @tasks.command("show")
 @click.argument("task_id")
 @common
-def tasks_show(settings: Settings, task_id: str) -> None:
-    """Show a task's public view: no gold patch, no hidden tests."""
-    click.echo(json.dumps(TaskSet(settings.tasks_dir).get(task_id).public_view(), indent=2))
+@served
+def tasks_show(settings: Settings, service: _Served, task_id: str) -> None:
+    """Show a task's public view (no gold patch, no hidden tests), from the local tasks or the service."""
+    task, why = _local_task(settings, service, task_id)
+    view = task.public_view() if task else service.client(why).task(task_id)
+    click.echo(json.dumps(view, indent=2))
 
 
 @tasks.command("validate")
@@ -192,12 +251,41 @@ def tasks_build(settings: Settings, task_ids: tuple[str, ...]) -> None:
 @click.argument("task_id")
 @click.argument("dest", type=click.Path(path_type=Path))
 @common
-def tasks_checkout(settings: Settings, task_id: str, dest: Path) -> None:
-    """Write a task's starting repository to DEST, to make a patch against."""
+@served
+def tasks_checkout(settings: Settings, service: _Served, task_id: str, dest: Path) -> None:
+    """Write a task's starting repository to DEST, to make a patch against: from its local
+    folder, or downloaded from the service (GRADER_API_URL) as a git bundle, its sha256
+    checked. Either way DEST holds the base commit alone, detached, and for a conflict
+    task the merge in progress, as the grader starts from."""
+    import shutil
+    import tempfile
+
+    from grader.tasks.prepare import checkout_bundle
     if dest.exists():
         raise click.UsageError(f"{dest} exists")
-    checkout_base(TaskSet(settings.tasks_dir).get(task_id), dest, settings.cache_dir)
-    err.print(f"checked out {task_id} in {dest}; make your change there, then `git diff > my.patch`")
+    task, why = _local_task(settings, service, task_id)
+    try:
+        if task:
+            checkout_base(task, dest, settings.cache_dir)
+            merge, source = task.repo.merge, ""
+        else:
+            client = service.client(why)
+            view = client.task(task_id)  # an unknown task is a 404 before any download
+            with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+                got = client.repository(task_id, Path(tmp) / f"{task_id}.bundle")
+                merge = got["merge"] or view["repo"].get("merge")
+                checkout_bundle(Path(tmp) / f"{task_id}.bundle", dest, got["commit"] or view["repo"]["commit"], merge,
+                                task_id=task_id)
+            source = f" from {client.url} (bundle sha256 {got['sha256'][:16]}, {got['size']} bytes)"
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # no half-made DEST to trip the next try
+        raise
+    err.print(f"checked out {task_id} in {dest}{source}; make your change there, then `git diff > my.patch`",
+              highlight=False, markup=False, soft_wrap=True)
+    if merge:
+        err.print("a conflicted merge is in progress: stage the conflicted files as they are (`git add -u`) "
+                  "before resolving them, so that `git diff` compares your resolution with them",
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 # --- tasks import ---------------------------------------------------------------------
@@ -381,18 +469,39 @@ def remote(fn):
     def wrapper(*args, url: str | None, api_key: str | None, **kwargs):
         from pydantic import SecretStr
 
-        from grader.client import ApiError, Client
-        settings = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
-        if settings.api_key is None:
-            err.print("[red]error:[/red] no API key: set GRADER_API_KEY or pass --api-key", highlight=False)
-            sys.exit(2)
+        from grader.client import ApiError
+        client = _client_or_exit(url, api_key)
         try:
-            return fn(Client(settings.api_url, settings.api_key), *args, **kwargs)
+            return fn(client, *args, **kwargs)
         except ApiError as exc:
-            err.print(f"[red]error:[/red] {_escape(exc)}", highlight=False, soft_wrap=True)
-            sys.exit(2)
+            _api_error_exit(exc)
 
     return wrapper
+
+
+def _client_or_exit(url: str | None, api_key: str | None, *, why: str = ""):
+    """The service's client from --url / --api-key or GRADER_API_URL / GRADER_API_KEY;
+    without a key, exit 2 naming where one goes (after `why`, what else was missing)."""
+    from pydantic import SecretStr
+
+    from grader.client import Client
+    settings = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
+    if settings.api_key is None:
+        first = why + ", and " if why else ""
+        err.print(f"[red]error:[/red] {_escape(first)}no API key for {_escape(settings.api_url)}: "
+                  "set GRADER_API_KEY or pass --api-key", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    return Client(settings.api_url, settings.api_key)
+
+
+def _api_error_exit(exc, *, why: str = "") -> None:
+    """The service's refusal, or its absence, in one line; exit 2. A service that did not
+    answer is named with its URL alone (no transport trace); a refused key says where it came from."""
+    text = exc.message if exc.status is None else str(exc)
+    if exc.status == 401:
+        text += "; the key comes from --api-key or GRADER_API_KEY"
+    err.print(f"[red]error:[/red] {_escape(why + '; ' if why else '')}{_escape(text)}", highlight=False, soft_wrap=True)
+    sys.exit(2)
 
 
 def _escape(text: object) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import urllib3
 
 from grader.records import parse_records
 
@@ -79,13 +80,17 @@ class Client:
     def __init__(self, url: str, api_key: Any = None, *, timeout: float = 30, session: requests.Session | None = None,
                  max_retries: int = 5, batch_size: int = DEFAULT_BATCH_SIZE, backoff: float = 0.5,
                  max_retry_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, connect_timeout: float = 3.0, connect_retries: int = 2):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.url = url.rstrip("/")
         # A pydantic SecretStr (the settings' api_key) or a plain string.
         self._key = api_key.get_secret_value() if hasattr(api_key, "get_secret_value") else api_key
         self.timeout = timeout
+        # A service that is not there (refused, no such host, no answer to the handshake)
+        # is told within seconds: its own short timeout and few retries (at most max_retries).
+        self.connect_timeout = connect_timeout
+        self.connect_retries = connect_retries
         self.session = session or requests.Session()
         self.max_retries = max_retries
         self.batch_size = batch_size
@@ -236,6 +241,34 @@ class Client:
     def task(self, id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/tasks/{id}")
 
+    def repository(self, id: str, dest: str | Path) -> dict[str, Any]:
+        """Download task `id`'s starting repository, a git bundle, to `dest`, and check it
+        against the sha256 the service sent (moved into place only then). Returns its
+        sha256 and size, the base `commit` and, for a conflict task, the `merge` commit
+        (prepare.checkout_bundle makes the starting state from them)."""
+        dest = Path(dest)
+        path = f"/v1/tasks/{id}/repository"
+        resp = self._send("GET", path, stream=True, accept="application/x-git-bundle, application/json")
+        want = resp.headers.get("X-Content-SHA256", "").lower()
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
+        digest, size = hashlib.sha256(), 0
+        try:
+            with resp, open(tmp, "wb") as f:
+                for chunk in resp.iter_content(64 * 1024):
+                    f.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+            if digest.hexdigest() != want:
+                raise ApiError(resp.status_code, "bad_response", f"GET {path}: the bundle's sha256 is "
+                               f"{digest.hexdigest()}, the service said {want or 'nothing'} (X-Content-SHA256)")
+            tmp.replace(dest)
+        except RETRY_EXCEPTIONS as exc:
+            raise ApiError(None, "unreachable", f"GET {self.url}{path} broke off: {exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        return {"sha256": want, "size": size, "commit": resp.headers.get("X-Grader-Commit"),
+                "merge": resp.headers.get("X-Grader-Merge")}
+
     def account(self) -> dict[str, Any]:
         """The team, whether the key is an admin's, its quotas and usage."""
         return self._request("GET", "/v1/account")
@@ -324,8 +357,13 @@ class Client:
         while True:
             try:
                 resp = self.session.request(method, self.url + path, params=params, json=json_body, headers=headers,
-                                            timeout=self.timeout + extra_timeout, stream=stream)
+                                            timeout=(self.connect_timeout, self.timeout + extra_timeout),
+                                            stream=stream)
             except RETRY_EXCEPTIONS as exc:
+                refused = _connect_failure(exc)
+                if refused and attempt >= min(self.connect_retries, self.max_retries):
+                    raise ApiError(None, "unreachable",
+                                   f"cannot reach {self.url}: is `grader serve` running? ({refused})") from exc
                 if attempt >= self.max_retries:
                     raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc
                 self._sleep(self._backoff(attempt))
@@ -380,6 +418,22 @@ def _prediction(value: Any, where: str) -> dict[str, Any]:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+def _connect_failure(exc: Exception) -> str | None:
+    """Why a request never reached the server (refused, no such host, the handshake timed
+    out), in a few words; None when it may have reached it (a reset or a read timeout)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "no answer to the connection"
+    if not isinstance(exc, requests.ConnectionError) or isinstance(exc, requests.exceptions.ReadTimeout):
+        return None
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        return "no such host"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        cause = reason.__cause__ or reason.__context__
+        return (getattr(cause, "strerror", None) or "the connection failed").lower()
+    return None
+
+
 def _without_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 

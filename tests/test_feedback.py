@@ -72,10 +72,24 @@ def test_a_host_sees_everything_under_every_policy(policy):
     assert feedback_view(result, policy, host=True) == result
 
 
-def test_full_is_the_whole_result():
+def test_full_is_the_whole_result_but_the_gold_files():
     result = full_result()
     shown = feedback_view(result, "full", host=False)
-    assert shown == result and shown is not result
+    assert shown == {**result, "localization": {**result["localization"], "gold_files": []}}
+    assert result["localization"]["gold_files"]  # the stored result is not changed
+
+
+@pytest.mark.parametrize("policy", ["full", "tests", "verdict"])
+def test_no_policy_names_the_gold_patch_files_to_a_participant(policy):
+    """The gold patch's files map the solution: a participant sees the localization
+    figures at most, the host sees the files."""
+    result = full_result(tampered=[])
+    shown = feedback_view(result, policy, host=False)
+    assert "calc/secret_helper.py" not in json.dumps(shown)
+    if "localization" in shown:
+        assert shown["localization"]["gold_files"] == [] and shown["localization"]["recall"] == 0.5
+    assert feedback_view(result, policy, host=True)["localization"]["gold_files"] == \
+        ["calc/__init__.py", "calc/secret_helper.py"]
 
 
 def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
@@ -614,3 +628,19 @@ def test_expected_files_masking_leaves_an_honest_submission_alone(world):
     sub = json.loads(_routes(world, world["ids"][("exact", "honest")])["GET"])
     assert (sub["verdict"], sub["result"]["explanation"]) == ("PASS", "All 1 file(s) match the expected contents.")
     assert MASK not in json.dumps(sub)
+
+
+@pytest.mark.parametrize("policy,patch", [("full", "leak"), ("tests", "gold")])
+def test_participants_never_get_the_gold_files_through_any_route(world, policy, patch):
+    """localization.gold_files, through the routes a result leaves by, under `full` too;
+    the host reads them."""
+    sid = world["ids"][(policy, patch)]
+    bodies = _routes(world, sid)
+    sub = json.loads(bodies["GET"])
+    assert sub["feedback"] == policy and sub["result"]["localization"]["gold_files"] == []
+    assert sub["result"]["localization"]["recall"] is not None  # the figures stay
+    assert json.loads(bodies["webhook"])["submission"]["result"]["localization"]["gold_files"] == []
+    listed = next(x for x in json.loads(bodies["listing"])["items"] if x["id"] == sid)
+    assert (listed.get("result") or {}).get("localization", {}).get("gold_files", []) == []
+    assert world["host"].get(f"/v1/submissions/{sid}").json["result"]["localization"]["gold_files"] == \
+        ["calc/__init__.py"]

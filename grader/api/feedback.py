@@ -5,8 +5,9 @@ failing line, and code under test can print a hidden file whole, encoded so that
 line masking of grader/api/redact.py cannot recognise it. So the task says what of the
 result leaves the server to its submitter (`Task.feedback`):
 
-- `full`: the whole result. The test output is the submitter's to read, hidden tests
-  included; the similarity ratio is there to 3 decimals.
+- `full`: the whole result but the gold patch's file names (`localization.gold_files`,
+  empty under every policy: they map the solution). The test output is the submitter's
+  to read, hidden tests included; the similarity ratio is there to 3 decimals.
 - `tests`: the verdict and its explanation (without a similarity ratio), the outcomes of
   the FAIL_TO_PASS / PASS_TO_PASS tests (and no other test's name: an unlisted test may
   be a hidden one), the apply log, durations, provenance, localization (not the gold
@@ -47,8 +48,10 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
         raise ValueError(f"unknown feedback policy {policy!r}; one of {list(FEEDBACK_POLICIES)}")
     if result is None:
         return None
-    if host or policy == "full":
+    if host:
         return dict(result)
+    if policy == "full":
+        return _without_gold_files(result)
     view: dict[str, Any] = {"task_id": result.get("task_id"), "verdict": result.get("verdict"),
                             "explanation": explanation(result, policy)}
     if policy == "verdict":
@@ -84,6 +87,15 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
         }
     view["tampered"] = [TAMPERED_EVIDENCE] if tampering(result) else []
     view["audit"] = [_keep(f, ("rule", "path")) for f in result.get("audit") or []]
+    return view
+
+
+def _without_gold_files(result: dict[str, Any]) -> dict[str, Any]:
+    """The whole result but the gold patch's file names, which no policy shows a
+    participant: they map the solution. The localization figures stay."""
+    view = dict(result)
+    if isinstance(loc := result.get("localization"), dict):
+        view["localization"] = {**loc, "gold_files": []}
     return view
 
 
