@@ -105,7 +105,8 @@ def test_leaderboard_ranks_and_sorts(site):
     assert names == ["gold-run", "empty-run"]
     assert "secret-run" not in body.text  # private runs stay off the leaderboard
     first = rows[0].text
-    assert "Careful Agent" in first and "100.0%" in first and "4/4" in first
+    # ranked over the mini suite's 2 tasks: both resolved (every trial passed), both attempted
+    assert "Careful Agent" in first and "2 of 2" in first and "100.0%" in first and "2 / 2" in first
     # click the run column header twice: ascending by name puts empty-run first
     site["b"].find_element(By.LINK_TEXT, "run").click()
     site["b"].find_element(By.PARTIAL_LINK_TEXT, "run ▼").click()
@@ -128,6 +129,9 @@ def test_run_page_figures_grid_and_charts(site):
     per_task = site["b"].find_elements(By.CSS_SELECTOR, "#per-task tbody tr")
     assert {r.get_attribute("data-task") for r in per_task} == {"mini", "mini-nolist"}
     assert all("stable pass" in r.text for r in per_task)
+    assert "2 of 2" in site["b"].find_element(By.ID, "card-resolved").text
+    glossary = site["b"].find_element(By.ID, "glossary").text
+    assert "more than half" in glossary and "solve rate" in glossary and "pass@k" in glossary
     bars = site["b"].find_elements(By.CSS_SELECTOR, "figure.chart svg rect")
     assert bars, "the breakdown charts drew no bars"
 

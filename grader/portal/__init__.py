@@ -21,8 +21,8 @@ from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Submission, Team
 
 bp = Blueprint("portal", __name__, template_folder="templates")
-SORTS = {"solve_rate": "solve rate", "success_rate": "success rate", "pass_at_1": "pass@1",
-         "pass_any": "pass_any@n", "tasks": "tasks", "name": "run"}
+SORTS = {"resolved": "resolved", "solve_rate": "solve rate", "success_rate": "success rate",
+         "tasks": "tasks", "name": "run"}
 
 
 def _svc() -> Service:
@@ -56,20 +56,18 @@ def _filters() -> R.Filters:
         abort(422, exc.message)
 
 
-def _figure_value(view: dict, key: str) -> float:
+def _figure_value(view: dict, key: str) -> tuple[float, float]:
+    """The sort key of a leaderboard column; resolved and solve rate are over the suite's
+    whole task set, as the leaderboard ranks (grader.runs.rank_key)."""
     m = view["metrics"]
+    ts = m.get("task_set") or {}
+    if key == "resolved":
+        return R.rank_key(view)
     if key == "tasks":
-        return float(len(m.get("per_task") or {}))
-    if key == "name":
-        return 0.0
-    if key == "pass_at_1":
-        fig = (m.get("pass_at_k") or {}).get("1") or {}
-    elif key == "pass_any":
-        fig = m.get("pass_any_at_n") or {}
-    else:
-        fig = m.get(key) or {}
+        return float(ts.get("attempted") or 0), float(ts.get("tasks") or 0)
+    fig = (ts.get("solve_rate") if key == "solve_rate" else m.get(key)) or {}
     v = fig.get("value") if isinstance(fig, dict) else None
-    return v if v is not None else -1.0
+    return (v if v is not None else -1.0), 0.0
 
 
 @bp.get("/")
@@ -83,9 +81,9 @@ def leaderboard_page():
     f = _filters()
     include = request.args.get("include_incomplete") == "1"
     rows = R.leaderboard(svc, f, include_incomplete=include)
-    sort = request.args.get("sort", "solve_rate")
+    sort = request.args.get("sort", "resolved")
     if sort not in SORTS:
-        sort = "solve_rate"
+        sort = "resolved"
     desc = request.args.get("dir", "desc") != "asc"
     if sort == "name":
         rows.sort(key=lambda r: (r["name"].lower(), r["team"]), reverse=desc)
@@ -104,12 +102,17 @@ def run_page(ref: str):
     with svc.db.read() as s:
         run = store_runs.find(s, ref, team_id=team_id)
     if run is None or not store_runs.may_see(run, team_id=team_id, admin=admin):
-        abort(404)
+        abort(404, _no_run(ref))
     f = _filters()
     view = R.run_view(svc, run, f)
     own = store_runs.owns(run, team_id=team_id, admin=admin)
     grid = _grid(svc, run) if own else None
     return render_template("run.html", run=view, f=f, own=own, grid=grid)
+
+
+def _no_run(ref: str) -> str:
+    return (f"There is no run {ref!r} here: no such run, or it is private to its team "
+            "(a team sees its own runs once signed in).")
 
 
 def _grid(svc: Service, run) -> dict:
@@ -135,9 +138,9 @@ def compare_page():
     if a and b:
         with svc.db.read() as s:
             ra, rb = store_runs.find(s, a, team_id=team_id), store_runs.find(s, b, team_id=team_id)
-        for r in (ra, rb):
+        for ref, r in ((a, ra), (b, rb)):
             if r is None or not store_runs.may_see(r, team_id=team_id, admin=admin):
-                abort(404)
+                abort(404, _no_run(ref))
         result = R.compare(svc, ra, rb, _filters())
     return render_template("compare.html", result=result, choices=choices, a=a, b=b)
 
@@ -152,7 +155,7 @@ def task_page(task_id: str):
     try:
         task = _svc().task(task_id)
     except TaskNotFound:
-        abort(404)
+        abort(404, f"There is no task {task_id!r}.")
     return render_template("task.html", task=task.public_view())
 
 
@@ -252,19 +255,34 @@ def init_app(app) -> None:
     app.jinja_env.filters["ci"] = _ci
     app.jinja_env.filters["vclass"] = _vclass
     app.jinja_env.filters["num"] = _num
+    app.jinja_env.filters["pvalue"] = _pvalue
     app.jinja_env.filters["breakdown_rows"] = _breakdown_rows
     app.jinja_env.globals["now"] = lambda: dt.datetime.now(dt.timezone.utc)
 
 
+DASH = "—"  # a figure over nothing: no value, no interval
+
+
 def _pct(value) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+    """A share as a percentage with one decimal."""
+    return DASH if value is None else f"{100 * value:.1f}%"
 
 
 def _ci(fig) -> str:
-    ci = (fig or {}).get("ci") if isinstance(fig, dict) else None
+    """A 95% interval in percent, or nothing: none is drawn over no evidence (n = 0)."""
+    if not isinstance(fig, dict) or not fig.get("denominator"):
+        return ""
+    ci = fig.get("ci")
     if not ci or ci[0] is None:
         return ""
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _pvalue(p) -> str:
+    """A p-value to 2 significant digits; below 0.001 as such."""
+    if p is None:
+        return DASH
+    return "< 0.001" if p < 0.001 else f"{p:.2g}" if p < 1 else "1"
 
 
 def _vclass(verdict) -> str:
@@ -277,7 +295,8 @@ def _breakdown_rows(groups: dict, key: str) -> list[tuple[str, dict]]:
 
 
 def _num(value) -> str:
-    """A numerator: whole numbers as such, sums of estimates to two places."""
+    """A numerator: whole numbers as such, sums of per-task shares to 3 significant
+    digits (2.67, 12.3; 123 above 100)."""
     if isinstance(value, float) and not value.is_integer():
-        return f"{value:.2f}"
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return str(int(value)) if isinstance(value, (int, float)) else str(value)
