@@ -195,6 +195,16 @@ def test_a_run_is_not_reused_without_overwrite(svc, served, key, tmp_path):
     cli(served, key, "submit", "--predictions", str(path), "--trial", "1")
     assert sorted((x.task_id, -1 if x.trial is None else x.trial) for x in rows(svc, "reuse")) == \
         sorted([(t, -1) for t in TASKS] + [(t, 1) for t in TASKS])
+    # --overwrite replaces the run: the earlier submissions leave it, the file's are all it holds
+    before = {x.id for x in rows(svc)}
+    cli(served, key, "submit", "--predictions", str(path), "--overwrite")
+    now = rows(svc, "reuse")
+    assert len(now) == 2 and not {x.id for x in now} & before
+    assert len(rows(svc)) == len(before) + 2  # the earlier ones are kept, outside the run
+    # a published run is not replaced: the service refuses to delete it, and nothing is sent
+    cli(served, key, "runs", "publish", "reuse")
+    r = cli(served, key, "submit", "--predictions", str(path), "--overwrite", code=2)
+    assert "cannot be deleted" in " ".join(r.stderr.split()) and len(rows(svc, "reuse")) == 2
 
 
 def test_output_dir_waits_and_writes_the_report(svc, served, key, tmp_path):
