@@ -1073,14 +1073,30 @@ def window(fn):
     return fn
 
 
+DASH = "—"  # a figure over nothing: no value, no interval
+
+
+def _num(value) -> str:
+    """A numerator: whole numbers as such, sums of per-task shares to 3 significant digits."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return str(int(value)) if isinstance(value, (int, float)) else str(value)
+
+
 def _fig(fig) -> str:
-    if not fig or fig.get("value") is None:
-        return "–"
-    num = fig.get("numerator")
-    num = f"{num:.2f}".rstrip("0").rstrip(".") if isinstance(num, float) else num
-    text = f"{100 * fig['value']:.1f}% ({num}/{fig.get('denominator')})"
+    """A figure as a person reads it: 66.7% (2/3) [20.8, 93.9]; a dash over no task."""
+    if not fig or fig.get("value") is None or not fig.get("denominator"):
+        return DASH
+    text = f"{100 * fig['value']:.1f}% ({_num(fig.get('numerator'))}/{fig.get('denominator')})"
     ci = fig.get("ci")
     return text + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci and ci[0] is not None else "")
+
+
+def _count(fig) -> str:
+    """Tasks out of a task set: 3 of 5 (60.0%)."""
+    if not fig or not fig.get("denominator"):
+        return DASH
+    return f"{_num(fig.get('numerator'))} of {fig['denominator']} ({100 * fig['value']:.1f}%)"
 
 
 @main.group()
@@ -1117,29 +1133,43 @@ def runs_show(client, run: str, suite, variant, since, until, as_json: bool) -> 
         return
     m = view["metrics"]
     state = "complete" if view["complete"] else f"INCOMPLETE ({view['pending']} pending, {view['errors']} errors)"
+    lock = f" · published {view['published_at'][:10]}, locked" if view.get("locked") else ""
     out.print(f"[bold]{_escape(view['name'])}[/] by {_escape(view['team'])} · {view['submissions']} submissions · "
-              f"{state}", highlight=False)
-    figures = Table("figure", "value", title="figures")
-    figures.add_row("solve rate (PASS)", _fig(m.get("solve_rate")))
-    figures.add_row("success rate (graded)", _fig(m.get("success_rate")))
+              f"{state}{lock}", highlight=False)
+    if not m.get("per_task"):
+        out.print("no graded submission yet" + (f": {view['pending']} queued or running" if view["pending"] else
+                                                   " matches these filters" if any(view.get("filters", {}).values())
+                                                   else ""), highlight=False)
+        return
+    figures = Table("figure", "value", "what it is", title="figures")
+    figures.add_row("resolved", _count(m.get("resolved")), "tasks where more than half of the valid trials passed")
+    figures.add_row("solve rate", _fig(m.get("solve_rate")), "share of trials passed, averaged over tasks (= pass@1)")
+    figures.add_row("success rate", _fig(m.get("success_rate")),
+                    "share of trials graded PASS or FAIL, averaged over tasks")
     for k, fig in (m.get("pass_at_k") or {}).items():
-        figures.add_row(f"pass@{k}", _fig(fig))
-    figures.add_row("pass_any@n", _fig(m.get("pass_any_at_n")))
+        figures.add_row(f"pass@{k}", _fig(fig), "at least one of k attempts passes, over tasks with k trials")
+    figures.add_row(f"pass_any@{m.get('trials') or 'n'}", _fig(m.get("pass_any_at_n")), "tasks passed at least once")
+    ts = m.get("task_set")
+    if ts:
+        suites = ", ".join(view.get("suites") or []) or "its suites"
+        figures.add_row("resolved over the suite", _count(ts.get("resolved")),
+                        f"over every task of {suites}; {ts.get('attempted')} of {ts.get('tasks')} attempted")
+        figures.add_row("solve rate over the suite", _fig(ts.get("solve_rate")), "a task not attempted counts 0")
     loc = m.get("localization") or {}
     for name in ("precision", "recall", "f1"):
-        if loc.get(name):
-            figures.add_row(f"file localization {name}", _fig(loc[name]))
+        if (loc.get(name) or {}).get("denominator"):
+            figures.add_row(f"file localization {name}", _fig(loc[name]), "mean over valid attempts")
     out.print(figures)
     for dim, groups in (m.get("breakdowns") or {}).items():
         if groups:
-            t = Table(dim, "solve rate", "success rate", title=f"by {dim}")
+            t = Table(dim, "resolved", "solve rate", "success rate", title=f"by {dim}")
             for name, g in sorted(groups.items()):
-                t.add_row(str(name), _fig(g.get("solve_rate")), _fig(g.get("success_rate")))
+                t.add_row(str(name), _count(g.get("resolved")), _fig(g.get("solve_rate")), _fig(g.get("success_rate")))
             out.print(t)
-    per = Table("task", "n", "passed", "stability", "trials", title="per task")
+    per = Table("task", "valid trials", "passed", "resolved", "stability", "trials", title="per task")
     for task_id, t in (m.get("per_task") or {}).items():
-        per.add_row(task_id, str(t.get("n")), str(t.get("c")), t.get("stability") or "–",
-                    " ".join(str(v) for v in t.get("verdicts") or []))
+        per.add_row(task_id, str(t.get("n")), str(t.get("c")), "yes" if t.get("resolved") else "no",
+                    (t.get("stability") or DASH).replace("_", " "), " ".join(str(v) for v in t.get("verdicts") or []))
     out.print(per)
 
 
@@ -1158,15 +1188,22 @@ def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: 
     c = res["comparison"]
     out.print(f"A = {_escape(res['a']['name'])} ({_escape(res['a']['team'])}), "
               f"B = {_escape(res['b']['name'])} ({_escape(res['b']['team'])})", highlight=False)
+    if not c.get("common_tasks"):
+        out.print("no graded task in common: nothing to compare task by task", highlight=False)
+        return
     t = Table("figure", "value")
-    for key, label in (("common_tasks", "common tasks"), ("wins", "A solved, B not"), ("losses", "B solved, A not"),
-                       ("ties", "ties")):
-        v = c.get(key)
-        t.add_row(label, str(len(v) if isinstance(v, (list, dict)) else v))
-    t.add_row("solve-rate difference", _fig(c.get("difference")))
+    for key, label in (("common_tasks", "common tasks"), ("wins", "A resolved, B not"),
+                       ("losses", "B resolved, A not"), ("ties", "ties")):
+        t.add_row(label, str(c.get(key)))
+    t.add_row("solve-rate difference (A - B)", _fig(c.get("difference")))
     p = c.get("mcnemar_p")
-    t.add_row("McNemar exact p", "–" if p is None else f"{p:.4f}")
+    t.add_row("McNemar exact p", DASH if p is None else "< 0.001" if p < 0.001 else f"{p:.2g}" if p < 1 else "1")
     out.print(t)
+    per = Table("task", "A", "B", "outcome", title="per task")
+    for task_id, x in (c.get("per_task") or {}).items():
+        per.add_row(task_id, f"{x['a']} ({x['a_passed']}/{x['a_trials']})", f"{x['b']} ({x['b_passed']}/{x['b_trials']})",
+                    x["outcome"])
+    out.print(per)
 
 
 @runs.command("export")
@@ -1230,26 +1267,48 @@ def runs_logs(client, run: str, dest: Path | None, fmt: str | None) -> None:
     err.print(f"{dest} ({size:,} bytes)", highlight=False, markup=False, soft_wrap=True)
 
 
+@runs.command("delete")
+@click.argument("run")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@remote
+def runs_delete(client, run: str, yes: bool) -> None:
+    """Delete RUN, before it is published: the run goes, its submissions stay in your
+    history (and your quota) with no run, and the run id can be used again. A run that
+    has been public cannot be deleted (the host can hide it)."""
+    if not yes:
+        click.confirm(f"delete run {run}? its submissions stay, without a run", abort=True, err=True)
+    res = client.delete_run(run)
+    out.print(f"run {_escape(res['deleted']['name'])} ({res['deleted']['id']}) deleted; "
+              f"{res['submissions_detached']} submission(s) kept without a run", highlight=False)
+
+
 @main.command("leaderboard")
 @window
 @click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")
 @click.option("--json", "as_json", is_flag=True)
 @remote
 def leaderboard_cmd(client, suite, variant, since, until, include_incomplete: bool, as_json: bool) -> None:
-    """The public leaderboard, ranked by solve rate, as the portal shows it."""
+    """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
+    suites' whole task set they resolve (a task not attempted is not resolved)."""
     rows = client.leaderboard(suite=suite, variant=variant, since=since, until=until,
                               include_incomplete=include_incomplete)
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    t = Table("#", "run", "team", "method", "solve rate", "success rate", "pass@1", "tasks", "", title="leaderboard")
+    if not rows:
+        out.print("no public run matches" + (" these filters" if any((suite, variant, since, until)) else " yet"),
+                  highlight=False)
+        return
+    t = Table("#", "run", "team", "method", "resolved", "solve rate", "success rate", "tasks attempted / in suite", "",
+              title="leaderboard")
     for r in rows:
         m = r["metrics"]
+        ts = m.get("task_set") or {}
         marks = " ".join(x for x, on in (("baseline", r["baseline"]), ("verified", r["verified"]),
                                          ("INCOMPLETE", not r["complete"])) if on)
         t.add_row(str(r.get("rank") or ""), _escape(r["name"]), _escape(r["team"]), _escape(r.get("method") or ""),
-                  _fig(m.get("solve_rate")), _fig(m.get("success_rate")), _fig((m.get("pass_at_k") or {}).get("1")),
-                  str(len(m.get("per_task") or {})), marks)
+                  _count(ts.get("resolved")), _fig(ts.get("solve_rate")), _fig(m.get("success_rate")),
+                  f"{ts.get('attempted', 0)} / {ts.get('tasks', 0)}", marks)
     out.print(t)
 
 
