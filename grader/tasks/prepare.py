@@ -30,6 +30,9 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "grader@localhost",
     "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
     "GIT_CONFIG_NOSYSTEM": "1",
+    # no global configuration either: HOME points into the repository being prepared, and a
+    # .gitconfig there must not configure the git that checks it out
+    "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_TERMINAL_PROMPT": "0",
     "TZ": "UTC",
     "LC_ALL": "C",
