@@ -5,6 +5,7 @@ A test checks that every route the app serves is documented here and nothing mor
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 from flask import Blueprint, Flask, jsonify, render_template, request
@@ -44,19 +45,23 @@ _P = {
              "(capped by the server's maximum)", "schema": {"type": "number", "minimum": 0}},
     "idem": {"name": "Idempotency-Key", "in": "header", "required": False, "description": "a retried request "
              "with the same key returns the first answer", "schema": {"type": "string", "maxLength": 180}},
-    "run": {"name": "run_id", "in": "query", "required": False, "schema": {"type": "string"}},
-    "status": {"name": "status", "in": "query", "required": False,
+    "run": {"name": "run_id", "in": "query", "required": False, "description": "only this run's submissions",
+            "schema": {"type": "string"}},
+    "status": {"name": "status", "in": "query", "required": False, "description": "only submissions in this state",
                "schema": {"type": "string", "enum": ["queued", "running", "done", "cancelled"]}},
-    "limit": {"name": "limit", "in": "query", "required": False,
+    "limit": {"name": "limit", "in": "query", "required": False, "description": "submissions per page",
               "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
-    "cursor": {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
+    "cursor": {"name": "cursor", "in": "query", "required": False,
+               "description": "the previous page's next_cursor", "schema": {"type": "string"}},
 }
 _AUTH = [{"bearer": []}]
 _OPTIONAL = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
 _DATE_OR_EMPTY = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 0}]}
 _WINDOW = [
-    {"name": "suite", "in": "query", "required": False, "schema": {"type": "string"}},
-    {"name": "variant", "in": "query", "required": False, "schema": {"type": "string"}},
+    {"name": "suite", "in": "query", "required": False, "description": "only tasks of this suite",
+     "schema": {"type": "string"}},
+    {"name": "variant", "in": "query", "required": False, "description": "only attempts with this prompt variant "
+     "(minimal, concise, contextual, guided)", "schema": {"type": "string"}},
     {"name": "since", "in": "query", "required": False, "description": "tasks created on or after (empty: no bound)",
      "schema": _DATE_OR_EMPTY},
     {"name": "until", "in": "query", "required": False, "description": "tasks created on or before (empty: no bound)",
@@ -188,8 +193,10 @@ def _paths() -> dict:
             "responses": {"200": _json(m.Leaderboard, "the leaderboard"), **_errors(401, 422)}}},
         "/v1/compare": {"get": {
             "summary": "Two runs on their common tasks", "tags": ["runs"], "security": _OPTIONAL,
-            "parameters": [{"name": "a", "in": "query", "required": True, "schema": {"type": "string"}},
-                           {"name": "b", "in": "query", "required": True, "schema": {"type": "string"}}, *_WINDOW],
+            "parameters": [{"name": "a", "in": "query", "required": True, "description": "a run: its id, or your "
+                            "run_id", "schema": {"type": "string"}},
+                           {"name": "b", "in": "query", "required": True, "description": "the run to compare it with",
+                            "schema": {"type": "string"}}, *_WINDOW],
             "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)}}},
         "/healthz": {"get": {"summary": "The process is alive", "tags": ["system"],
                              "responses": {"200": _json(m.Health, "alive")}}},
@@ -202,6 +209,54 @@ def _paths() -> dict:
         "/docs": {"get": {"summary": "This document as a page", "tags": ["system"],
                           "responses": {"200": {"description": "HTML"}}}},
     }
+
+
+ACCESS = {  # who may call an operation, said on every operation as x-access (and on /docs)
+    "none": "no key",
+    "team": "a team's key",
+    "admin": "an admin key",
+    "optional": "no key for public runs; a team's key also shows its own runs",
+}
+
+
+def _access(path: str, method: str, op: dict) -> str:
+    if op.get("security") == _OPTIONAL:
+        return "optional"
+    if op.get("security") != _AUTH:
+        return "none"
+    return "admin" if path.startswith("/v1/admin/") else "team"
+
+
+def _with_examples(paths: dict) -> dict:
+    """Every operation's example (grader/api/examples.py) in OpenAPI's own fields: the
+    request body's `example`, the shown answer's `example`; the concrete request (path,
+    query, headers) as x-example; who may call it as x-access."""
+    import copy
+
+    from grader.api.examples import ERRORS, EXAMPLES
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            op["responses"] = copy.deepcopy(op["responses"])  # some are shared between operations
+            op["x-access"] = _access(path, method, op)
+            ex = EXAMPLES.get((method, path))
+            if ex is None:
+                continue  # tests/test_docs.py requires one for every operation
+            op["x-example"] = {"path": ex["path"], "query": ex.get("query", {}), "headers": ex.get("headers", {}),
+                               "status": ex["status"]}
+            if "body" in ex:
+                op["requestBody"]["content"]["application/json"]["example"] = ex["body"]
+            answer = op["responses"][ex["status"]]
+            if "response" in ex:
+                media = answer.setdefault("content", {"application/json": {"schema": {"type": "object"}}})
+                media["application/json"]["example"] = ex["response"]
+            elif "response_text" in ex:
+                answer["content"]["text/plain"]["example"] = ex["response_text"]
+            else:
+                op["x-example"]["note"] = ex["response_note"]
+            if (method, path) in ERRORS:
+                code, body = ERRORS[(method, path)]
+                op["responses"][code]["content"]["application/json"]["example"] = body
+    return paths
 
 
 def _strict(paths: dict) -> dict:
@@ -258,7 +313,7 @@ def document() -> dict:
                                 "PATCH FAILED or TIMED OUT, with per-test outcomes, the apply log and durations. "
                                 "ERROR is a fault of the grading machinery: retried, never charged."},
         "servers": [{"url": "/"}],
-        "paths": _strict(_paths()),
+        "paths": _with_examples(_strict(_paths())),
         "components": {"schemas": defs.get("$defs", {}),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                                       "description": "a team's API key (grader keys create TEAM)"}}},
@@ -270,7 +325,146 @@ def spec():
     return jsonify(document())
 
 
+# The portal's pages, as /docs lists them (a test checks that every page is here).
+PORTAL_PAGES = {
+    "portal.home": ("Home", "goes to the leaderboard", "anyone"),
+    "portal.leaderboard_page": ("Leaderboard", "public runs ranked over their suites' whole task set; sortable, "
+                                "filtered by suite, prompt variant and time window; incomplete runs on request",
+                                "anyone"),
+    "portal.run_page": ("A run", "its figures with intervals, the per-task grid of trials and breakdown charts; "
+                        "its own team also gets a link to each submission", "anyone for a public run; its team"),
+    "portal.compare_page": ("Compare", "two runs on their common tasks: wins, losses, the difference, McNemar's p",
+                            "anyone (the runs one may see)"),
+    "portal.tasks_page": ("Tasks", "every task's public view", "anyone"),
+    "portal.task_page": ("A task", "its instruction, prompts, metadata and how to get its repository", "anyone"),
+    "portal.submission_page": ("A submission", "its verdict and explanation, failures first by FAIL_TO_PASS / "
+                               "PASS_TO_PASS, the submitted diff, the output as the task's feedback policy allows, "
+                               "timings folded away", "its team, signed in"),
+    "portal.login": ("Sign in", "with the team's API key (the session keeps only its hash)", "anyone"),
+    "portal.logout": ("Sign out", "a button in the header", "signed in"),
+    "portal.my_runs": ("Your runs", "the team's runs, private ones included, and its recent submissions",
+                       "signed in"),
+}
+
+
+def _one_type(s: dict) -> str:
+    if "$ref" in s:
+        return s["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in s or "oneOf" in s:
+        return " | ".join(dict.fromkeys(_one_type(x) for x in s.get("anyOf") or s.get("oneOf")))
+    if "enum" in s:
+        return "string" if all(isinstance(v, str) for v in s["enum"]) else "value"
+    kind = s.get("type", "any")
+    if kind == "array":
+        return f"list of {_one_type(s.get('items') or {})}"
+    if kind == "string" and s.get("format"):
+        return f"string ({s['format']})"
+    return kind
+
+
+def _allowed(s: dict) -> str:
+    """What values a schema allows, in words: the enum, the range, the length, the pattern."""
+    parts: list[str] = []
+    for alt in [s, *(s.get("anyOf") or s.get("oneOf") or [])]:
+        if "enum" in alt:
+            parts.append("one of " + ", ".join(json.dumps(v) for v in alt["enum"]))
+        lo, hi = alt.get("minimum"), alt.get("maximum")
+        if lo is not None and hi is not None:
+            parts.append(f"{lo} to {hi}")
+        elif lo is not None:
+            parts.append(f"at least {lo}")
+        elif hi is not None:
+            parts.append(f"at most {hi}")
+        if alt.get("minLength") and alt.get("maxLength"):
+            parts.append(f"{alt['minLength']} to {alt['maxLength']} characters")
+        elif alt.get("maxLength") is not None:
+            parts.append(f"at most {alt['maxLength']} characters")
+        if alt.get("pattern"):
+            parts.append(f"matching {alt['pattern']}")
+    if s.get("default") is not None:
+        parts.append(f"default {json.dumps(s['default'])}")
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _curl(method: str, op: dict) -> str:
+    """The example request as a curl command (the key and the service's URL from the
+    environment, as the CLI reads them)."""
+    from urllib.parse import urlencode
+    ex = op["x-example"]
+    url = "$GRADER_API_URL" + ex["path"] + ("?" + urlencode(ex["query"]) if ex["query"] else "")
+    lines = [f"curl{' -X ' + method.upper() if method != 'get' else ''} \"{url}\""]
+    if op["x-access"] != "none":
+        lines.append('-H "Authorization: Bearer $GRADER_API_KEY"')
+    lines += [f"-H '{k}: {v}'" for k, v in ex["headers"].items()]
+    body = (op.get("requestBody") or {}).get("content", {}).get("application/json", {}).get("example")
+    if body is not None:
+        lines += ["-H 'Content-Type: application/json'", "--data-binary @- <<'JSON'"]
+        return " \\\n  ".join(lines) + "\n" + json.dumps(body, indent=1) + "\nJSON"
+    return " \\\n  ".join(lines)
+
+
+def _answer(op: dict) -> tuple[str, str]:
+    """The example answer: its status line and its body as text."""
+    ex = op["x-example"]
+    status = ex["status"]
+    if "note" in ex:
+        return status, ex["note"]
+    for ctype, media in op["responses"][status].get("content", {}).items():
+        if "example" in media:
+            value = media["example"]
+            return status, value if isinstance(value, str) else json.dumps(value, indent=1)
+    return status, ""
+
+
+def _error_examples(op: dict) -> list[tuple[str, str]]:
+    return [(code, json.dumps(r["content"]["application/json"]["example"], indent=1))
+            for code, r in op["responses"].items() if not code.startswith("2")
+            and "example" in r.get("content", {}).get("application/json", {})]
+
+
+def _operations(doc: dict) -> list[dict]:
+    ops = []
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            status, answer = _answer(op)
+            ops.append({
+                "path": path, "method": method, "op": op, "anchor": f"{method}-{path}",
+                "tag": (op.get("tags") or ["other"])[0], "access": ACCESS[op["x-access"]], "level": op["x-access"],
+                "params": [{"name": prm["name"], "in": prm["in"], "required": prm.get("required", False),
+                            "type": _one_type(prm.get("schema") or {}), "allowed": _allowed(prm.get("schema") or {}),
+                            "description": prm.get("description", "")} for prm in op.get("parameters", [])],
+                "body": [(ctype, (c.get("schema") or {}).get("$ref", "").rsplit("/", 1)[-1] or _one_type(c["schema"]))
+                         for ctype, c in (op.get("requestBody") or {}).get("content", {}).items()],
+                "curl": _curl(method, op), "status": status, "answer": answer, "errors": _error_examples(op)})
+    return ops
+
+
+def _schemas(doc: dict) -> list[dict]:
+    out = []
+    for name, s in doc["components"]["schemas"].items():
+        required = set(s.get("required") or [])
+        out.append({"name": name, "description": s.get("description", ""), "fields": [
+            {"name": prop, "type": _one_type(ps), "allowed": _allowed(ps), "required": prop in required,
+             "description": ps.get("description", "")} for prop, ps in (s.get("properties") or {}).items()]})
+    return out
+
+
+def _portal_pages() -> list[dict]:
+    from flask import current_app
+    pages = []
+    for rule in current_app.url_map.iter_rules():
+        if rule.endpoint in PORTAL_PAGES:
+            title, what, who = PORTAL_PAGES[rule.endpoint]
+            methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
+            pages.append({"rule": rule.rule, "link": "<" not in rule.rule and "GET" in methods, "title": title,
+                          "what": what, "who": who, "methods": methods})
+    return pages
+
+
 @bp.get("/docs")
 def docs():
     doc = document()
-    return render_template("docs.html", doc=doc, paths=doc["paths"], schemas=doc["components"]["schemas"])
+    ops = _operations(doc)
+    tags = list(dict.fromkeys(o["tag"] for o in ops))
+    return render_template("docs.html", doc=doc, ops=ops, tags=tags, schemas=_schemas(doc), access=ACCESS,
+                           pages=_portal_pages())

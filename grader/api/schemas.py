@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -27,8 +28,8 @@ def _small(v: dict | None) -> dict | None:
 # prediction line, or a batch's defaults for its items.
 Trial = Annotated[int | None, Field(None, ge=0, le=1_000_000, description="which attempt of the run this is (0, 1, "
                                                                           "2, ...): a run's trials of one task")]
-PromptVariant = Annotated[Annotated[str, StringConstraints(max_length=100)] | None, Field(
-    None, description="the prompt variant the system was given: minimal, concise, contextual or guided")]
+PromptVariant = Annotated[Literal[PROMPT_VARIANTS] | None, Field(
+    None, description="the prompt variant the system was given")]
 Metadata = Annotated[dict[str, Any] | None, AfterValidator(_small), Field(
     None, description="free JSON kept with the submission (at most 16 KiB)")]
 CallbackUrl = Annotated[Annotated[str, StringConstraints(max_length=2000)] | None, Field(
@@ -266,6 +267,8 @@ class RunOut(BaseModel):
     hidden: bool
     verified: bool
     created_at: str | None
+    published_at: str | None = Field(None, description="when it was first made public (or a baseline)")
+    locked: bool = Field(False, description="published once: it takes no more submissions and cannot be deleted")
     links: dict[str, str]
 
 
@@ -279,8 +282,13 @@ class RunView(RunOut):
     errors: int = Field(description="final ERROR attempts: excluded from denominators; the run is incomplete")
     complete: bool
     filters: dict[str, Any]
-    metrics: dict[str, Any] = Field(description="figures with numerator, denominator and 95% interval; per-task "
-                                                "table; breakdowns by suite, difficulty, language, prompt variant")
+    suites: list[str] = Field([], description="the suites of the tasks it attempted (its task set's)")
+    metrics: dict[str, Any] = Field(description="figures with numerator, denominator and 95% interval (resolved, "
+                                                "solve rate, success rate, pass@k); per-task table; breakdowns by "
+                                                "suite, difficulty, language, prompt variant; task_set: the figures "
+                                                "over the suites' whole task set")
+    integrity: dict[str, int] | None = Field(None, description="for an admin key: grades that showed tampering or "
+                                                               "audit findings")
     rank: int | None = None
 
 
