@@ -763,7 +763,8 @@ def status_cmd(client, submission_id: str, as_json: bool) -> None:
 def _print_submission(sub: dict) -> None:
     """The service's view (status, times, host), then the result as `grader grade` prints it."""
     from pydantic import ValidationError
-    about = ", ".join(f"{k} {sub[k]}" for k in ("run_id", "system", "trial") if sub.get(k) is not None)
+    about = ", ".join(f"{k.replace('_', ' ')} {sub[k]}" for k in ("run_id", "system", "trial", "prompt_variant")
+                      if sub.get(k) is not None)
     extra = [f"attempts {sub['attempts']}"] if sub.get("attempts", 0) > 1 else []
     extra += ["from cache"] if sub.get("cached") else []
     out.print(f"{_escape(sub['id'])}  [bold]{sub['status']}[/bold]  {_escape(sub.get('task_id', ''))}"

@@ -467,14 +467,16 @@ def test_run_logs_download_whole_after_a_retry_and_publish_says_public(api, clie
 
 def test_status_shows_the_outcome(api):
     sub = submission("s1", "done", "FAIL", started_at="2026-01-01T00:00:01+00:00",
-                     finished_at="2026-01-01T00:00:04+00:00", host="w1", cached=True)
+                     finished_at="2026-01-01T00:00:04+00:00", host="w1", cached=True, run_id="r1", trial=2,
+                     prompt_variant="guided")
     sub["result"]["tests"] = {"fail_to_pass": {"success": [], "failure": ["t::x"]},
                               "pass_to_pass": {"success": ["t::y"], "failure": []},
                               "all": {"t::x": "failed", "t::y": "passed"}, "exit_code": 1}
     api.on("GET", "/v1/submissions/s1", (200, sub))
     result = cli(api, "status", "s1")
     assert result.exit_code == 0, result.output
-    for text in ("s1  done  t1", "from cache", "host w1", "ran 3.0 s", "FAIL", "because FAIL", "t::x",
+    for text in ("s1  done  t1", "(run id r1, trial 2, prompt variant guided)", "from cache", "host w1",
+                 "ran 3.0 s", "FAIL", "because FAIL", "t::x",
                  "tests: 1 failed, 1 passed; FAIL_TO_PASS 0/1; PASS_TO_PASS 1/1"):
         assert text in result.output, text
     assert json.loads(cli(api, "status", "s1", "--json").output)["verdict"] == "FAIL"
