@@ -71,6 +71,25 @@ def _leaks(body: str, files: list[str], lines: set[str]) -> list[str]:
     return found
 
 
+def _archive(data: bytes) -> dict[str, bytes]:
+    import io
+    import tarfile
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+        return {m.name: t.extractfile(m).read() for m in t.getmembers()}
+
+
+def _without_own_patch(page: str, sent: set[str]) -> str:
+    """A submission's page without the diff its team sent (checked to be one it sent)."""
+    import html
+    block = re.search(r'<pre id="patch" class="diff">(.*?)</pre>', page, re.S)
+    if block is None:
+        assert 'id="patch"' in page  # the empty patch, said in words
+        return page
+    shown = html.unescape(re.sub(r"<[^>]+>", "", block.group(1)))
+    assert shown.rstrip("\n") in {s.rstrip("\n") for s in sent}
+    return page.replace(block.group(0), "")
+
+
 @pytest.fixture
 def graded(database_url, redis_url):
     svc = make_service(database_url, redis_url, retry_backoff=0)
@@ -125,11 +144,25 @@ def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
                 r = api.get(path + query) if operation else portal.get(path + query, follow_redirects=True)
                 assert r.status_code < 500, (path + query, r.status_code)
                 answered.append(r.status_code)
-                body = r.get_data(as_text=True)
+                # archives are opened below; a repository bundle holds only the base's history (its
+                # objects are checked in tests/test_tasks.py), compressed: nothing to read as text
+                binary = r.status_code == 200 and r.mimetype in ("application/gzip", "application/x-git-bundle")
+                body = "" if binary else r.get_data(as_text=True)
                 if rule.endpoint == "runs.predictions":
                     # the team's own patches come back to it, exactly as it sent them, and nothing else
                     assert {p["model_patch"] for p in r.json} <= sent and len(r.json) == len(TASKS)
                     body = json.dumps([{**p, "model_patch": None} for p in r.json])
+                if binary and rule.endpoint == "logs.download":
+                    # every file of the archive is read: the patches are the team's own, as sent
+                    files = _archive(r.data)
+                    assert sum(name.endswith("/patch.diff") for name in files) == len(ids)
+                    for name, data in files.items():
+                        if name.endswith("/patch.diff"):
+                            assert data.decode() in sent, name
+                        else:
+                            bodies[f"{path}{query} {name}"] = data.decode()
+                if rule.endpoint == "portal.submission_page" and r.status_code == 200:
+                    body = _without_own_patch(body, sent)
                 bodies[path + query] = body
         assert 200 in answered, (rule.rule, answered)  # each route was read for real at least once
     assert any(k.startswith("/runs/") for k in bodies) and any(k.startswith("/submissions/") for k in bodies)
