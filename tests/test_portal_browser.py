@@ -78,11 +78,19 @@ def site(tmp_path_factory, redis_server, settings, mini):
 def _wait_for_text(b, text: str) -> None:
     """A click that submits a form may return before the answer is shown."""
     from selenium.webdriver.common.by import By
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
-    # the page may be replaced between finding its body and reading it: look again
-    WebDriverWait(b, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
-        lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+
+    def shown(d) -> bool:
+        # the page may be replaced between finding its body and reading it: look again.
+        # chromedriver says so as a stale element or, as often, as an inspector error
+        try:
+            return text in d.find_element(By.TAG_NAME, "body").text
+        except WebDriverException as exc:
+            if isinstance(exc, StaleElementReferenceException) or "does not belong to the document" in str(exc):
+                return False
+            raise
+    WebDriverWait(b, 10).until(shown)
 
 
 def visit(site, path: str, shot: str):
@@ -196,3 +204,44 @@ def test_submission_logs_need_the_owning_team(site):
     # and a team's private run is on its own page
     b.get(f"{site['url']}/me")
     assert "gold-run" in b.find_element(By.ID, "my-runs").text
+
+
+def test_a_submission_page_folds_what_passed_and_shows_the_diff(site):
+    """A PASS on its team's page: the submitted diff shown (the gold's own lines, unmasked:
+    the team wrote them), the tests that all passed folded, the timings folded away."""
+    from selenium.webdriver.common.by import By
+    from grader.store.models import Submission
+    b = site["b"]
+    with site["svc"].db.read() as s:
+        sub = s.query(Submission).filter_by(run_id="gold-run", task_id="mini", trial=0).one()
+    b.delete_all_cookies()
+    b.get(f"{site['url']}/login")
+    b.find_element(By.ID, "key").send_keys(site["keys"]["alpha"])
+    b.find_element(By.ID, "login-button").click()
+    _wait_for_text(b, "Signed in as alpha")
+    b.get_log("browser")  # what earlier tests' refused sign-ins logged (401, 404) is theirs
+    body = visit(site, f"/submissions/{sub.id}", "submission-pass")
+    assert "PASS" in body.text
+    patch = b.find_element(By.ID, "patch")
+    assert patch.is_displayed() and "raise ValueError('empty')" in patch.text and "+++ b/calc/__init__.py" in patch.text
+    f2p = b.find_element(By.ID, "tests-fail_to_pass")
+    assert "all 1 passed" in f2p.text and "tests/test_mean.py::test_empty" not in f2p.text  # folded
+    f2p.find_element(By.TAG_NAME, "summary").click()
+    assert "tests/test_mean.py::test_empty" in f2p.text
+    durations = b.find_element(By.ID, "durations")
+    assert not durations.is_displayed()
+    b.find_element(By.CSS_SELECTOR, "#timings summary").click()
+    assert durations.is_displayed() and "total" in durations.text
+
+
+def test_docs_page_sits_in_the_portal(site):
+    from selenium.webdriver.common.by import By
+    b = site["b"]
+    b.get_log("browser")  # earlier tests' entries are theirs
+    body = visit(site, "/docs", "docs")
+    assert "Example request" in body.text and "Who may call what" in body.text
+    b.find_element(By.CSS_SELECTOR, '.toc a[href="#get-/v1/runs/{run}/logs"]').click()
+    assert b.execute_script("return decodeURIComponent(location.hash)") == "#get-/v1/runs/{run}/logs"
+    b.find_element(By.LINK_TEXT, "Leaderboard").click()
+    _wait_for_text(b, "Leaderboard")
+    assert b.current_url.endswith("/leaderboard")
