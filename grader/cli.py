@@ -32,6 +32,9 @@ err = Console(stderr=True)
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.PATCH_FAILED: "bold yellow",
                  Verdict.TIMED_OUT: "bold magenta", Verdict.ERROR: "bold white on red"}
 EXIT = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.PATCH_FAILED: 1, Verdict.TIMED_OUT: 1, Verdict.ERROR: 3}
+# Past the verdicts: 2 a usage error or a refusal of the request (click's own 2 for usage),
+# 4 a batch with rejected items, 5 a --wait that ran out before every verdict.
+EXIT_USAGE, EXIT_REJECTED, EXIT_NO_VERDICT = 2, 4, 5
 
 
 def common(fn):
@@ -628,7 +631,7 @@ def submit_cmd(client, task_id: str | None, patch_file, predictions_file: str | 
         sys.exit(EXIT[verdict])
     if sub["status"] != "cancelled":
         err.print(f"no verdict within {timeout:g} s; see `grader status {sub['id']}` later", highlight=False)
-    sys.exit(2)
+    sys.exit(EXIT_NO_VERDICT)
 
 
 def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> list[dict]:
@@ -712,7 +715,7 @@ def _submit_batch(client, predictions_file: str, run_id: str, attempt: dict, *, 
         else:
             out.print(f"run {_escape(run_id)}: {answer['accepted']} accepted, {answer['rejected']} rejected",
                       highlight=False)
-        sys.exit(0 if not answer["rejected"] else 2)
+        sys.exit(0 if not answer["rejected"] else EXIT_REJECTED)
     with _progress() as bar:
         job = bar.add_task("grading", total=len(ids))
         subs = client.wait(ids, timeout=timeout, run_id=run_id, on_done=lambda _: bar.advance(job))
@@ -744,7 +747,7 @@ def _submit_batch(client, predictions_file: str, run_id: str, attempt: dict, *, 
         err.print("no report written: not every submission has its verdict", highlight=False)
     if final < len(ids):
         err.print(f"{len(ids) - final} of {len(ids)} submission(s) reached no verdict", highlight=False)
-    sys.exit(0 if not answer["rejected"] and final == len(ids) else 2)
+    sys.exit(EXIT_REJECTED if answer["rejected"] else EXIT_NO_VERDICT if final < len(ids) else 0)
 
 
 @main.command("status")

@@ -379,14 +379,14 @@ def test_submit_without_wait_prints_the_id_and_exits_0(api):
     assert api.seen[0].query == {} and api.seen[0].body["run_id"] == "r1"
 
 
-def test_submit_refused_or_unanswered_exits_2(api):
+def test_submit_refused_exits_2_and_unanswered_exits_5(api):
     api.on("POST", "/v1/submissions", (422, error("invalid", "unknown task 'nope'")))
     result = cli(api, "submit", "--task", "nope", "--patch", "-", input=b"")
     assert result.exit_code == 2 and "unknown task 'nope'" in result.output
     api.on("POST", "/v1/submissions", (202, submission("s1")))
     api.on("GET", "/v1/submissions/s1", (200, submission("s1", "running")))
     result = cli(api, "submit", "--task", "t1", "--patch", "-", "--wait", "--timeout", "0", input=b"")
-    assert result.exit_code == 2 and "no verdict within 0 s" in result.output
+    assert result.exit_code == 5 and "no verdict within 0 s" in result.output
 
 
 def test_submit_needs_a_key_and_one_kind_of_input(api, monkeypatch):
@@ -420,13 +420,13 @@ def test_submit_predictions_waits_and_summarizes(api, tmp_path):
     assert json.loads(result.output)["counts"]["PASS"] == 2
 
 
-def test_submit_predictions_with_a_rejected_item_exits_2(api, tmp_path):
+def test_submit_predictions_with_a_rejected_item_exits_4(api, tmp_path):
     path = tmp_path / "preds.json"
     path.write_text(json.dumps([{"instance_id": "a", "model_patch": ""}, {"instance_id": "bad-b", "model_patch": ""}]))
     api.on("POST", "/v1/submissions/batch", batch_answer)
     api.on("GET", "/v1/submissions", (200, {"items": [], "next_cursor": None}))  # the run holds nothing yet
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1")
-    assert result.exit_code == 2
+    assert result.exit_code == 4
     assert "rejected #1 bad-b: no such task (invalid)" in result.output and "1 accepted, 1 rejected" in result.output
     path.write_text('{"instance_id": "a"}\nnot json\n')
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1")
