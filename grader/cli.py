@@ -174,12 +174,16 @@ def _local_task(settings: Settings, service: _Served, task_id: str):
 @served
 def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
     """List the tasks (public fields only), from the local tasks or the service."""
-    ts = _local_tasks(settings, service)
+    # leniently, as the service loads: a broken file is named (exit 1), the rest listed
+    ts = None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir, strict=False)
     views = [t.public_view() for t in ts] if ts is not None else \
         service.client("" if service.named else _no_tasks_dir(settings)).tasks()
+    refused = ts.refused if ts is not None else {}
+    for path, why in refused.items():
+        err.print(f"[red]refused[/red] {_escape(path)}: {_escape(why)}")
     if as_json:
         click.echo(json.dumps(views, indent=2))
-        return
+        sys.exit(1 if refused else 0)
     table = Table("id", "check", "suite", "difficulty", "created", "environment")
     for v in views:
         meta = v.get("metadata") or {}
@@ -187,6 +191,8 @@ def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
                       _escape(meta.get("difficulty") or ""), _escape(meta.get("created_at") or ""),
                       _escape(v.get("environment", "")))
     out.print(table)
+    if refused:
+        sys.exit(1)
 
 
 @tasks.command("show")
@@ -957,6 +963,8 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
             for key, value in {"bind": bind, "workers": processes, "threads": threads, "worker_class": "gthread",
                                "timeout": int(settings.max_wait + 60), "graceful_timeout": 30,
                                "accesslog": "-", "errorlog": "-", "loglevel": "info",
+                               # no query value (a key sent as ?api_key=) is ever written
+                               "logger_class": "grader.api.accesslog.RedactingLogger",
                                "proc_name": "grader-api"}.items():
                 self.cfg.set(key, value)
 

@@ -15,9 +15,9 @@ from rq import Queue
 from rq.job import Job
 
 from grader.config import Settings, get_settings
-from grader.errors import StoreError, TaskNotFound
+from grader.errors import StoreError, TaskError, TaskNotFound
 from grader.store.db import Database
-from grader.tasks.loader import TaskSet
+from grader.tasks.loader import TaskSet, TasksRefused
 from grader.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,38 @@ class Service:
 
     @property
     def tasks(self) -> TaskSet:
+        """Loaded leniently: a broken task file is refused (`tasks.refused`) and logged,
+        the others serve."""
         if self._tasks is None:
-            self._tasks = TaskSet(self.settings.tasks_dir)
+            self._tasks = self._load_tasks()
         return self._tasks
+
+    def _load_tasks(self) -> TaskSet:
+        tasks = TaskSet(self.settings.tasks_dir, strict=False)
+        for path, why in tasks.refused.items():
+            log.error("task file %s refused: %s", path, why)
+        return tasks
+
+    def reload_tasks(self) -> TaskSet:
+        """Read the tasks directory again. Any refused file keeps the previous set in
+        service, whole (a TaskError naming what failed): a fix half-applied is worse
+        than none. With no previous set, the valid tasks serve."""
+        fresh = self._load_tasks()
+        if fresh.refused and self._tasks is not None:
+            raise TasksRefused("the tasks directory holds invalid task files; the previous set stays in service: "
+                               + "; ".join(f"{p}: {why}" for p, why in fresh.refused.items()), fresh.refused)
+        self._tasks = fresh
+        self.task_hash.cache_clear()
+        return fresh
+
+    def tasks_status(self) -> tuple[bool, list[str]]:
+        """Whether every task file loaded, and the refused ones' paths (no reasons: a
+        reason may quote a task's hidden content; hosts read them in the log)."""
+        try:
+            refused = sorted(self.tasks.refused)
+        except TaskError:
+            return False, ["the tasks directory cannot be read"]
+        return not refused, refused
 
     def task(self, task_id: str) -> Task:
         return self.tasks.get(task_id)

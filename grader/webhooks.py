@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool
 
 SIGNATURE_HEADER = "X-Grader-Signature"
 TOLERANCE = 300  # seconds a receiver should accept between t= and its clock
@@ -50,25 +52,63 @@ class CallbackRefused(ValueError):
     """Raised when a callback URL is not one the service will call."""
 
 
-def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> None:
-    """Refuse what is not http(s) with a host, and (unless allowed) hosts that resolve to
-    non-public addresses. Checked when the submission is made and again when delivering."""
-    parts = urlsplit(url)
+def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[str]:
+    """Refuse what is not http(s) with a host and a valid port, and (unless allowed) hosts
+    that resolve to non-public addresses. Checked when the submission is made and again
+    when delivering; returns the addresses checked (none when `resolve` is off), so that
+    the delivery connects to one of them and not to what the name resolves to later."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a ValueError for ':99999' or ':abc'
+    except ValueError as exc:  # '[::1' or '[zz]' too
+        raise CallbackRefused(f"callback_url is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CallbackRefused("callback_url must be an absolute http:// or https:// URL")
     if parts.username or parts.password:
         raise CallbackRefused("callback_url must not carry credentials")
-    if allow_private or not resolve:
-        return
+    if not resolve:
+        return []
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+        infos = socket.getaddrinfo(parts.hostname, port or (443 if parts.scheme == "https" else 80),
                                    type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise CallbackRefused(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
+    addresses = []
     for info in infos:
         addr = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-        if not addr.is_global or addr.is_multicast:
+        if not allow_private and (not addr.is_global or addr.is_multicast):
             raise CallbackRefused(f"callback_url host {parts.hostname!r} resolves to a non-public address ({addr})")
+        addresses.append(str(addr))
+    return addresses
+
+
+def _pinned_connection(cls: type, address: str) -> type:
+    """`cls` (urllib3's connection) connecting to `address` whatever its host name resolves
+    to now; the name still goes in the Host header, in SNI and in the certificate check."""
+    class Pinned(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._dns_host = address  # what urllib3 connects to; `host` stays the name
+
+    return Pinned
+
+
+class PinnedAdapter(HTTPAdapter):
+    """A transport that connects to the address `check_url` checked, so a name cannot
+    answer the check with a public address and the connection with a private one."""
+
+    def __init__(self, address: str):
+        self.address = address
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": type("PinnedHTTPPool", (HTTPConnectionPool,),
+                         {"ConnectionCls": _pinned_connection(HTTPConnectionPool.ConnectionCls, self.address)}),
+            "https": type("PinnedHTTPSPool", (HTTPSConnectionPool,),
+                          {"ConnectionCls": _pinned_connection(HTTPSConnectionPool.ConnectionCls, self.address)}),
+        }
 
 
 @dataclass
@@ -80,15 +120,20 @@ class Delivery:
 
 
 def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private: bool,
-            delivery_id: str, session: requests.Session | None = None) -> Delivery:
+            delivery_id: str) -> Delivery:
     try:
-        check_url(url, allow_private=allow_private)
+        addresses = check_url(url, allow_private=allow_private)
     except CallbackRefused as exc:
         return Delivery(ok=False, retryable=False, error=str(exc))
     headers = {"Content-Type": "application/json", "User-Agent": "grader-webhook/1",
                SIGNATURE_HEADER: sign(body, secret), "X-Grader-Delivery": delivery_id}
+    session = requests.Session()
+    session.trust_env = False  # no proxy: the connection goes to the checked address itself
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, PinnedAdapter(addresses[0]))
     try:
-        answer = (session or requests).post(url, data=body, headers=headers, timeout=timeout, allow_redirects=False)
+        with session:
+            answer = session.post(url, data=body, headers=headers, timeout=timeout, allow_redirects=False)
     except requests.Timeout as exc:
         return Delivery(ok=False, retryable=True, error=f"timed out: {exc}")
     except requests.RequestException as exc:

@@ -32,15 +32,28 @@ class ApiError(Exception):
         return {"error": err}
 
 
+def _refuse_constant(name: str):
+    raise ApiError(422, "invalid_fields", f"{name} is not a JSON number (JSON has no NaN or Infinity); "
+                   "send a finite number, a string or null")
+
+
+def parse_json(raw: bytes | str, where: str = "the request body"):
+    """`raw` as strict JSON: malformed or nested too deep to parse is a 400; NaN and
+    Infinity (which Python's parser takes but no JSON parser reads back) are a 422."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_request", f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "bad_request", f"{where} is nested too deeply to parse") from None
+
+
 def json_body():
     """The request's body as JSON, or a 400 saying what is wrong with it."""
     raw = request.get_data(cache=False)
     if not raw.strip():
         raise ApiError(400, "bad_request", "the request body is empty; send JSON")
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "bad_request", f"the request body is not valid JSON: {exc}") from None
+    return parse_json(raw)
 
 
 def validation_error(exc: ValidationError, where: str = "body") -> ApiError:

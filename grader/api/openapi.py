@@ -127,7 +127,8 @@ def _paths() -> dict:
         "/v1/account": {"get": {"summary": "Your team, quotas, usage and webhook secret", "tags": ["account"],
                                 "security": _AUTH, "responses": {"200": _json(m.AccountOut, "your account"),
                                                                  **_errors(401)}}},
-        "/v1/workers": {"get": {"summary": "Workers, what they are doing, and the queue's depth", "tags": ["system"],
+        "/v1/workers": {"get": {"summary": "Workers and the queue's depth (what each worker grades: admin keys only)",
+                                "tags": ["system"],
                                 "security": _AUTH, "responses": {"200": _json(m.WorkersOut, "workers"),
                                                                  **_errors(401)}}},
         "/v1/admin/teams": {
@@ -141,7 +142,7 @@ def _paths() -> dict:
         },
         "/v1/admin/tasks/reload": {"post": {"summary": "Read the tasks directory again (admin)", "tags": ["admin"],
                                             "security": _AUTH, "responses": {"200": {"description": "reloaded"},
-                                                                             **_errors(401, 403)}}},
+                                                                             **_errors(401, 403, 422)}}},
         "/v1/runs": {"get": {"summary": "Your team's runs and every public one", "tags": ["runs"],
                              "security": _OPTIONAL, "responses": {"200": _json(m.RunPage, "runs"), **_errors(401)}}},
         "/v1/runs/{run}": {
@@ -200,7 +201,8 @@ def _paths() -> dict:
             "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)}}},
         "/healthz": {"get": {"summary": "The process is alive", "tags": ["system"],
                              "responses": {"200": _json(m.Health, "alive")}}},
-        "/readyz": {"get": {"summary": "Redis, the database and Docker answer", "tags": ["system"],
+        "/readyz": {"get": {"summary": "Redis, the database and Docker answer (which is down, not where); "
+                                       "refused task files", "tags": ["system"],
                             "responses": {"200": _json(m.Health, "ready"), "503": _json(m.Health, "not ready")}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "tags": ["system"], "responses": {"200": {
             "description": "text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from grader import webhooks
 from grader.api import auth
-from grader.api.errors import ApiError, json_body, validation_error
+from grader.api.errors import ApiError, json_body, parse_json, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.views import shown_to, submission_view
 from grader.errors import StoreError, TaskNotFound
@@ -50,10 +50,7 @@ def _jsonl_body() -> list:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ApiError(400, "bad_request", f"line {n} of the JSONL body is not valid JSON: {exc}") from None
+        items.append(parse_json(line, f"line {n} of the JSONL body"))
     if not items:
         raise ApiError(400, "bad_request", "the JSONL body holds no items")
     return items

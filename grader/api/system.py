@@ -53,20 +53,42 @@ def docker_status(svc: Service) -> tuple[bool, str]:
     return False, "no Docker engine answers here and no worker has reported one"
 
 
+_DOWN = {"database": "the database does not answer", "redis": "Redis does not answer"}
+
+
+def _host_asking() -> bool:
+    """Whether an admin key came with the request; a missing or wrong key only means the
+    answer says less (probes send none), never a refusal."""
+    try:
+        caller = auth.optional()
+    except ApiError:
+        return False
+    return bool(caller and caller.admin)
+
+
 @bp.get("/readyz")
 def readyz():
+    """Which dependency is down. Only hosts see where it lives (addresses, ports, worker
+    hosts): an error such as 'connecting to 10.0.0.7:6379' maps the network for anyone."""
     svc = _svc()
+    host = _host_asking()
     checks, ready = {}, True
     for name, probe in (("database", svc.db.ping), ("redis", svc.ping_redis)):
         try:
             probe()
             checks[name] = {"ok": True}
         except StoreError as exc:
-            checks[name] = {"ok": False, "detail": str(exc)}
+            checks[name] = {"ok": False, "detail": str(exc) if host else _DOWN[name]}
             ready = False
     ok, detail = docker_status(svc)
-    checks["docker"] = {"ok": ok, "detail": detail}
+    checks["docker"] = {"ok": ok, "detail": detail if host else
+                        ("a Docker engine answers" if ok else "no Docker engine that can grade answers")}
     ready = ready and ok
+    # a refused task file is named, not a reason to leave the pool: the others serve
+    tasks_ok, refused = svc.tasks_status()
+    checks["tasks"] = {"ok": tasks_ok, "refused": refused,
+                       "detail": "every task file loaded" if tasks_ok else
+                       f"task files refused (the valid tasks serve): {', '.join(refused)}"}
     return jsonify({"status": "ready" if ready else "not ready", "checks": checks}), 200 if ready else 503
 
 
@@ -84,17 +106,24 @@ def _queue_depth(svc: Service) -> dict[str, int]:
 @bp.get("/v1/workers")
 @auth.required
 def workers():
+    """Hosts see each worker (name, host, pid, the submission it grades); a team sees only
+    how many workers there are and in what state, and the queue's depth: another team's
+    submission ids, pids and hosts are not its business."""
     from rq import Worker
     svc = _svc()
     out = []
     for w in Worker.all(connection=svc.redis):
+        if not g.caller.admin:
+            out.append({"state": w.get_state()})
+            continue
         job = w.get_current_job_id()
         out.append({"name": w.name, "host": w.hostname, "pid": w.pid, "state": w.get_state(),
                     "current_submission": job.rsplit("-", 1)[0] if job else None,
                     "last_heartbeat": w.last_heartbeat.isoformat() if w.last_heartbeat else None,
                     "successful_jobs": w.successful_job_count, "failed_jobs": w.failed_job_count,
                     "queues": w.queue_names()})
-    return jsonify({"workers": sorted(out, key=lambda w: w["name"]), "queue": _queue_depth(svc)})
+    out.sort(key=lambda w: (w.get("name", ""), w["state"]))
+    return jsonify({"workers": out, "queue": _queue_depth(svc)})
 
 
 class _Collector:
@@ -197,9 +226,16 @@ def create_team():
 @bp.post("/v1/admin/tasks/reload")
 @auth.admin_required
 def reload_tasks():
-    """Read the tasks directory again (after adding or changing tasks)."""
-    from grader.tasks.loader import TaskSet
+    """Read the tasks directory again (after adding or changing tasks). An invalid task
+    file keeps the previous set in service and is named, with its reason, in a 422."""
+    from grader.errors import TaskError
+    from grader.tasks.loader import TasksRefused
     svc = _svc()
-    svc._tasks = TaskSet(svc.settings.tasks_dir)
-    svc.task_hash.cache_clear()
-    return jsonify({"tasks": len(svc.tasks), "reloaded_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+    try:
+        tasks = svc.reload_tasks()
+    except TasksRefused as exc:
+        raise ApiError(422, "invalid_tasks", str(exc),
+                       details=[{"field": path, "problem": why} for path, why in exc.refused.items()]) from None
+    except TaskError as exc:
+        raise ApiError(422, "invalid_tasks", f"{exc}; the previous set stays in service") from None
+    return jsonify({"tasks": len(tasks), "reloaded_at": dt.datetime.now(dt.timezone.utc).isoformat()})

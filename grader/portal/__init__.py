@@ -1,11 +1,25 @@
 """The portal: server-rendered pages from the same Flask app, no front-end build. Teams
-sign in with their API key (kept only as its hash in a signed session cookie); the
-leaderboard, run, comparison and task pages are public; a submission's page and logs
-only for its team."""
+sign in with their API key; the leaderboard, run, comparison and task pages are public;
+a submission's page and logs only for its team.
+
+Sessions live on the server: the signed cookie carries only a random session id, and
+Redis maps its hash to the key's hash for the session's lifetime. Signing out deletes
+that entry, so a copy of the cookie taken before stops working at once (a cookie alone
+cannot be revoked). Redis restarted empty signs everyone out, nothing worse.
+
+Every request that changes state (POST, sign-in included) must come from this site: a
+browser names the page a form was sent from in `Origin` (every current browser sends it
+on a cross-origin POST; `null` from sandboxed or privacy-stripped contexts), else in
+`Referer`; a foreign or `null` origin is refused with 403. A request with neither comes
+from no browser's form (curl, tests) and cannot carry a victim's cookie by itself.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import logging
+import secrets
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
@@ -20,7 +34,10 @@ from grader.store import runs as store_runs
 from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Submission, Team
 
+log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
+SESSION_KEY = "grader:portal:session:"  # + sha256 of the session id -> the key's hash
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 SORTS = {"resolved": "resolved", "solve_rate": "solve rate", "success_rate": "success rate",
          "tasks": "tasks", "name": "run"}
 
@@ -29,12 +46,50 @@ def _svc() -> Service:
     return current_app.extensions["grader"]
 
 
+def _session_key(sid: str) -> str:
+    return SESSION_KEY + hashlib.sha256(sid.encode()).hexdigest()
+
+
+def _session_key_hash() -> str | None:
+    """The API key hash of this browser's live session, or None (signed out, expired, or
+    the session store unreachable: then nobody is signed in, the public pages still serve)."""
+    sid = session.get("sid")
+    if not isinstance(sid, str) or not sid:
+        return None
+    try:
+        digest = _svc().redis.get(_session_key(sid))
+    except Exception as exc:  # RedisError: fail closed
+        log.warning("portal sessions unavailable: %s", exc)
+        return None
+    return digest.decode() if digest else None
+
+
+def _same_site_origin() -> bool:
+    """Whether a state-changing request was sent from a page of this site (module docstring)."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        referer = request.headers.get("Referer")
+        if referer is None:
+            return True
+        origin = referer
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == request.host.lower()
+
+
 @bp.before_app_request
 def _who():
-    """The signed-in team, if its key is still live (a revoked key ends the session)."""
+    """Refuse a cross-site form; then the signed-in team, if its session is live and its
+    key is too (a revoked key ends the session)."""
     g.team = None
-    digest = session.get("key")
-    if not digest or request.path.startswith("/v1/"):
+    if request.path.startswith("/v1/"):
+        return
+    if request.method in UNSAFE and not _same_site_origin():
+        abort(403, description="This form was sent from another site; open the page here and send it again.")
+    if not session.get("sid"):
+        return
+    digest = _session_key_hash()
+    if digest is None:
+        session.clear()
         return
     with _svc().db.read() as s:
         key = s.scalar(select(ApiKey).where(ApiKey.key_hash == digest, ApiKey.revoked_at.is_(None)))
@@ -219,8 +274,15 @@ def login():
         if row is None:
             flash("That key is not valid (unknown or revoked).")
             return render_template("login.html"), 401
-        session.clear()
-        session["key"] = hash_key(key)
+        sid = secrets.token_urlsafe(32)
+        lifetime = current_app.permanent_session_lifetime
+        try:
+            _svc().redis.set(_session_key(sid), hash_key(key), ex=int(lifetime.total_seconds()))
+        except Exception as exc:  # RedisError
+            log.warning("portal sessions unavailable: %s", exc)
+            abort(503, description="Signing in is unavailable for a moment; try again shortly.")
+        _end_session()
+        session["sid"] = sid
         session.permanent = True
         nxt = request.args.get("next") or ""
         flash(f"Signed in as {team}.")
@@ -228,9 +290,20 @@ def login():
     return render_template("login.html")
 
 
+def _end_session() -> None:
+    """Delete this browser's session on the server, then its cookie."""
+    sid = session.get("sid")
+    if isinstance(sid, str) and sid:
+        try:
+            _svc().redis.delete(_session_key(sid))
+        except Exception as exc:  # RedisError: it expires with its TTL
+            log.warning("portal session not deleted: %s", exc)
+    session.clear()
+
+
 @bp.post("/logout")
 def logout():
-    session.clear()
+    _end_session()
     return redirect(url_for("portal.leaderboard_page"))
 
 

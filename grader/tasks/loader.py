@@ -147,23 +147,47 @@ def dump_task_yaml(definition: dict) -> str:
     return yaml.dump(definition, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 
 
-class TaskSet:
-    """All tasks under a directory, by id. Loading is strict: a broken task file or a
-    duplicated id is an error, not a silently smaller suite."""
+class TasksRefused(TaskError):
+    """Raised when a reload finds invalid task files; `refused` maps each to its reason."""
 
-    def __init__(self, tasks_dir: Path):
+    def __init__(self, message: str, refused: dict[str, str]):
+        super().__init__(message)
+        self.refused = refused
+
+
+class TaskSet:
+    """All tasks under a directory, by id. Loading is strict by default (`grader tasks
+    validate`, the importers): a broken task file or a duplicated id is an error, not a
+    silently smaller suite. The service loads leniently (`strict=False`): a broken file
+    is refused with its reason in `refused` and the valid tasks keep serving, so one bad
+    file cannot turn every request into a 500; `/readyz` and `grader tasks list` name it."""
+
+    def __init__(self, tasks_dir: Path, *, strict: bool = True):
         self.dir = Path(tasks_dir)
         if not self.dir.is_dir():
             where = "" if self.dir.is_absolute() else f" (in {Path.cwd()})"
             raise TaskError(f"tasks directory {self.dir}{where} does not exist: point GRADER_TASKS_DIR or "
                             f"--tasks-dir at the directory of task files")
         self._tasks: dict[str, Task] = {}
+        self.refused: dict[str, str] = {}  # a refused file, relative to the directory -> why
         suites = SuiteDefaults(self.dir)
         for path, _ in task_heads(self.dir):
-            task = load_task_file(path, suites=suites)
-            if task.id in self._tasks:
-                raise TaskError(f"task id {task.id!r} is defined twice ({path})")
+            try:
+                task = load_task_file(path, suites=suites)
+                if task.id in self._tasks:
+                    raise TaskError(f"task id {task.id!r} is defined twice ({path})")
+            except TaskError as exc:
+                if strict:
+                    raise
+                self.refused[self._relative(path)] = str(exc).replace(f"{path}: ", "", 1)
+                continue
             self._tasks[task.id] = task
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.dir))
+        except ValueError:
+            return path.name
 
     def __len__(self) -> int:
         return len(self._tasks)
