@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy import and_, case, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from grader.store.db import Database
-from grader.store.models import Status, Submission, utcnow
+from grader.store.models import Status, Submission, Team, utcnow
 from grader.verdict import Result, Verdict
 
 
@@ -214,10 +214,24 @@ def count_today(s: Session, team_id: int) -> int:
 
 
 def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, Submission]:
+    """The team's submissions under these keys, without their patches (a replay answers with
+    ids and states, and a key's check compares request hashes, never bodies)."""
     if not keys:
         return {}
-    rows = s.scalars(select(Submission).where(Submission.team_id == team_id, Submission.idempotency_key.in_(keys)))
-    return {r.idempotency_key: r for r in rows}
+    out: dict[str, Submission] = {}
+    for at in range(0, len(keys), 500):  # within every backend's limit of bound parameters
+        rows = s.scalars(select(Submission).options(defer(Submission.patch, raiseload=True)).where(
+            Submission.team_id == team_id, Submission.idempotency_key.in_(keys[at:at + 500])))
+        out.update({r.idempotency_key: r for r in rows})
+    return out
+
+
+def lock_team(s: Session, team_id: int) -> None:
+    """Make this write transaction the team's only intake until it commits, so that counting
+    its quota, checking its idempotency keys and inserting are one atomic step. PostgreSQL
+    locks the team's row; SQLite needs nothing more, since its writers begin IMMEDIATE and so
+    hold the database's one write lock already (FOR UPDATE is left out of SQLite's SQL)."""
+    s.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
 def page(s: Session, *, team_id: int | None, run_id: str | None = None, status: str | None = None,
@@ -234,20 +248,27 @@ def page(s: Session, *, team_id: int | None, run_id: str | None = None, status: 
     return list(s.scalars(q.order_by(Submission.id).limit(limit)))
 
 
+def newest_image(s: Session, task_hash: str, grader_version: str) -> str | None:
+    """The image of the task's newest finished grade under this grader version."""
+    return s.scalar(
+        select(Submission.image_id)
+        .where(Submission.task_hash == task_hash, Submission.status == Status.DONE.value,
+               Submission.image_id.is_not(None), Submission.grader_version == grader_version)
+        .order_by(Submission.finished_at.desc()).limit(1))
+
+
 def cached_result(s: Session, task_hash: str, patch_sha256: str, grader_version: str,
                   image_id: str | None) -> Submission | None:
     """A finished, non-ERROR grade of the same patch on the same task definition, image and
-    grader version. Without `image_id`, the task's newest graded image stands for it."""
+    grader version. Without `image_id`, the task's newest graded image stands for it.
+    It matches on hashes and never loads a patch: a stored patch may be up to
+    GRADER_MAX_PATCH_BYTES, and intake looks up every item of a batch."""
     if image_id is None:
-        image_id = s.scalar(
-            select(Submission.image_id)
-            .where(Submission.task_hash == task_hash, Submission.status == Status.DONE.value,
-                   Submission.image_id.is_not(None), Submission.grader_version == grader_version)
-            .order_by(Submission.finished_at.desc()).limit(1))
+        image_id = newest_image(s, task_hash, grader_version)
         if image_id is None:
             return None
     return s.scalar(
-        select(Submission)
+        select(Submission).options(defer(Submission.patch, raiseload=True))
         .where(Submission.task_hash == task_hash, Submission.patch_sha256 == patch_sha256,
                Submission.status == Status.DONE.value, Submission.verdict != Verdict.ERROR.value,
                Submission.grader_version == grader_version, Submission.image_id == image_id,

@@ -1,0 +1,137 @@
+"""Another team's single POST while one team's large batch is being accepted (issue 11).
+
+Starts Redis and `grader serve` (gunicorn, 2 processes, no worker: what is accepted stays
+queued) on SQLite in a temporary directory, makes two teams, and times the victim team's
+single POSTs, one after another: first on the idle service, then while the bulk team's
+batch of --count items is being accepted. Prints p50 / p99 / max of both, in the same run,
+and how long the batch took. Intake stores a batch in chunks of 500 items, each its own
+write transaction (grader/api/submissions.py), so the victim waits for one chunk at most,
+not for the whole batch.
+
+    .venv/bin/python benchmarks/batch_fairness.py --count 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+BIN = Path(sys.executable).parent / "grader"
+TASK = "calc-mean-empty"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def patch(tag: str, i: int) -> str:
+    return f"--- a/{tag}-{i}.txt\n+++ b/{tag}-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+
+
+def p99(ms: list[float]) -> float:
+    q = sorted(ms)
+    return q[min(len(q) - 1, int(len(q) * 0.99))]
+
+
+def figures(ms: list[float]) -> str:
+    if not ms:
+        return "no requests"
+    q = sorted(ms)
+    return f"n={len(q)} p50={statistics.median(q):.0f} ms p99={p99(q):.0f} ms max={q[-1]:.0f} ms"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=10_000, help="items in the bulk team's batch")
+    ap.add_argument("--idle", type=int, default=40, help="victim POSTs timed on the idle service")
+    args = ap.parse_args()
+    state = Path(tempfile.mkdtemp(prefix="grader-fairness."))
+    redis_port, api_port = free_port(), free_port()
+    env = {**os.environ, "GRADER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+           "GRADER_DATABASE_URL": f"sqlite:///{state}/grader.db", "GRADER_CACHE": "false",
+           "GRADER_DAILY_QUOTA": str(args.count * 2), "GRADER_QUEUED_QUOTA": str(args.count * 2),
+           "GRADER_QUEUE_MAX": str(args.count * 4)}
+    procs = [subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(state),
+                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)]
+    try:
+        subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
+        keys = {team: subprocess.run([str(BIN), "keys", "create", team], env=env, check=True, capture_output=True,
+                                     text=True).stdout.strip() for team in ("bulk", "victim")}
+        log = open(state / "service.log", "wb")
+        procs.append(subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{api_port}", "--workers", "2"],
+                                      env=env, stdout=log, stderr=log))
+        url = f"http://127.0.0.1:{api_port}"
+        for _ in range(120):
+            try:
+                if requests.get(f"{url}/readyz", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        victim = requests.Session()
+        victim.headers["Authorization"] = f"Bearer {keys['victim']}"
+        n = [0]
+
+        def one() -> tuple[float, int]:
+            n[0] += 1
+            t = time.monotonic()
+            r = victim.post(f"{url}/v1/submissions", json={"task_id": TASK, "patch": patch("victim", n[0])},
+                            timeout=120)
+            return (time.monotonic() - t) * 1000, r.status_code
+
+        for _ in range(5):  # warm both API processes
+            one()
+        idle = [one()[0] for _ in range(args.idle)]
+        items = [{"task_id": TASK, "patch": patch("bulk", i)} for i in range(args.count)]
+        answer: dict = {}
+
+        def bulk() -> None:
+            t = time.monotonic()
+            r = requests.post(f"{url}/v1/submissions/batch", json=items, timeout=600,
+                              headers={"Authorization": f"Bearer {keys['bulk']}"})
+            answer.update(status=r.status_code, accepted=r.json().get("accepted"), seconds=time.monotonic() - t)
+
+        thread = threading.Thread(target=bulk)
+        t0 = time.monotonic()
+        thread.start()
+        busy, codes, at = [], [], []
+        while thread.is_alive():
+            at.append(time.monotonic() - t0)
+            ms, code = one()
+            busy.append(ms)
+            codes.append(code)
+        thread.join()
+        print(f"batch of {args.count}: HTTP {answer.get('status')}, accepted {answer.get('accepted')} "
+              f"in {answer.get('seconds', 0):.1f} s")
+        print(f"victim single POST, idle:         {figures(idle)}")
+        print(f"victim single POST, during batch: {figures(busy)}; answers {sorted(set(codes))}")
+        slow = sorted(zip(busy, at), reverse=True)[:3]
+        print("slowest during the batch: " + ", ".join(f"{ms:.0f} ms sent at +{s:.2f} s" for ms, s in slow))
+        if idle and busy:
+            print(f"p99 during / idle: {p99(busy) / max(p99(idle), 1e-9):.1f}x")
+        return 0
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
