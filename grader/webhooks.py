@@ -52,6 +52,11 @@ class CallbackRefused(ValueError):
     """Raised when a callback URL is not one the service will call."""
 
 
+class CallbackUnresolved(CallbackRefused):
+    """Raised when a callback URL's host does not resolve: refused at intake, retried at
+    delivery (a name server's outage is not the receiver saying no)."""
+
+
 def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[str]:
     """Refuse what is not http(s) with a host and a valid port, and (unless allowed) hosts
     that resolve to non-public addresses. Checked when the submission is made and again
@@ -72,7 +77,7 @@ def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[st
         infos = socket.getaddrinfo(parts.hostname, port or (443 if parts.scheme == "https" else 80),
                                    type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise CallbackRefused(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
+        raise CallbackUnresolved(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
     addresses = []
     for info in infos:
         addr = ipaddress.ip_address(info[4][0].split("%", 1)[0])
@@ -124,7 +129,7 @@ def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private
     try:
         addresses = check_url(url, allow_private=allow_private)
     except CallbackRefused as exc:
-        return Delivery(ok=False, retryable=False, error=str(exc))
+        return Delivery(ok=False, retryable=isinstance(exc, CallbackUnresolved), error=str(exc))
     headers = {"Content-Type": "application/json", "User-Agent": "grader-webhook/1",
                SIGNATURE_HEADER: sign(body, secret), "X-Grader-Delivery": delivery_id}
     session = requests.Session()

@@ -126,3 +126,15 @@ def test_check_url_returns_the_addresses_it_checked(monkeypatch):
         (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 80))])
     with pytest.raises(webhooks.CallbackRefused, match="non-public"):
         webhooks.check_url("http://hook.invalid/cb", allow_private=False)
+
+
+def test_a_name_that_does_not_resolve_is_retried_at_delivery(monkeypatch):
+    def fail(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", fail)
+    outcome = webhooks.deliver("http://hook.invalid/cb", b"{}", "s3cret", timeout=5, allow_private=True,
+                               delivery_id="d2")
+    assert not outcome.ok and outcome.retryable and "does not resolve" in outcome.error
+    with pytest.raises(webhooks.CallbackRefused, match="does not resolve"):
+        webhooks.check_url("http://hook.invalid/cb", allow_private=True)
