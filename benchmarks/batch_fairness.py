@@ -4,7 +4,9 @@ Starts Redis and `grader serve` (gunicorn, 2 processes, no worker: what is accep
 queued) on SQLite in a temporary directory, makes two teams, and times the victim team's
 single POSTs, one after another: first on the idle service, then while the bulk team's
 batch of --count items is being accepted. Prints p50 / p99 / max of both, in the same run,
-and how long the batch took. Intake stores a batch in chunks of 500 items, each its own
+and how long the batch took. On a machine busy with other work the HTTP figures carry its
+noise, so the database's share is measured apart too: a probe in this process takes
+SQLite's write lock (BEGIN IMMEDIATE, ROLLBACK) every 10 ms and times how long it waited. Intake stores a batch in chunks of 500 items, each its own
 write transaction (grader/api/submissions.py), so the victim waits for one chunk at most,
 not for the whole batch.
 
@@ -17,6 +19,7 @@ import argparse
 import os
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -104,9 +107,23 @@ def main() -> int:
                               headers={"Authorization": f"Bearer {keys['bulk']}"})
             answer.update(status=r.status_code, accepted=r.json().get("accepted"), seconds=time.monotonic() - t)
 
+        waits: list[float] = []
+
+        def probe() -> None:
+            conn = sqlite3.connect(state / "grader.db", timeout=60, isolation_level=None)
+            while thread.is_alive():
+                t = time.monotonic()
+                conn.execute("BEGIN IMMEDIATE")
+                waits.append((time.monotonic() - t) * 1000)
+                conn.execute("ROLLBACK")
+                time.sleep(0.01)
+            conn.close()
+
         thread = threading.Thread(target=bulk)
+        prober = threading.Thread(target=probe)
         t0 = time.monotonic()
         thread.start()
+        prober.start()
         busy, codes, at = [], [], []
         while thread.is_alive():
             at.append(time.monotonic() - t0)
@@ -114,10 +131,12 @@ def main() -> int:
             busy.append(ms)
             codes.append(code)
         thread.join()
+        prober.join()
         print(f"batch of {args.count}: HTTP {answer.get('status')}, accepted {answer.get('accepted')} "
               f"in {answer.get('seconds', 0):.1f} s")
         print(f"victim single POST, idle:         {figures(idle)}")
         print(f"victim single POST, during batch: {figures(busy)}; answers {sorted(set(codes))}")
+        print(f"wait for SQLite's write lock, during batch: {figures(waits)}")
         slow = sorted(zip(busy, at), reverse=True)[:3]
         print("slowest during the batch: " + ", ".join(f"{ms:.0f} ms sent at +{s:.2f} s" for ms, s in slow))
         if idle and busy:

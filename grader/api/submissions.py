@@ -151,11 +151,11 @@ def _locked(run: Run) -> ApiError:
 
 CHUNK = 500  # items stored per write transaction: how long one batch holds the database at a time
 # SQLite has no queue of writers: one that finds the database locked sleeps and polls again,
-# at most 25 ms apart for its first 200 ms (then 100 ms). A batch that began its next chunk
-# at once would win nearly every poll and starve other teams' writes (measured: 0.5 to 1.4 s
-# behind a 10,000-item batch, with each chunk held 50 ms); a pause longer than those polls
-# between chunks lets every writer that is waiting in. PostgreSQL queues its lock waiters.
-SQLITE_CHUNK_PAUSE = 0.03
+# at most 100 ms apart (SQLite's busy handler). A batch that began its next chunk at once
+# would win nearly every poll and starve other teams' writes for seconds; a pause between
+# chunks at least as long as that longest poll lets every writer that is waiting in.
+# PostgreSQL queues its lock waiters, and locks only the team's row: no pause there.
+SQLITE_CHUNK_PAUSE = 0.1
 
 
 def _new_row(svc: Service, caller: auth.Caller, item: SubmissionIn, key: str | None, request_hash: str) -> Submission:
@@ -281,6 +281,7 @@ def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
     unique index is the last word), the chunk is tried again and its keys answered then."""
+    cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
     for attempt in range(3):
         answers: dict[int, Accepted | ApiError] = {}
         try:
@@ -290,16 +291,15 @@ def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]
                                                [r.idempotency_key for _, r in chunk if r.idempotency_key])
                 quota = _quota(svc, caller, s)
                 add = []
-                for n, template in chunk:
-                    row = _copy(template)
-                    if row.idempotency_key in seen:
-                        answers[n] = _prior(seen[row.idempotency_key], row.request_hash)
+                for (n, template), hit in zip(chunk, cached):
+                    if template.idempotency_key in seen:
+                        answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
                         continue
                     if quota.room <= 0:
                         answers[n] = quota.reason
                         continue
                     quota.room -= 1
-                    hit = hits.get((row.task_hash, row.patch_sha256))
+                    row = _copy(template)
                     if hit is not None:
                         _answer_from_cache(row, hit)
                         row.webhook_status = "pending" if row.callback_url else None  # jobs.after_finish's move
@@ -307,7 +307,7 @@ def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]
                         row.job_id = subs.new_job_id(row.id)
                     answers[n] = Accepted(row, enqueue=hit is None)
                     add.append(row)
-                s.add_all(add)
+                subs.insert_many(s, add)
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
                 raise
@@ -320,10 +320,9 @@ def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]
 
 
 def _copy(row: Submission) -> Submission:
-    """A new, unattached row with the template's columns: a rolled-back attempt leaves its
-    rows to its session, and a retry adds its own."""
-    cols = {c.key: getattr(row, c.key) for c in Submission.__mapper__.column_attrs}
-    return Submission(**cols)
+    """A new row with the template's columns, for one attempt at storing it: an attempt that
+    rolls back must leave the template as it was."""
+    return Submission(**{c.key: getattr(row, c.key) for c in Submission.__mapper__.column_attrs})
 
 
 def _after_cached(svc: Service, submission_id: str) -> None:
