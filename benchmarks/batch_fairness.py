@@ -40,8 +40,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def patch(tag: str, i: int) -> str:
-    return f"--- a/{tag}-{i}.txt\n+++ b/{tag}-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+def patch(tag: str, i: int, size: int = 0) -> str:
+    """A unique patch of about `size` bytes (its added line padded)."""
+    return f"--- a/{tag}-{i}.txt\n+++ b/{tag}-{i}.txt\n@@ -0,0 +1 @@\n+{i}{'x' * size}\n"
 
 
 def p99(ms: list[float]) -> float:
@@ -59,6 +60,7 @@ def figures(ms: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=10_000, help="items in the bulk team's batch")
+    ap.add_argument("--patch-bytes", type=int, default=0, help="pad each of the batch's patches to about this size")
     ap.add_argument("--idle", type=int, default=40, help="victim POSTs timed on the idle service")
     args = ap.parse_args()
     state = Path(tempfile.mkdtemp(prefix="grader-fairness."))
@@ -98,7 +100,7 @@ def main() -> int:
         for _ in range(5):  # warm both API processes
             one()
         idle = [one()[0] for _ in range(args.idle)]
-        items = [{"task_id": TASK, "patch": patch("bulk", i)} for i in range(args.count)]
+        items = [{"task_id": TASK, "patch": patch("bulk", i, args.patch_bytes)} for i in range(args.count)]
         answer: dict = {}
 
         def bulk() -> None:
