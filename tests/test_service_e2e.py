@@ -74,7 +74,12 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "solve rate" in shown.stdout and "50.0% (1/2)" in shown.stdout
     board = subprocess.run([str(BIN), "leaderboard", "--all"], env=env, capture_output=True, text=True, timeout=60)
-    assert board.returncode == 0 and "leaderboard" in board.stdout
+    assert board.returncode == 0 and "no public run" in board.stdout  # nothing published yet, and it says so
+    published = subprocess.run([str(BIN), "runs", "publish", "e2e", "--method", "E2E", "--description", "one task"],
+                               env=env, capture_output=True, text=True, timeout=60)
+    assert published.returncode == 0, published.stderr
+    board = subprocess.run([str(BIN), "leaderboard", "--all"], env=env, capture_output=True, text=True, timeout=60)
+    assert board.returncode == 0 and " e2e " in board.stdout and "E2E" in board.stdout, board.stdout
 
 
 def test_a_worker_killed_mid_grade_loses_nothing(stack, mini):
