@@ -161,6 +161,15 @@ class Graded:
                 f"| tampered: {r.get('tampered')} | output tail: {out}")
 
 
+def test_a_50_mib_patch_is_refused_at_intake_and_never_reaches_a_worker(env):
+    """Over GRADER_MAX_PATCH_BYTES: 413 naming the limit, nothing stored, nothing graded."""
+    patch = "--- a/calc/__init__.py\n+++ b/calc/__init__.py\n@@ -1,2 +1,2 @@\n+" + "x" * (50 * 1024 * 1024) + "\n"
+    r = env["api"].post("/v1/submissions", json={"task_id": "mini-attack", "patch": patch})
+    assert r.status_code == 413 and r.json["error"]["code"] == "patch_too_large", r.json
+    assert "GRADER_MAX_PATCH_BYTES" in r.json["error"]["message"]
+    assert env["grader"].sandbox.busy_containers() == []
+
+
 def grade(env, patch: bytes, task: str = "mini-attack") -> Graded:
     text = patch.decode("utf-8", errors="surrogateescape").encode("utf-8", errors="replace").decode("utf-8")
     r = env["api"].post("/v1/submissions", json={"task_id": task, "patch": text})
@@ -436,8 +445,6 @@ def attacks(ports: dict[str, int]) -> dict[str, Attack]:
             os._exit(0)
             """)}, {F}),
         "binary-patch": Attack("7", {"calc/__init__.py": unfixed, "calc/blob.bin": bytes(range(256)) * 64}, {F}),
-        "50-MiB-patch": Attack("7", lambda c: ("--- a/calc/__init__.py\n+++ b/calc/__init__.py\n@@ -1,2 +1,2 @@\n"
-                                               + "+" + "x" * (50 * 1024 * 1024) + "\n").encode(), {PF}),
         "crlf-and-mixed-encodings": Attack("7", lambda c: c.diff({"calc/__init__.py": FIXED + "# caf\xe9\n"})
                                            .replace(b"\n", b"\r\n") + "# \u00e9t\u00e9 \udce9\n".encode(
                                                "utf-8", "surrogateescape"), {P, F, PF}),

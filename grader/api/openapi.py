@@ -91,7 +91,7 @@ def _paths() -> dict:
                              "anyOf": [_ref(m.SubmissionIn), _ref(m.PredictionIn)]}}]}},
                          "application/x-ndjson": {"schema": {"type": "string"}}}},
                      "responses": {"202": _json(m.BatchOut, "each item's id or error, in input order"),
-                                   **_errors(400, 401, 413, 422, 429, 503)}},
+                                   **_errors(400, 401, 409, 413, 422, 429, 503)}},
         },
         "/v1/submissions/{submission_id}": {
             "get": {"summary": "A submission, with its result when done", "tags": ["submissions"], "security": _AUTH,
