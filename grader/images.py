@@ -29,7 +29,7 @@ from pathlib import Path
 
 from grader.config import Settings
 from grader.errors import ImageError
-from grader.sandbox.docker import DockerEngine
+from grader.sandbox.docker.engine import DockerEngine
 from grader.tasks.model import Task
 from grader.tasks.prepare import PreparedTask, prepare
 

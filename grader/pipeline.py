@@ -30,7 +30,7 @@ from grader.errors import GraderError, SandboxError
 from grader.images import HIDDEN_DIR, REPO_DIR, UID, Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
-from grader.sandbox import Limits, RunOutput, RunSpec, Sandbox, get_sandbox
+from grader.sandbox import Limits, RunOutput, RunSpec, Sandbox, sandbox_for_runtime
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.tasks.prepare import PreparedTask
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
@@ -134,9 +134,8 @@ class Grader:
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
             s = self.settings
-            self._sandbox = get_sandbox("docker", runtime=self.runtime, tmpfs_size=s.tmpfs_size,
-                                        storage_size=s.storage_size, file_size_limit=s.file_size_limit,
-                                        max_warm=s.prewarm)
+            self._sandbox = sandbox_for_runtime(self.runtime, tmpfs_size=s.tmpfs_size, storage_size=s.storage_size,
+                                                file_size_limit=s.file_size_limit, max_warm=s.prewarm)
             # containers of graders on this host that died mid-run go first; housekeeping
             # that fails (the engine is away) leaves the grade to find out for itself
             try:

@@ -2,7 +2,7 @@
 
 The host copies this file, the report plugin and a job description into a fresh
 container and starts it as PID 1, as root with the few capabilities of SUPERVISOR_CAPS
-(grader/sandbox/docker.py says why each) under no-new-privileges. It never executes
+(grader/sandbox/docker/runs.py says why each) under no-new-privileges. It never executes
 submitted code itself, and it trusts nothing the submission could have touched:
 
 1. records the repository's file tree (every entry, ignored files included) and copies

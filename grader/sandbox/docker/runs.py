@@ -1,7 +1,5 @@
-"""The Docker provider: the only module that imports the Docker SDK.
-
-`DockerEngine` wraps the few engine calls the grader makes (images, builds, imports,
-containers); `DockerSandbox` runs one hardened container per grading run:
+"""Grading runs in Docker: one hardened container per run, with runc ("docker") or
+gVisor's runsc ("gvisor") as its runtime.
 
 - no network, all capabilities dropped but the supervisor's five, no-new-privileges;
 - memory (with no extra swap), CPU and pids limits, a size-capped tmpfs /tmp, a file
@@ -23,16 +21,14 @@ import tarfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable
-from pathlib import Path
 
-import docker
 import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
 
 from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
+from grader.sandbox.docker.engine import DockerEngine
 
 LABEL = "grader.sandbox"
 OWNER_LABEL = "grader.owner"
@@ -46,7 +42,6 @@ OWNER_LABEL = "grader.owner"
 #   KILL          kill every process the user left behind, before reading the tree
 # Not FOWNER: it only chmods files it created. Not SYS_PTRACE, NET_*, SYS_ADMIN or MKNOD.
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
-API_TIMEOUT = 900
 # Under gVisor the host's pids cgroup counts the sandbox kernel's threads, not the run's
 # processes: an idle sandbox holds about 40, and each process inside it about 10 more
 # (measured with runsc 20221219, ptrace platform). When the cgroup is full the sandbox
@@ -73,7 +68,7 @@ BOOT = (
     "while not os.path.exists(sys.argv[1]):\n"
     "    time.sleep(0.002)\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)  # builds stream for minutes; per-call waits pass their own timeout
+)
 
 
 def _parse_size(text: str) -> int:
@@ -102,121 +97,6 @@ def _tar(files: dict[str, bytes]) -> bytes:
             info.size, info.mode, info.uid, info.gid = len(data), 0o600, 0, 0
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-class DockerEngine:
-    """A thin, error-translating face of the engine for the image and sandbox code."""
-
-    def __init__(self, client: docker.DockerClient | None = None, base_url: str | None = None):
-        self._client = client
-        self._base_url = base_url  # default: DOCKER_HOST, else the local socket
-
-    @property
-    def client(self) -> docker.DockerClient:
-        if self._client is None:
-            try:
-                if self._base_url:
-                    self._client = docker.DockerClient(base_url=self._base_url, timeout=API_TIMEOUT)
-                else:
-                    self._client = docker.from_env(timeout=API_TIMEOUT)
-                self._client.ping()
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-                self._client = None
-                raise SandboxError(f"the Docker engine does not answer: {exc}") from exc
-        return self._client
-
-    def available(self) -> bool:
-        try:
-            self.client.ping()
-            return True
-        except Exception:
-            return False
-
-    def info(self) -> dict:
-        return self._call(self.client.info)
-
-    def _call(self, fn, *args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except docker.errors.ImageNotFound as exc:
-            raise ImageError(str(exc)) from exc
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise SandboxError(f"Docker engine error: {exc}") from exc
-
-    # images ----------------------------------------------------------------------
-    def image_id(self, ref: str) -> str | None:
-        try:
-            return self.client.images.get(ref).id
-        except docker.errors.ImageNotFound:
-            return None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise SandboxError(f"Docker engine error: {exc}") from exc
-
-    def images(self, label: str) -> list[dict]:
-        found = self._call(self.client.images.list, filters={"label": label})
-        return [
-            {"id": im.id, "tags": im.tags, "labels": im.labels or {}, "size": im.attrs.get("Size", 0),
-             "created": im.attrs.get("Created")}
-            for im in found
-        ]
-
-    def remove_image(self, ref: str) -> None:
-        try:
-            self.client.images.remove(ref, force=True, noprune=False)
-        except docker.errors.ImageNotFound:
-            pass
-        except docker.errors.APIError as exc:
-            raise ImageError(f"cannot remove {ref}: {exc.explanation}") from exc
-
-    def prune_dangling(self) -> int:
-        res = self._call(self.client.images.prune, filters={"dangling": True})
-        return int(res.get("SpaceReclaimed") or 0)
-
-    def build(self, context: bytes, tag: str, *, labels: dict[str, str], buildargs: dict[str, str] | None = None,
-              log: callable | None = None) -> str:
-        """Build from an in-memory tar context with the classic builder; returns the image id."""
-        lines: list[str] = []
-        try:
-            stream = self.client.api.build(
-                fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels, buildargs=buildargs or {},
-                rm=True, forcerm=True, decode=True, pull=False,
-            )
-            for chunk in stream:
-                if "stream" in chunk:
-                    text = chunk["stream"].rstrip("\n")
-                    if text:
-                        lines.append(text)
-                        if log:
-                            log(text)
-                if "error" in chunk:
-                    tail = "\n".join(lines[-30:])
-                    raise ImageError(f"building {tag} failed: {chunk['error'].strip()}\n{tail}")
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise ImageError(f"building {tag} failed: {exc}") from exc
-        image_id = self.image_id(tag)
-        if image_id is None:
-            raise ImageError(f"building {tag} produced no image")
-        return image_id
-
-    def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: Iterable[str] = ()) -> str:
-        self._call(self.client.api.import_image_from_file, str(tarball), repository=repository, tag=tag,
-                   changes=list(changes))
-        image_id = self.image_id(f"{repository}:{tag}")
-        if image_id is None:
-            raise ImageError(f"importing {repository}:{tag} produced no image")
-        return image_id
-
-    def tag(self, image_id: str, repository: str, tag: str) -> None:
-        self._call(self.client.api.tag, image_id, repository, tag)
-
-    def runtimes(self) -> set[str]:
-        return set((self.info().get("Runtimes") or {}).keys())
-
-    def supports_storage_cap(self) -> bool:
-        """overlay2 enforces --storage-opt size only on xfs with project quotas."""
-        info = self.info()
-        status = dict(info.get("DriverStatus") or [])
-        return info.get("Driver") == "overlay2" and status.get("Backing Filesystem") == "xfs"
 
 
 def _owner() -> str:
@@ -565,6 +445,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class GVisorSandbox(DockerSandbox):
+    """Docker with gVisor's runsc: the run's processes get gVisor's kernel, in user space,
+    instead of the host's (docs/security.md, "What a submission can still do")."""
+
+    name = "gvisor"
+
+    def __init__(self, engine: DockerEngine | None = None, **kwargs):
+        super().__init__("runsc", engine, **kwargs)
+
+
 @sandbox_provider("docker")
 def _docker(**kwargs) -> DockerSandbox:
+    """runc, Docker's own runtime (`runtime=` names another one the engine has registered)."""
     return DockerSandbox(**kwargs)
+
+
+@sandbox_provider("gvisor")
+def _gvisor(**kwargs) -> GVisorSandbox:
+    return GVisorSandbox(**kwargs)
