@@ -947,8 +947,9 @@ def _service(settings: Settings):
 @main.command()
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
-@click.option("--threads", type=int, default=8, show_default=True,
-              help="Threads per process (requests holding ?wait= each use one).")
+@click.option("--threads", type=int, default=16, show_default=True,
+              help="Threads per process. Requests held by ?wait= take at most GRADER_MAX_WAITING_PER_PROCESS "
+                   "of them, and never the last 4.")
 @common
 def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     """Run the REST API under gunicorn. The schema is migrated first."""
@@ -957,6 +958,9 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     from grader.api import create_app
 
     _service(settings).close()
+    # requests that do not wait must always find a thread: held requests leave at least 4
+    settings = settings.model_copy(update={"max_waiting_per_process": max(0, min(settings.max_waiting_per_process,
+                                                                                threads - 4))})
 
     class _App(BaseApplication):
         def load_config(self):

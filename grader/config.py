@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
     queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
     max_wait: float = Field(60.0, description="the longest ?wait= a request may hold for its verdict, in seconds")
+    max_waiting_per_team: int = Field(
+        8, ge=0, description="requests of one team held for their verdict at once, across the service; past it "
+                             "?wait= is answered at once (202, header Grader-Wait) and the client polls")
+    max_waiting_per_process: int = Field(
+        8, ge=0, description="requests held for their verdict at once by one API process; `grader serve` keeps it "
+                             "at least 4 below its threads, so requests that do not wait always find one")
     max_request_bytes: int = Field(64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413")
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")

@@ -221,7 +221,9 @@ def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float
 
 
 def after_finish(svc: Service, submission_id: str) -> None:
-    """Start the callback of a finished submission, if it asked for one."""
+    """Wake the requests held for its verdict, and start the callback of a finished
+    submission, if it asked for one."""
+    svc.announce_done(submission_id)
     with svc.db.write() as s:
         sub = s.get(Submission, submission_id)
         if not sub.callback_url or sub.webhook_status is not None:

@@ -146,6 +146,19 @@ class Service:
             raise StoreError(f"redis: {exc}") from exc
 
     # --- health ---------------------------------------------------------------------------
+    @property
+    def done_channel(self) -> str:
+        """The Redis channel on which each finished submission's id is published (grader/api/waiting.py)."""
+        return f"{self.settings.queue_name}:done"
+
+    def announce_done(self, submission_id: str) -> None:
+        """Wake the requests held for this submission's verdict. Best effort: a held request
+        also reads the database every few seconds, so a message lost only delays it."""
+        try:
+            self.redis.publish(self.done_channel, submission_id)
+        except RedisError as exc:
+            log.warning("announcing %s failed (%s); requests waiting for it will read the database", submission_id, exc)
+
     def ping_redis(self) -> None:
         try:
             self.redis.ping()

@@ -4,12 +4,14 @@ authenticated wrapper around Flask's test client, the whole service as real proc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -62,6 +64,36 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def api_process(database_url: str, redis_url: str, tmp_path: Path, *args: str, **env: str) -> Iterator[str]:
+    """`grader serve` alone (no worker: what is accepted stays queued) on this database,
+    with extra arguments and GRADER_* variables; yields its URL once it answers."""
+    port = _free_port()
+    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url, "GRADER_TASKS_DIR": str(ROOT / "tasks"),
+           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_CACHE": "false",
+           "GRADER_CACHE_DIR": str(tmp_path / "cache"), **env}
+    log_path = tmp_path / "api.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{port}", *(args or ("--workers", "2"))],
+                                env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if requests.get(f"{url}/healthz", timeout=2).status_code < 500:
+                        break
+                except requests.RequestException:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.3)
+            yield url
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
 
 
 def _children() -> dict[int, list[int]]:

@@ -6,12 +6,8 @@ requests of one team race, through the real API process (gunicorn), on SQLite an
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
-import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -22,7 +18,7 @@ from grader.api import create_app
 from grader.pipeline import GRADER_VERSION
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
-from service_helpers import BIN, ROOT, Api, _free_port, make_service, new_key
+from service_helpers import ROOT, Api, api_process, make_service, new_key
 
 pytestmark = pytest.mark.service
 GOLD = (ROOT / "tasks/examples/calc-mean-empty/gold.patch").read_text()
@@ -215,29 +211,10 @@ def test_a_key_taken_by_a_concurrent_request_answers_409_for_another_body(api, s
 def served(database_url, redis_url, tmp_path):
     """`grader serve` alone (no worker: what is accepted stays queued), on this test's database."""
     svc = make_service(database_url, redis_url)
-    port = _free_port()
-    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url, "GRADER_TASKS_DIR": str(ROOT / "tasks"),
-           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_CACHE": "false",
-           "GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    log = open(tmp_path / "api.log", "wb")
-    proc = subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "2"],
-                            env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"{url}/healthz", timeout=2).status_code < 500:
-                    break
-            except requests.RequestException:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "api.log").read_text()
-            time.sleep(0.3)
-        yield svc, url
+        with api_process(database_url, redis_url, tmp_path) as url:
+            yield svc, url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-        log.close()
         svc.close()
 
 

@@ -20,6 +20,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     """The Flask app over `service` (made from `settings` when not given). The schema is
     migrated first unless `migrate` is off (`grader serve` migrates once before forking)."""
     from grader.api import errors, logs, openapi, runs, submissions, system, tasks
+    from grader.api.waiting import Waits
 
     settings = service.settings if service else (settings or get_settings())
     settings.require_production_secrets()
@@ -41,6 +42,8 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     )
     app.json.sort_keys = False
     app.extensions["grader"] = svc
+    app.extensions["grader.waits"] = Waits(svc.redis, svc.done_channel, per_process=settings.max_waiting_per_process,
+                                           per_team=settings.max_waiting_per_team, max_wait=settings.max_wait)
     errors.init_app(app)
     openapi.init_app(app)
     for module in (submissions, tasks, runs, logs, system, openapi):

@@ -42,7 +42,9 @@ _P = {
     "run_ref": {"name": "run", "in": "path", "required": True, "description": "the run's id, or your run_id",
                 "schema": {"type": "string"}},
     "wait": {"name": "wait", "in": "query", "required": False, "description": "seconds to hold for the verdict "
-             "(capped by the server's maximum)", "schema": {"type": "number", "minimum": 0}},
+             "(capped by the server's maximum). A team holds at most GRADER_MAX_WAITING_PER_TEAM requests at once; "
+             "past that bound the request is answered at once (202) with a `Grader-Wait: not held: ...` header "
+             "and Retry-After, and the client polls GET", "schema": {"type": "number", "minimum": 0}},
     "idem": {"name": "Idempotency-Key", "in": "header", "required": False, "description": "a retried request "
              "with the same key returns the first answer", "schema": {"type": "string", "maxLength": 180}},
     "run": {"name": "run_id", "in": "query", "required": False, "description": "only this run's submissions",

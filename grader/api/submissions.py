@@ -22,6 +22,7 @@ from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.views import shown_to, submission_view
+from grader.api.waiting import Refused
 from grader.errors import StoreError, TaskNotFound
 from grader.pipeline import GRADER_VERSION
 from grader.service import Service
@@ -333,17 +334,21 @@ def _after_cached(svc: Service, submission_id: str) -> None:
         log.warning("queueing the callback of cached %s failed (%s); the reconciler will", submission_id, exc)
 
 
-def _wait_for(svc: Service, ids: list[str], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    pause = 0.1
-    while time.monotonic() < deadline:
+def _hold(svc: Service, team_id: str, ids: list[str], seconds: float) -> str | None:
+    """Hold the request until these submissions are done, or `seconds` pass; the reason it
+    was not held, if a bound of grader/api/waiting.py refused it."""
+    def open_(wanted: list[str]) -> int:
         with svc.db.read() as s:
-            open_ = s.query(Submission.id).filter(Submission.id.in_(ids), Submission.status.in_(
+            return s.query(Submission.id).filter(Submission.id.in_(wanted), Submission.status.in_(
                 [Status.QUEUED.value, Status.RUNNING.value])).count()
-        if open_ == 0:
-            return
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, 1.0)
+
+    waits = current_app.extensions["grader.waits"]
+    try:
+        with waits.slot(team_id):
+            waits.wait(ids, open_, seconds)
+    except Refused as exc:
+        return str(exc)
+    return None
 
 
 def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
@@ -378,12 +383,16 @@ def create():
     if isinstance(result, ApiError):
         raise result
     sub = result.row
+    refused = None
     if wait and sub.status not in (Status.DONE.value, Status.CANCELLED.value):
-        _wait_for(svc, [sub.id], wait)
+        refused = _hold(svc, g.caller.team_id, [sub.id], wait)
     sub = _load(svc, sub.id, g.caller)
     response = jsonify(_full(svc, sub))
     response.status_code = 200 if sub.status == Status.DONE.value or result.replayed else 202
     response.headers["Location"] = f"/v1/submissions/{sub.id}"
+    if refused is not None:
+        response.headers["Grader-Wait"] = f"not held: {refused}"
+        response.headers["Retry-After"] = "2"
     if result.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return response
@@ -523,4 +532,5 @@ def cancel(submission_id: str):
         raise ApiError(409, "conflict", f"submission {sub.id} is {sub.status}; only a queued submission can be "
                                         "cancelled")
     svc.cancel_job(sub.job_id)
+    svc.announce_done(sub.id)
     return jsonify(_full(svc, _load(svc, submission_id, g.caller)))

@@ -1,0 +1,164 @@
+"""Requests held for their verdict (`?wait=`, grader/api/waiting.py): one team's long-polls
+cannot take the request threads another team needs, the bounds hold across processes and
+forget a dead process's leases, and a held request is woken by the worker's notification
+rather than by polling the database. Through the real API process (gunicorn) where the
+threads matter, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from redis import Redis
+from sqlalchemy import select
+
+from grader.api import waiting
+from grader.api.waiting import Refused, Waits
+from grader.store.models import Submission
+from service_helpers import ROOT, api_process, make_service, new_key
+
+pytestmark = pytest.mark.service
+GOLD = (ROOT / "tasks/examples/calc-mean-empty/gold.patch").read_text()
+
+
+def _waits(redis_url: str, **kw) -> Waits:
+    args = {"per_process": 8, "per_team": 8, "max_wait": 60.0, **kw}
+    return Waits(Redis.from_url(redis_url), "test:done", **args)
+
+
+# --- the bounds ----------------------------------------------------------------------------------------
+def test_a_team_holds_at_most_its_bound_across_processes(redis_url):
+    # two Waits stand for two API processes: the team's bound is counted in Redis, not per process
+    a, b = _waits(redis_url, per_team=2), _waits(redis_url, per_team=2)
+    with a.slot("team-a"), b.slot("team-a"):
+        with pytest.raises(Refused, match="2 requests waiting"):
+            with a.slot("team-a"):
+                pass
+        with b.slot("team-b"):  # another team is not counted against this one
+            pass
+    with a.slot("team-a"), a.slot("team-a"):  # released on the way out, refusals included
+        pass
+
+
+def test_a_process_holds_at_most_its_bound(redis_url):
+    w = _waits(redis_url, per_process=1)
+    with w.slot("team-a"):
+        with pytest.raises(Refused, match="this API process"):
+            with w.slot("team-b"):
+                pass
+    with w.slot("team-b"):
+        pass
+
+
+def test_a_dead_process_lease_expires(redis_url):
+    w = _waits(redis_url, per_team=1, max_wait=60.0)
+    # what a process killed while holding a request leaves: a lease past its expiry
+    w.redis.zadd("test:done:waiting:team-a", {"left-by-a-dead-process": time.time() - 1})
+    with w.slot("team-a"):
+        pass
+    w.redis.zadd("test:done:waiting:team-a", {"held-by-a-live-process": time.time() + 90})
+    with pytest.raises(Refused):
+        with w.slot("team-a"):
+            pass
+
+
+def test_without_redis_a_request_is_answered_not_held():
+    w = Waits(Redis(host="127.0.0.1", port=1, socket_connect_timeout=1), "test:done", per_process=8, per_team=8,
+              max_wait=60.0)
+    with pytest.raises(Refused, match="cannot be counted"):
+        with w.slot("team-a"):
+            pass
+
+
+def test_no_holding_at_all_when_a_bound_is_zero(redis_url):
+    with pytest.raises(Refused, match="does not hold"):
+        with _waits(redis_url, per_team=0).slot("team-a"):
+            pass
+
+
+# --- the wake-up --------------------------------------------------------------------------------------
+def test_a_held_request_is_woken_by_the_notification_not_the_database(redis_url, monkeypatch):
+    monkeypatch.setattr(waiting, "RECHECK", 3600.0)  # the database is read again only on a wake-up
+    w = _waits(redis_url)
+    done, reads = threading.Event(), []
+
+    def open_(ids):
+        reads.append(list(ids))
+        return 0 if done.is_set() else 1
+
+    waiter = threading.Thread(target=w.wait, args=(["s1"], open_, 600.0))
+    waiter.start()
+    publisher = Redis.from_url(redis_url)
+    while len(reads) < 1 or publisher.pubsub_numsub("test:done")[0][1] < 1:
+        time.sleep(0.05)
+    publisher.publish("test:done", "another-submission")  # not this request's: it sleeps on
+    publisher.publish("test:done", "s1")  # woken, reads, still open: sleeps again
+    while len(reads) < 2:
+        time.sleep(0.05)
+    done.set()
+    publisher.publish("test:done", "s1")
+    waiter.join(timeout=120)
+    assert not waiter.is_alive()
+    assert reads == [["s1"]] * 3  # the first read, and one per wake-up of its own id: no polling
+    assert w._events == {}  # nothing left registered
+
+
+def test_a_wait_ends_at_its_deadline_and_reads_once_more(redis_url):
+    w = _waits(redis_url)
+    reads = []
+    w.wait(["never"], lambda ids: reads.append(ids) or 1, 0.2)
+    assert len(reads) == 2  # at the start, and at the deadline
+    assert w._events == {}
+
+
+# --- through gunicorn ---------------------------------------------------------------------------------
+def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis_url, tmp_path):
+    """One gunicorn process of 8 threads: 40 long-polls of one team would hold all 8 for a
+    minute without the bounds. With them at most 4 are held (threads - 4), the rest are
+    answered at once saying why, and the other team is served while the held ones still wait."""
+    svc = make_service(database_url, redis_url)
+    hostile, victim = new_key(svc, "hostile"), new_key(svc, "victim")
+    try:
+        with api_process(database_url, redis_url, tmp_path, "--workers", "1", "--threads", "8",
+                         GRADER_MAX_WAIT="60") as url:
+            def long_poll(i: int) -> requests.Response:
+                return requests.post(f"{url}/v1/submissions?wait=60", timeout=180,
+                                     headers={"Authorization": f"Bearer {hostile}"},
+                                     json={"task_id": "calc-mean-empty", "patch": GOLD + "\n" * i})
+
+            with ThreadPoolExecutor(40) as pool:
+                polls = [pool.submit(long_poll, i) for i in range(40)]
+                answered_at_once, deadline = [], time.monotonic() + 120
+                while len(answered_at_once) < 36:  # no worker runs: only the held ones are left
+                    assert time.monotonic() < deadline, f"{len(answered_at_once)} of 40 long-polls answered"
+                    answered_at_once = [f for f in polls if f.done()]
+                    time.sleep(0.05)
+                auth = {"Authorization": f"Bearer {victim}"}
+                account = requests.get(f"{url}/v1/account", headers=auth, timeout=180)
+                posted = requests.post(f"{url}/v1/submissions", headers=auth, timeout=180,
+                                       json={"task_id": "calc-mean-empty", "patch": GOLD})
+                still_held = [f for f in polls if not f.done()]
+                assert account.status_code == 200 and posted.status_code == 202
+                assert len(still_held) == 4  # the victim was served while they still held their threads
+                for f in answered_at_once:
+                    r = f.result()
+                    assert r.status_code == 202 and r.json()["status"] == "queued"
+                    assert r.headers["Grader-Wait"].startswith("not held: ")
+                    assert r.headers["Retry-After"] == "2"
+                # the held ones are woken by a cancel (announced as a finished grade is)
+                others = {f.result().json()["id"] for f in answered_at_once} | {posted.json()["id"]}
+                with svc.db.read() as s:
+                    held_ids = set(s.scalars(select(Submission.id))) - others
+                assert len(held_ids) == 4
+                for sid in held_ids:
+                    r = requests.delete(f"{url}/v1/submissions/{sid}", timeout=60,
+                                        headers={"Authorization": f"Bearer {hostile}"})
+                    assert r.status_code == 200
+                held = [f.result() for f in still_held]
+                assert all(r.status_code == 202 and r.json()["status"] == "cancelled" for r in held)
+                assert all("Grader-Wait" not in r.headers for r in held)
+    finally:
+        svc.close()
