@@ -1,8 +1,9 @@
 """Isolated execution of submitted code. See base.py for the interface.
 
-Providers by name: "docker" (Docker with runc) and "gvisor" (Docker with gVisor's
-runsc). Each built-in provider's module is imported on first use, so naming the
-interface does not load the Docker SDK.
+Providers by name: "docker" (Docker with runc), "gvisor" (Docker with gVisor's runsc)
+and "fake" (scripted outputs and no engine, for tests: fake.py). Each built-in
+provider's module is imported on first use, so naming the interface does not load the
+Docker SDK.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from grader.errors import GraderError
 from grader.sandbox.base import Limits, RunOutput, RunSpec, Sandbox, registered, sandbox_provider
 
 # The module that registers each built-in provider.
-BUILTIN = {"docker": "grader.sandbox.docker", "gvisor": "grader.sandbox.docker"}
+BUILTIN = {"docker": "grader.sandbox.docker", "gvisor": "grader.sandbox.docker", "fake": "grader.sandbox.fake"}
 # settings.runtime (GRADER_RUNTIME, --runtime) names an OCI runtime; each known one is a provider.
 RUNTIME_PROVIDERS = {"runc": "docker", "runsc": "gvisor"}
 
