@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
 # The test command: sets the machine up if needed, then runs every test, the Docker
-# and gVisor integration tests included. Extra arguments go to pytest.
+# and gVisor integration tests included, in two steps: every test but the disruptive
+# ones, then the disruptive ones alone (tests marked `disruptive`, which restart what the
+# others use, such as dockerd). Extra arguments go to pytest in both steps, so
+# `-q`, `-x` or `-k dockerd` work as they would on one run. The second step runs even
+# when the first failed; the exit status is the first failure's. A step whose selection
+# is empty (pytest's status 5, e.g. `-k dockerd` in the first) is not a failure unless
+# both are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/grader tasks build
-exec .venv/bin/python -m pytest "$@"
+main=0
+.venv/bin/python -m pytest "$@" || main=$?
+echo "scripts/test.sh: the disruptive tests, alone, after the others" >&2
+last=0
+.venv/bin/python -m pytest --disruptive "$@" || last=$?
+if [ "$main" -eq 5 ] && [ "$last" -eq 5 ]; then exit 5; fi
+for status in "$main" "$last"; do
+  if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+done
+exit 0

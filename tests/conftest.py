@@ -46,6 +46,36 @@ HIDDEN_TEST = textwrap.dedent("""\
 FIXED = "def mean(xs):\n    if not xs:\n        raise ValueError('empty')\n    return sum(xs) / len(xs)\n"
 
 
+# Tests marked `disruptive` disturb what the others use (one restarts dockerd), so a run
+# holds either them or the others, never both: the order of a run then never matters.
+# scripts/test.sh runs the others, then `--disruptive` as a step of its own.
+_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--disruptive", action="store_true", default=False,
+                     help="run only the tests marked disruptive (left out otherwise); scripts/test.sh runs them "
+                          "after the others")
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m: counts only what they left
+def pytest_collection_modifyitems(config, items):
+    wanted = config.getoption("--disruptive")
+    keep, left = [], []
+    for item in items:
+        (keep if (item.get_closest_marker("disruptive") is not None) == wanted else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+    config.stash[_LEFT_OUT] = 0 if wanted else len(left)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if config.stash.get(_LEFT_OUT, 0):
+        terminalreporter.write_line(f"{config.stash[_LEFT_OUT]} disruptive test(s) left out: they run with "
+                                    "--disruptive, as scripts/test.sh does after the others")
+
+
 def git(*args, cwd):
     return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=GIT_ENV, check=True,
                           capture_output=True, text=True).stdout

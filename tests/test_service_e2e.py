@@ -27,7 +27,7 @@ def stack(database_url, redis_url, settings, tmp_path):
            "GRADER_TASKS_DIR": str(settings.tasks_dir), "GRADER_CACHE_DIR": str(settings.cache_dir),
            "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_LEASE_SECONDS": "4",
            "GRADER_RECONCILE_INTERVAL": "1", "GRADER_RETRY_BACKOFF": "1", "GRADER_CACHE": "false",
-           # backoff 1, 2, 4, ... 32 s: an engine restart (tests/test_zz_dockerd_restart.py) fits in it
+           # backoff 1, 2, 4, ... 32 s: an engine restart (tests/test_dockerd_restart.py) fits in it
            "GRADER_MAX_RETRIES": "6"}
     svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, "e2e")

@@ -3,8 +3,10 @@ as real processes. Grades in flight fail in the machinery (ERROR, not charged), 
 retried with backoff, and every accepted submission reaches one final verdict once the
 engine is back; no grading container is left behind.
 
-This restarts the machine's Docker engine: it runs last in CI (its own file, named so
-it sorts after the others) and never on a machine where other work uses the engine."""
+This restarts the machine's Docker engine, so it is marked `disruptive`: a plain pytest
+run leaves it out, and `scripts/test.sh` (so CI) runs it with `--disruptive` as a step of
+its own after every other test, never beside them. Never on a machine where other work
+uses the engine."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from grader.client import Client
 from grader.sandbox.docker import DockerEngine
 from test_service_e2e import stack  # noqa: F401  (the fixture)
 
-pytestmark = [pytest.mark.docker, pytest.mark.service, pytest.mark.dockerd]
+pytestmark = [pytest.mark.docker, pytest.mark.service, pytest.mark.dockerd, pytest.mark.disruptive]
 
 
 def _restart_dockerd() -> None:
