@@ -51,7 +51,26 @@ class RunOutput:
 
 
 class Sandbox(ABC):
+    """A provider of isolated runs. What every provider promises, and
+    tests/test_sandbox_conformance.py checks against each (the fake where it can):
+
+    - what the command did is data: its stdout and stderr as bytes (UTF-8: Docker's log
+      driver replaces what is not), its exit status; a command still running at
+      `spec.timeout` is stopped and comes back `timed_out` with no exit status, never
+      raised; one killed for memory comes back `oom_killed`;
+    - `spec.files` are in place before the command starts, root-owned (directories 0700,
+      files 0600), under `spec.files_root`; it runs in `spec.workdir` with `spec.env`;
+    - it runs as root with only the capabilities the supervisor needs (CHOWN,
+      DAC_OVERRIDE, SETUID, SETGID, KILL) under no-new-privileges, so a process that
+      becomes another user has none; there is no network;
+    - `spec.limits` bind: memory (no extra swap), CPU, and processes (with a
+      `private_kernel`, the process limit is enforced inside: see below);
+    - a missing image raises ImageError, a fault of the provider itself SandboxError;
+    - the container is removed whatever happened.
+    """
+
     name: str = "abstract"
+    runtime: str = "abstract"  # what RunOutput.runtime, and so a result's provenance, says
     # True when the sandbox runs its own kernel (gVisor): per-user counts such as
     # RLIMIT_NPROC are then the sandbox's alone, and the process limit is enforced inside
     # it (the host's pids cgroup only bounds the sandbox kernel's own threads, and a run

@@ -1,0 +1,230 @@
+"""What every sandbox provider promises (grader/sandbox/base.py), checked the same way
+against each registered one: the fake, Docker with runc, Docker with gVisor.
+
+Each test runs a command through `probe.run`. A real provider runs it, in the `mini`
+task's instance image (built on demand, as the pipeline's tests do); the fake is handed
+`fake=`, what that command would have printed, since it never runs anything. So against
+the fake a test checks the provider's half of the promise (what it turns a run into, what
+it raises, what it was asked for); a promise that only a real container can keep
+(ownership, users, capabilities, network, limits) says so and is not asked of the fake.
+
+The Docker providers are marked `docker` (and `gvisor`) like the other engine tests, and
+run in CI.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import pytest
+
+from grader.errors import ImageError
+from grader.sandbox import Limits, RunSpec, Sandbox, get_sandbox, provider_names
+from grader.sandbox.fake import FakeRun
+
+FAKE_IMAGE = "sha256:" + "fa" * 32
+MARKS = {"fake": [], "docker": [pytest.mark.docker], "gvisor": [pytest.mark.docker, pytest.mark.gvisor]}
+# What the interface promises about capabilities: the in-container supervisor's five
+# (CHOWN 0, DAC_OVERRIDE 1, KILL 5, SETGID 6, SETUID 7) and nothing else.
+SUPERVISOR_CAPS = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 7)
+
+
+def test_every_registered_provider_is_checked_here():
+    assert sorted(MARKS) == provider_names()
+
+
+@dataclass
+class Probe:
+    name: str
+    sandbox: Sandbox
+    image: str
+
+    @property
+    def real(self) -> bool:
+        return self.name != "fake"
+
+    def spec(self, command: list[str], **fields) -> RunSpec:
+        fields.setdefault("limits", Limits(memory="256m", cpus=1.0, pids=64))
+        fields.setdefault("timeout", 30.0)
+        return RunSpec(image=self.image, command=command, workdir="/work/repo", labels={"grader.task": "conformance"},
+                       **fields)
+
+    def run(self, command: list[str], *, fake: FakeRun | None = None, **fields):
+        spec = self.spec(command, **fields)
+        if not self.real:
+            self.sandbox.handler = lambda _spec: fake if fake is not None else FakeRun()
+        return self.sandbox.run(spec)
+
+    def only_in_a_container(self, why: str) -> None:
+        """The fake runs nothing: this promise is a real container's to keep."""
+        if not self.real:
+            pytest.skip(f"only a real container can keep this: {why}")
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=MARKS[n]) for n in sorted(MARKS)])
+def probe(request) -> Probe:
+    name = request.param
+    if name == "fake":
+        return Probe(name, get_sandbox("fake", images={FAKE_IMAGE: FAKE_IMAGE}), FAKE_IMAGE)
+    grader = request.getfixturevalue("grader")
+    image, _ = grader.images.instance_image(request.getfixturevalue("mini_set").get("mini"))
+    sandbox = get_sandbox(name, max_warm=0)
+    if name == "gvisor" and "runsc" not in sandbox.engine.runtimes():
+        pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
+    request.addfinalizer(sandbox.close)
+    return Probe(name, sandbox, image)
+
+
+def left_behind(probe: Probe) -> list[str]:
+    return probe.sandbox.busy_containers() if probe.real else []
+
+
+PY = ["python3", "-I", "-c"]
+
+
+# --- what the command did comes back as data ----------------------------------------------------
+
+def test_output_and_exit_status_come_back_as_data(probe):
+    out = probe.run(["sh", "-c", "printf 'out\\000put'; echo err >&2; exit 3"],
+                    fake=FakeRun(stdout=b"out\x00put", stderr=b"err\n", exit_code=3))
+    assert out.exit_code == 3
+    # bytes as printed (UTF-8: Docker's log driver replaces what is not, so a command that
+    # must return binary encodes it; the supervisor prints ASCII JSON)
+    assert out.stdout == b"out\x00put"
+    assert b"err" in out.stderr
+    assert not out.timed_out and not out.oom_killed
+    assert out.runtime == probe.sandbox.runtime
+    assert out.image_id.startswith("sha256:")
+    assert out.durations and all(isinstance(v, float) for v in out.durations.values())
+    assert left_behind(probe) == []
+
+
+def test_a_crash_is_data(probe):
+    # the crash is a child's: the command itself is PID 1, which ignores default-action signals
+    out = probe.run(["sh", "-c", "python3 -I -c 'import os; os.abort()'"], fake=FakeRun(exit_code=134))
+    assert out.exit_code == 134 and not out.timed_out
+
+
+def test_a_timeout_is_reported_as_timed_out_not_raised(probe):
+    t = time.monotonic()
+    out = probe.run(["sleep", "60"], timeout=2.0, fake=FakeRun(seconds=60.0))
+    assert out.timed_out and out.exit_code is None
+    assert time.monotonic() - t < 30, "the run was not stopped at its timeout"
+    assert left_behind(probe) == []
+
+
+def test_a_missing_image_raises_image_error(probe):
+    spec = replace(probe.spec(["true"]), image="grader/no-such-image:conformance")
+    with pytest.raises(ImageError):
+        probe.sandbox.run(spec)
+    assert left_behind(probe) == []
+
+
+# --- what the run is given ------------------------------------------------------------------------
+
+def test_files_are_in_place_before_the_start_root_owned_under_files_root(probe):
+    files = {"run/job.json": b'{"a": 1}', "run/deep/er/data.bin": bytes(range(256)), "top.txt": b"top"}
+    script = ("import os, hashlib\n"
+              "for rel in ['run', 'run/deep', 'run/deep/er', 'run/job.json', 'run/deep/er/data.bin', 'top.txt']:\n"
+              "    st = os.lstat('/opt/grader/' + rel)\n"
+              "    print(rel, st.st_uid, st.st_gid, oct(st.st_mode & 0o777))\n"
+              "print(hashlib.sha256(open('/opt/grader/run/deep/er/data.bin', 'rb').read()).hexdigest())\n")
+    import hashlib
+    expected = ("run 0 0 0o700\nrun/deep 0 0 0o700\nrun/deep/er 0 0 0o700\nrun/job.json 0 0 0o600\n"
+                "run/deep/er/data.bin 0 0 0o600\ntop.txt 0 0 0o600\n"
+                f"{hashlib.sha256(bytes(range(256))).hexdigest()}\n")
+    out = probe.run(PY + [script], files=files, files_root="/opt/grader", fake=FakeRun(stdout=expected.encode()))
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout.decode() == expected
+    if not probe.real:  # the fake's half: it was asked for exactly these files
+        assert probe.sandbox.runs[-1].files == files
+
+
+def test_env_and_workdir_are_the_specs(probe):
+    out = probe.run(PY + ["import os; print(os.environ['GRADER_PROBE'], os.environ['TZ'], os.getcwd())"],
+                    env={"GRADER_PROBE": "x y", "TZ": "UTC"}, fake=FakeRun(stdout=b"x y UTC /work/repo\n"))
+    assert out.stdout == b"x y UTC /work/repo\n"
+    if not probe.real:
+        assert probe.sandbox.runs[-1].env == {"GRADER_PROBE": "x y", "TZ": "UTC"}
+
+
+# --- isolation: a real container's promises -----------------------------------------------------------
+
+STATUS = ("import ctypes, re\n"  # no-new-privileges from prctl: gVisor's /proc/self/status has no NoNewPrivs line
+          "caps = re.search(r'CapEff:\\s*(\\w+)', open('/proc/self/status').read()).group(1)\n"
+          "print(int(caps, 16), ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0))\n")
+
+
+def test_the_command_runs_as_root_with_only_the_supervisors_capabilities(probe):
+    probe.only_in_a_container("the user, capabilities and no-new-privileges of the process")
+    out = probe.run(PY + ["import os; print(os.getuid(), os.getgid())\n" + STATUS])
+    assert out.exit_code == 0, out.stderr
+    ids, caps = out.stdout.decode().splitlines()
+    assert ids == "0 0"
+    assert caps == f"{SUPERVISOR_CAPS} 1"  # CapEff, NoNewPrivs
+
+
+def test_a_process_that_becomes_the_user_has_no_capabilities(probe):
+    probe.only_in_a_container("what the submission's user (uid 1000) may do")
+    drop = "import os; os.setgroups([]); os.setgid(1000); os.setuid(1000); print(os.getuid())\n"
+    out = probe.run(PY + [drop + STATUS + "os.setuid(0)"])
+    lines = out.stdout.decode().splitlines()
+    assert lines[:2] == ["1000", "0 1"], out.stderr
+    assert out.exit_code != 0 and b"PermissionError" in out.stderr  # no way back to root
+
+
+def test_there_is_no_network(probe):
+    probe.only_in_a_container("the network namespace")
+    script = ("import socket\n"
+              "for host in [('1.1.1.1', 53), ('10.0.0.1', 80)]:\n"
+              "    try:\n"
+              "        socket.create_connection(host, timeout=3).close(); print('connected', host)\n"
+              "    except OSError as e: print('refused', e.errno)\n"
+              "try:\n"
+              "    socket.getaddrinfo('example.com', 80); print('resolved')\n"
+              "except OSError: print('no name')\n")
+    out = probe.run(PY + [script])
+    assert out.exit_code == 0, out.stderr
+    assert "connected" not in out.stdout.decode() and "resolved" not in out.stdout.decode()
+    assert out.stdout.decode().count("refused") == 2
+
+
+def test_the_memory_limit_binds_and_an_oom_kill_is_reported(probe):
+    probe.only_in_a_container("the memory cgroup")
+    hog = "x = []\nwhile True:\n    x.append(bytearray(16 * 1024 * 1024))\n"
+    out = probe.run(PY + [hog], limits=Limits(memory="128m", pids=64), timeout=60.0)
+    assert not out.timed_out
+    assert out.exit_code != 0
+    assert out.oom_killed
+
+
+def test_the_process_limit_binds(probe):
+    """Under a shared kernel the pids cgroup is the limit. A private kernel's cgroup only
+    bounds that kernel's own threads, so there the limit is RLIMIT_NPROC set inside (the
+    supervisor sets it from the job), which counts the sandbox's processes alone."""
+    probe.only_in_a_container("the pids cgroup, or the private kernel's own process count")
+    inside = ("import resource; resource.setrlimit(resource.RLIMIT_NPROC, (32, 32))\n"
+              "os.setgroups([]); os.setgid(1000); os.setuid(1000)\n") if probe.sandbox.private_kernel else ""
+    forks = ("import os, time\n" + inside + "n = 0\n"
+             "try:\n"
+             "    for _ in range(200):\n"
+             "        if os.fork() == 0:\n"
+             "            time.sleep(30); os._exit(0)\n"
+             "        n += 1\n"
+             "except OSError: pass\n"
+             "print(n)\n")
+    out = probe.run(PY + [forks], limits=Limits(memory="256m", pids=32), timeout=20.0)
+    assert out.exit_code == 0, out.stderr
+    # stopped at the limit, not at 200 (gVisor lets the 32nd fork through: it does not count the parent)
+    assert 0 < int(out.stdout.decode().split()[0]) <= 32, out.stdout
+
+
+def test_a_private_kernel_is_said(probe):
+    assert probe.sandbox.private_kernel is (probe.name == "gvisor")
+
+
+def test_every_container_is_removed(probe):
+    for _ in range(2):
+        probe.run(["true"])
+    assert left_behind(probe) == []
