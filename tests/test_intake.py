@@ -218,16 +218,19 @@ def served(database_url, redis_url, tmp_path):
         svc.close()
 
 
-def _race(url: str, key: str, bodies: list[dict], headers: list[dict] | None = None) -> list[requests.Response]:
-    """Every body POSTed at once, each from its own thread, released together."""
+def _race(url: str, key: str | list[str], bodies: list[dict], headers: list[dict] | None = None
+          ) -> list[requests.Response]:
+    """Every body POSTed at once, each from its own thread, released together (under one
+    team's key, or each under its own)."""
     go = threading.Barrier(len(bodies))
     headers = headers or [{}] * len(bodies)
+    keys = [key] * len(bodies) if isinstance(key, str) else key
 
     def post(i):
         with requests.Session() as http:
             go.wait()
             return http.post(f"{url}/v1/submissions", json=bodies[i], timeout=120,
-                             headers={"Authorization": f"Bearer {key}", **headers[i]})
+                             headers={"Authorization": f"Bearer {keys[i]}", **headers[i]})
 
     with ThreadPoolExecutor(len(bodies)) as pool:
         return list(pool.map(post, range(len(bodies))))
@@ -265,3 +268,18 @@ def test_one_idempotency_key_under_concurrent_posts_accepts_one_body(served):
     # the same body, many times at once: every one is the winner's submission
     again = _race(url, key, [_sub(n)] * 10, [{"Idempotency-Key": "one"}] * 10)
     assert {r.status_code for r in again} == {200} and {r.json()["id"] for r in again} == {winner.json()["id"]}
+
+
+def test_the_queue_bound_holds_when_many_teams_post_at_once(database_url, redis_url, tmp_path):
+    """GRADER_QUEUE_MAX is across teams: each team's lock does not cover it, the queue's does."""
+    svc = make_service(database_url, redis_url)
+    try:
+        keys = [new_key(svc, f"team-{i}") for i in range(60)]
+        with api_process(database_url, redis_url, tmp_path, GRADER_QUEUE_MAX="5") as url:
+            answers = _race(url, keys, [_sub(i) for i in range(60)])
+        codes = [r.status_code for r in answers]
+        assert codes.count(202) == 5 and codes.count(503) == 55, codes
+        assert all(r.json()["error"]["code"] == "queue_full" for r in answers if r.status_code == 503)
+        assert _count(svc) == 5
+    finally:
+        svc.close()

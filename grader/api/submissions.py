@@ -95,10 +95,14 @@ class Quota:
 
 def _quota(svc: Service, caller: auth.Caller, s) -> Quota:
     """Counted in the intake's write transaction, under the team's lock (subs.lock_team), so
-    that no concurrent request of the team can count the same room."""
+    that no concurrent request of the team can count the same room; near the queue's bound,
+    under the queue's lock too, so that no two teams can count its last room."""
     st = svc.settings
     today, active, queued = subs.count_today(s, caller.team_id), subs.count_active(s, caller.team_id), \
         subs.count_queued(s)
+    if st.queue_max - queued <= QUEUE_NEAR:
+        subs.lock_queue(s)
+        queued = subs.count_queued(s)  # again, now that no other team's intake can be counting
     daily = caller.daily_quota if caller.daily_quota is not None else st.daily_quota
     at_once = caller.queued_quota if caller.queued_quota is not None else st.queued_quota
     limits = [
@@ -151,6 +155,12 @@ def _locked(run: Run) -> ApiError:
 
 
 CHUNK = 500  # items stored per write transaction: how long one batch holds the database at a time
+# Within this many submissions of GRADER_QUEUE_MAX, intake counts the queue under a lock
+# across teams (subs.lock_queue): exact there, and no cost to intake while the queue is far
+# from its bound. Far from it, only chunks already counting at once (each at most CHUNK
+# items) could overshoot, and more than QUEUE_NEAR / CHUNK = 16 of them would be needed.
+QUEUE_NEAR = 16 * CHUNK
+
 # SQLite has no queue of writers: one that finds the database locked sleeps and polls again,
 # at most 100 ms apart (SQLite's busy handler). A batch that began its next chunk at once
 # would win nearly every poll and starve other teams' writes for seconds; a pause between

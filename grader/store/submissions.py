@@ -13,9 +13,10 @@ import datetime as dt
 import secrets
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, func, insert, or_, select, update
+from sqlalchemy import and_, case, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session, defer
 
 from grader.store.db import Database
@@ -242,6 +243,17 @@ def lock_team(s: Session, team_id: int) -> None:
     locks the team's row; SQLite needs nothing more, since its writers begin IMMEDIATE and so
     hold the database's one write lock already (FOR UPDATE is left out of SQLite's SQL)."""
     s.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+
+
+QUEUE_LOCK = zlib.crc32(b"grader-queue-bound")  # pg_advisory_xact_lock key of the queue's bound
+
+
+def lock_queue(s: Session) -> None:
+    """Make this write transaction the only one counting the queue against its bound until it
+    commits (GRADER_QUEUE_MAX is across teams, so the team's lock does not cover it).
+    PostgreSQL takes a transaction-level advisory lock; SQLite's one writer holds it already."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": QUEUE_LOCK})
 
 
 def page(s: Session, *, team_id: int | None, run_id: str | None = None, status: str | None = None,
