@@ -1,0 +1,5 @@
+"""`python -m grader.cli`, as `grader`."""
+
+from grader.cli import main
+
+main()
