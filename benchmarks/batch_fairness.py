@@ -16,28 +16,13 @@ not for the whole batch.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import socket
 import sqlite3
-import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import requests
-
-BIN = Path(sys.executable).parent / "grader"
-TASK = "calc-mean-empty"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from _service import TASK, Running, figures, percentile
 
 
 def patch(tag: str, i: int, size: int = 0) -> str:
@@ -46,15 +31,7 @@ def patch(tag: str, i: int, size: int = 0) -> str:
 
 
 def p99(ms: list[float]) -> float:
-    q = sorted(ms)
-    return q[min(len(q) - 1, int(len(q) * 0.99))]
-
-
-def figures(ms: list[float]) -> str:
-    if not ms:
-        return "no requests"
-    q = sorted(ms)
-    return f"n={len(q)} p50={statistics.median(q):.0f} ms p99={p99(q):.0f} ms max={q[-1]:.0f} ms"
+    return percentile(ms, 0.99)
 
 
 def main() -> int:
@@ -63,29 +40,12 @@ def main() -> int:
     ap.add_argument("--patch-bytes", type=int, default=0, help="pad each of the batch's patches to about this size")
     ap.add_argument("--idle", type=int, default=40, help="victim POSTs timed on the idle service")
     args = ap.parse_args()
-    state = Path(tempfile.mkdtemp(prefix="grader-fairness."))
-    redis_port, api_port = free_port(), free_port()
-    env = {**os.environ, "GRADER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-           "GRADER_DATABASE_URL": f"sqlite:///{state}/grader.db", "GRADER_CACHE": "false",
-           "GRADER_DAILY_QUOTA": str(args.count * 2), "GRADER_QUEUED_QUOTA": str(args.count * 2),
-           "GRADER_QUEUE_MAX": str(args.count * 4)}
-    procs = [subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(state),
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)]
-    try:
-        subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
-        keys = {team: subprocess.run([str(BIN), "keys", "create", team], env=env, check=True, capture_output=True,
-                                     text=True).stdout.strip() for team in ("bulk", "victim")}
-        log = open(state / "service.log", "wb")
-        procs.append(subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{api_port}", "--workers", "2"],
-                                      env=env, stdout=log, stderr=log))
-        url = f"http://127.0.0.1:{api_port}"
-        for _ in range(120):
-            try:
-                if requests.get(f"{url}/readyz", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
+    env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": str(args.count * 2),
+           "GRADER_QUEUED_QUOTA": str(args.count * 2), "GRADER_QUEUE_MAX": str(args.count * 4)}
+    with Running(env, appendonly=False, prefix="grader-fairness.") as svc:
+        keys = {team: svc.key(team) for team in ("bulk", "victim")}
+        url = svc.url
+        state = svc.state
         victim = requests.Session()
         victim.headers["Authorization"] = f"Bearer {keys['victim']}"
         n = [0]
@@ -144,14 +104,6 @@ def main() -> int:
         if idle and busy:
             print(f"p99 during / idle: {p99(busy) / max(p99(idle), 1e-9):.1f}x")
         return 0
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,35 +26,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import requests
+from _service import ROOT, TASK, Running, cheap_patch
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent / "grader"
 OUT = ROOT / "benchmarks" / "out"
-TASK = "calc-mean-empty"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def patch(i: int, gold: str | None = None) -> str:
     """The i-th unique patch: refused by the vetting, or (given the gold patch) the gold
     patch and a new file of its own, so that no two share a cache entry."""
     if gold is None:
-        return f"--- a/../outside-{i}.txt\n+++ b/../outside-{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+        return cheap_patch(i)
     return (gold + f"diff --git a/load/{i}.txt b/load/{i}.txt\nnew file mode 100644\n--- /dev/null\n"
             f"+++ b/load/{i}.txt\n@@ -0,0 +1 @@\n+{i}\n")
 
@@ -90,31 +77,11 @@ def main() -> int:
     task = TaskSet(settings.tasks_dir).get(TASK)
     gold = task.gold_patch_text().decode() if args.containers else None
 
-    state = Path(tempfile.mkdtemp(prefix="grader-load."))
-    redis_port, api_port = free_port(), free_port()
-    env = {**os.environ, "GRADER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-           "GRADER_DATABASE_URL": f"sqlite:///{state}/grader.db", "GRADER_CACHE": "false",
-           "GRADER_DAILY_QUOTA": str(args.count * 2), "GRADER_QUEUED_QUOTA": str(args.count * 2),
-           "GRADER_QUEUE_MAX": str(args.count * 2)}
-    procs = [subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(state),
-                               "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL)]
-    try:
-        subprocess.run([str(BIN), "db", "upgrade"], env=env, check=True, capture_output=True)
-        key = subprocess.run([str(BIN), "keys", "create", "load"], env=env, check=True, capture_output=True,
-                             text=True).stdout.strip()
-        log = open(state / "service.log", "wb")
-        procs.append(subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{api_port}", "--workers", "2"],
-                                      env=env, stdout=log, stderr=log))
-        procs.append(subprocess.Popen([str(BIN), "worker", "--count", str(args.workers)], env=env, stdout=log,
-                                      stderr=log))
-        url = f"http://127.0.0.1:{api_port}"
-        for _ in range(120):
-            try:
-                if requests.get(f"{url}/readyz", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
+    env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": str(args.count * 2),
+           "GRADER_QUEUED_QUOTA": str(args.count * 2), "GRADER_QUEUE_MAX": str(args.count * 2)}
+    with Running(env, workers=args.workers, prefix="grader-load.") as svc:
+        key = svc.key("load")
+        url = svc.url
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {key}"
         samples = []
@@ -149,7 +116,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT))
         from grader.store.db import Database
         from grader.store.models import Submission
-        db = Database(env["GRADER_DATABASE_URL"])
+        db = Database(svc.database_url)
         with db.read() as s:
             rows = s.query(Submission.status, Submission.verdict, Submission.queued_at, Submission.finished_at).all()
         in_db = len(rows)
@@ -185,15 +152,6 @@ def main() -> int:
         for k, v in figures.items():
             print(f"{k:28} {v}")
         return 0 if figures["reconciles"] else 1
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 if __name__ == "__main__":
