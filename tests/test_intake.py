@@ -185,6 +185,24 @@ def test_a_batch_reusing_its_key_with_another_body_is_409(api, svc):
     assert same.status_code == 202 and [i["id"] for i in same.json["items"]] == [i["id"] for i in first.json["items"]]
 
 
+def test_a_batch_stored_before_whole_batch_hashes_still_replays(api, svc):
+    """Batches accepted before a batch's key covered the whole batch kept each item's own hash:
+    the same batch retried across the upgrade is still its first answer, not 409."""
+    from grader.api.schemas import SubmissionIn
+    from grader.api.submissions import _request_hash
+
+    h = {"Idempotency-Key": "old-batch"}
+    first = api.post("/v1/submissions/batch", json=[_sub(), _sub(1)], headers=h)
+    with svc.db.write() as s:
+        for n, item in enumerate(first.json["items"]):
+            s.get(Submission, item["id"]).request_hash = _request_hash(SubmissionIn.model_validate(_sub(n)))
+    again = api.post("/v1/submissions/batch", json=[_sub(), _sub(1)], headers=h)
+    assert again.status_code == 202, again.json
+    assert [i["id"] for i in again.json["items"]] == [i["id"] for i in first.json["items"]]
+    assert api.post("/v1/submissions/batch", json=[_sub(), _sub(2)], headers=h).status_code == 409
+    assert _count(svc) == 2
+
+
 def test_a_key_taken_by_a_concurrent_request_answers_409_for_another_body(api, svc, monkeypatch):
     """The unique index catches what the lookups missed (here made to miss twice): the loser
     must not be answered with the winner's submission when its body differs."""

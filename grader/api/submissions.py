@@ -193,9 +193,12 @@ def _conflict() -> ApiError:
     return ApiError(409, "idempotency_conflict", "this Idempotency-Key was used before with a different request")
 
 
-def _prior(prior: Submission, request_hash: str) -> Accepted | ApiError:
-    """What a request answers when its key is taken: the first submission if it is the same request."""
-    return Accepted(prior, replayed=True, enqueue=False) if prior.request_hash == request_hash else _conflict()
+def _prior(prior: Submission, request_hash: str, item_hash: str | None = None) -> Accepted | ApiError:
+    """What a request answers when its key is taken: the first submission if it is the same
+    request. `item_hash`: a batch item's own hash, which is what batches stored before
+    whole-batch hashes (grader 0.1 before issue 11) kept, so that their retries still replay."""
+    same = prior.request_hash in (request_hash, item_hash)
+    return Accepted(prior, replayed=True, enqueue=False) if same else _conflict()
 
 
 def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str, str], Submission]:
@@ -249,7 +252,7 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
             continue
         request_hash = batch_hash or _request_hash(item)
         if key and key in seen:
-            out[n] = _prior(seen[key], request_hash)
+            out[n] = _prior(seen[key], request_hash, _request_hash(item) if batch_hash else None)
             continue
         if item.run_id in locked:
             out[n] = _locked(locked[item.run_id])
