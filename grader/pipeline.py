@@ -28,6 +28,7 @@ from grader.checks.tests import ReportError
 from grader.config import Settings, get_settings
 from grader.errors import GraderError, SandboxError
 from grader.images import HIDDEN_DIR, REPO_DIR, UID, Images
+from grader.jobspec import CheckSpec, JobSpec, ProtectSpec
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
 from grader.sandbox import Limits, RunOutput, RunSpec, Sandbox, sandbox_for_runtime
@@ -93,8 +94,10 @@ PYCACHE = "/opt/pycache"
 
 
 @functools.cache
-def _supervisor_source() -> bytes:
-    return resources.files("grader").joinpath("supervisor.py").read_bytes()
+def _shipped(name: str) -> bytes:
+    """A module of the package that runs inside the container: supervisor.py and the
+    records of its job (jobspec.py), placed side by side in the root-only run directory."""
+    return resources.files("grader").joinpath(name).read_bytes()
 
 
 @functools.cache
@@ -223,54 +226,54 @@ class Grader:
             paths = check.paths or sorted(set(hidden) | named)
             if not paths:
                 raise GraderError(f"task {task.id}: a pytest check needs paths or hidden test files")
-            check_job = {"kind": "pytest", "args": [*check.pytest_args, *paths], "plugins": check.plugins,
-                         **self._canary_job(check, hidden, named, listed)}
+            check_job = CheckSpec(kind="pytest", args=[*check.pytest_args, *paths], plugins=check.plugins,
+                                  **self._canary_job(check, hidden, named, listed))
         elif isinstance(check, TestsCheck):
             hidden = sorted(p for p, d in manifest.items()
                             if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES)
-            check_job = {"kind": "command", "command": check.command, "junit": check.junit,
-                         **self._canary_job(check, hidden, {_test_file(tid) for tid in listed}, listed)}
+            check_job = CheckSpec(kind="command", command=check.command, junit=check.junit,
+                                  **self._canary_job(check, hidden, {_test_file(tid) for tid in listed}, listed))
         elif isinstance(check, OutputCheck):
-            check_job = {"kind": "output", "command": check.command}
+            check_job = CheckSpec(kind="output", command=check.command)
         else:
-            check_job = {"kind": "exact_match", "paths": check.compared_paths()}
+            check_job = CheckSpec(kind="exact_match", paths=check.compared_paths())
         runner_files = RUNNER_FILES
         if isinstance(check, TestsCheck) and check.runner == "command":
             runner_files = RUNNER_FILES + COMMAND_CONFIG_FILES  # the command's pytest reads them
-        protect = {
-            "files": sorted(set(manifest) | {_test_file(tid) for tid in listed}),
-            "names": runner_files,
-            "suffixes": RUNNER_SUFFIXES,
-            "prefixes": RUNNER_PREFIXES,
-            "dir_suffixes": METADATA_DIR_SUFFIXES,
-            "tests": task.protect.tests,
-            "test_modules": TEST_MODULES,
-            "test_dir_names": TEST_DIR_NAMES,
-            "globs": task.protect.paths,
-        }
-        job = {
-            "repo": REPO_DIR,
-            "patch": PATCH_PATH,
-            "touched": sorted(info.touched()),
-            "hidden_dir": HIDDEN_DIR,
-            "uid": UID,
-            "gid": UID,
-            "deadline": max(0.5, task.limits.timeout - _margin(task.limits.timeout)),
-            "output_limit": self.settings.output_limit_bytes,
-            "report_limit": self.settings.report_limit_bytes,
-            "apply_chain": APPLY_CHAIN,
-            "protect": protect,
-            "pycache": PYCACHE,
-            "report_plugin": _report_plugin(),
-            "check": check_job,
-            "env": CONTAINER_ENV,
-            "nproc_limit": task.limits.pids if self.sandbox.private_kernel else None,
-        }
-        supervisor = _supervisor_source()
+        protect = ProtectSpec(
+            files=sorted(set(manifest) | {_test_file(tid) for tid in listed}),
+            names=runner_files,
+            suffixes=RUNNER_SUFFIXES,
+            prefixes=RUNNER_PREFIXES,
+            dir_suffixes=METADATA_DIR_SUFFIXES,
+            tests=task.protect.tests,
+            test_modules=TEST_MODULES,
+            test_dir_names=TEST_DIR_NAMES,
+            globs=task.protect.paths,
+        )
+        job = JobSpec(
+            repo=REPO_DIR,
+            patch=PATCH_PATH,
+            touched=sorted(info.touched()),
+            hidden_dir=HIDDEN_DIR,
+            uid=UID,
+            gid=UID,
+            deadline=max(0.5, task.limits.timeout - _margin(task.limits.timeout)),
+            output_limit=self.settings.output_limit_bytes,
+            report_limit=self.settings.report_limit_bytes,
+            apply_chain=[(method, list(argv)) for method, argv in APPLY_CHAIN],
+            protect=protect,
+            pycache=PYCACHE,
+            report_plugin=_report_plugin(),
+            check=check_job,
+            env=CONTAINER_ENV,
+            nproc_limit=task.limits.pids if self.sandbox.private_kernel else None,
+        )
         return RunSpec(
             image=image_id,
             command=["python3", "-I", f"{RUN_DIR}/supervisor.py"],
-            files={"run/job.json": json.dumps(job).encode(), "run/supervisor.py": supervisor, "run/submission.patch": patch},
+            files={"run/job.json": job.to_json().encode(), "run/jobspec.py": _shipped("jobspec.py"),
+                   "run/supervisor.py": _shipped("supervisor.py"), "run/submission.patch": patch},
             files_root=GRADER_DIR,
             env=CONTAINER_ENV,
             workdir=REPO_DIR,

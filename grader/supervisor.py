@@ -1,9 +1,11 @@
 """The in-container half of a grading run. Standard library only, Python 3.9+.
 
-The host copies this file, the report plugin and a job description into a fresh
-container and starts it as PID 1, as root with the few capabilities of SUPERVISOR_CAPS
-(grader/sandbox/docker/runs.py says why each) under no-new-privileges. It never executes
-submitted code itself, and it trusts nothing the submission could have touched:
+The host copies this file, the records of its job (jobspec.py, loaded from beside
+this file), the report plugin and the job itself (job.json, a jobspec.JobSpec) into a
+fresh container and starts it as PID 1, as root with the few capabilities of
+SUPERVISOR_CAPS (grader/sandbox/docker/runs.py says why each) under no-new-privileges.
+It never executes submitted code itself, and it trusts nothing the submission could have
+touched:
 
 1. records the repository's file tree (every entry, ignored files included) and copies
    the protected files aside, in a root-only directory;
@@ -48,6 +50,26 @@ import tempfile
 import threading
 import time
 import traceback
+
+
+def _shipped(name: str):
+    """A module shipped beside this file, in the root-only run directory, loaded from its
+    path: never by a name the environment's sys.path (the repository, an editable
+    install) could answer to."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location("grader_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the classes are made
+    spec.loader.exec_module(module)
+    return module
+
+
+if __package__:  # imported on the host, as grader.supervisor (the tests)
+    from grader.jobspec import CheckSpec, JobSpec, ProtectSpec
+else:  # run in the container as a script
+    _jobspec = _shipped("jobspec")
+    CheckSpec, JobSpec, ProtectSpec = _jobspec.CheckSpec, _jobspec.JobSpec, _jobspec.ProtectSpec
 
 JOB_PATH = "/opt/grader/run/job.json"
 STAGE_DIR = "/opt/grader/run/base"  # root-only: the protected files as they were before the patch
@@ -119,8 +141,8 @@ class Capture:
         return self.total <= len(self.head) + len(self.tail)
 
 
-def remaining(job: dict) -> float:
-    return max(0.0, job["deadline"] - (time.monotonic() - START))
+def remaining(job: JobSpec) -> float:
+    return max(0.0, job.deadline - (time.monotonic() - START))
 
 
 def kill_everything_else() -> None:
@@ -144,7 +166,7 @@ def kill_everything_else() -> None:
             return
 
 
-def run_as_user(job: dict, argv: list[str], *, timeout: float, stdout_limit: int,
+def run_as_user(job: JobSpec, argv: list[str], *, timeout: float, stdout_limit: int,
                 separate_stderr: bool = False, pass_fds: tuple = (), stdin_path: str | None = None,
                 env: dict | None = None) -> dict:
     """Run `argv` as the unprivileged user; capture output; kill everything on the way out."""
@@ -154,17 +176,17 @@ def run_as_user(job: dict, argv: list[str], *, timeout: float, stdout_limit: int
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
-        cwd=job["repo"],
+        cwd=job.repo,
         stdin=stdin,
         stdout=out_w,
         stderr=err_w if separate_stderr else out_w,
-        user=job["uid"],
-        group=job["gid"],
+        user=job.uid,
+        group=job.gid,
         extra_groups=[],
         umask=0o022,
         start_new_session=True,
         pass_fds=pass_fds,
-        env={**os.environ, **job["env"], **(env or {})},
+        env={**os.environ, **job.env, **(env or {})},
     )
     os.close(out_w)
     if stdin_path:
@@ -172,7 +194,7 @@ def run_as_user(job: dict, argv: list[str], *, timeout: float, stdout_limit: int
     if err_w is not None:
         os.close(err_w)
     out = Capture(out_r, stdout_limit)
-    err = Capture(err_r, job["output_limit"]) if err_r is not None else None
+    err = Capture(err_r, job.output_limit) if err_r is not None else None
     timed_out = False
     try:
         code = proc.wait(timeout=timeout)
@@ -397,7 +419,7 @@ def is_bytecode(rel: str) -> bool:
 class Protection:
     """Which paths are restored to the base after the patch, and why."""
 
-    def __init__(self, spec: dict, base: dict[str, tuple], *, roots: tuple[str, ...] = ("",),
+    def __init__(self, spec: ProtectSpec, base: dict[str, tuple], *, roots: tuple[str, ...] = ("",),
                  shadowed: frozenset[str] = frozenset()):
         self.roots = roots
         self.shadowed = shadowed
@@ -405,15 +427,15 @@ class Protection:
         # they share a name with one of the environment's (packaging's own packaging/)
         self.own = {(root, self._top(rel[len(root):])) for root in roots for rel in base
                     if rel.startswith(root) and self._top(rel[len(root):])}
-        self.files = set(spec["files"])
-        self.names = set(spec["names"])
-        self.suffixes = tuple(spec["suffixes"])
-        self.prefixes = tuple(spec["prefixes"])
-        self.dir_suffixes = tuple(spec["dir_suffixes"])
-        self.globs = list(spec["globs"])
-        self.tests = bool(spec["tests"])
-        self.test_modules = list(spec["test_modules"])
-        dir_names = set(spec["test_dir_names"])
+        self.files = set(spec.files)
+        self.names = set(spec.names)
+        self.suffixes = tuple(spec.suffixes)
+        self.prefixes = tuple(spec.prefixes)
+        self.dir_suffixes = tuple(spec.dir_suffixes)
+        self.globs = list(spec.globs)
+        self.tests = bool(spec.tests)
+        self.test_modules = list(spec.test_modules)
+        dir_names = set(spec.test_dir_names)
         # A test directory is one named like one (tests/, test/, testing/) that holds a
         # test module or a conftest.py itself at the base: sympy/core/tests/ is, a library
         # package such as django/test/ or numpy/testing/ is not.
@@ -520,7 +542,7 @@ def unnamed_changes(changed: list[str], before: dict, after: dict, touched: set[
             if not (kind(before, rel) in (None, "d") and kind(after, rel) in (None, "d")) and rel not in touched]
 
 
-def restore_protected(job: dict, tree: Tree, before: dict, after: dict, changed: list[str],
+def restore_protected(owner: tuple[int, int], tree: Tree, before: dict, after: dict, changed: list[str],
                       protection: Protection, staged: dict[str, str]) -> tuple[list[str], list[str]]:
     """Remove bytecode the patch brought; put every protected path it changed back."""
     bytecode, restored = [], []
@@ -538,10 +560,10 @@ def restore_protected(job: dict, tree: Tree, before: dict, after: dict, changed:
             tree.mkdir(rel)  # a directory of the base: its protected files are restored one by one
             continue
         elif base[0] == "l":
-            tree.symlink(rel, base[1], owner=(job["uid"], job["gid"]))
+            tree.symlink(rel, base[1], owner=owner)
         elif base[0] == "f" and rel in staged:
             with open(staged[rel], "rb") as f:
-                tree.write(rel, f.read(), mode=base[1], owner=(job["uid"], job["gid"]))
+                tree.write(rel, f.read(), mode=base[1], owner=owner)
         else:
             tree.remove(rel)
         restored.append(shown(rel))
@@ -594,28 +616,28 @@ def restore_snapshot(tree: Tree, snap: dict) -> None:
             tree.write(rel, data, mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
 
 
-def apply_patch(job: dict, tree: Tree, result: dict) -> bool:
-    with open(job["patch"], "rb") as f:
+def apply_patch(job: JobSpec, tree: Tree, result: dict) -> bool:
+    with open(job.patch, "rb") as f:
         if not f.read().strip():
             result["apply"] = {"method": "empty", "attempts": []}
             return True
-    touched = [p for p in job["touched"] if rel_ok(p)]
+    touched = [p for p in job.touched if rel_ok(p)]
     snap = snapshot(tree, touched)
-    index = os.path.join(job["repo"], ".git", "index")
+    index = os.path.join(job.repo, ".git", "index")
     with open(index, "rb") as f:
         index_data = f.read()
     attempts = []
-    for method, argv in job["apply_chain"]:
+    for method, argv in job.apply_chain:
         # the patch reaches the user's process on stdin: no copy of it is left where a test could read it
-        run = run_as_user(job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job["output_limit"],
-                          stdin_path=job["patch"])
+        run = run_as_user(job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job.output_limit,
+                          stdin_path=job.patch)
         attempts.append({"method": method, "command": " ".join(argv), "exit_code": run["exit_code"],
                          "output": text(run["out"].data())})
         if run["exit_code"] == 0:
             result["apply"] = {"method": method, "attempts": attempts}
             return True
         restore_snapshot(tree, snap)
-        tree.write(".git/index", index_data, mode=0o644, owner=(job["uid"], job["gid"]))
+        tree.write(".git/index", index_data, mode=0o644, owner=(job.uid, job.gid))
         if run["timed_out"]:
             result["timed_out"] = True
             break
@@ -623,22 +645,22 @@ def apply_patch(job: dict, tree: Tree, result: dict) -> bool:
     return False
 
 
-def hidden_manifest(job: dict) -> dict:
-    path = os.path.join(job["hidden_dir"], "manifest.json")
+def hidden_manifest(job: JobSpec) -> dict:
+    path = os.path.join(job.hidden_dir, "manifest.json")
     if not os.path.exists(path):
         return {}
     with open(path) as f:
         return json.load(f)
 
 
-def restore_hidden(job: dict, tree: Tree, manifest: dict) -> list[str]:
+def restore_hidden(job: JobSpec, tree: Tree, manifest: dict) -> list[str]:
     for rel, digest in sorted(manifest.items()):
         if not rel_ok(rel):
             raise ValueError(f"hidden test path {rel!r} is unsafe")
         if digest is None:  # the test patch deletes this file
             tree.remove(rel)
             continue
-        with open(os.path.join(job["hidden_dir"], "files", rel), "rb") as f:
+        with open(os.path.join(job.hidden_dir, "files", rel), "rb") as f:
             data = f.read()
         tree.write(rel, data, mode=0o444, owner=(0, 0))
     return sorted(manifest)
@@ -667,7 +689,7 @@ def moved(tree: Tree, identity: dict[str, tuple]) -> list[str]:
     return bad
 
 
-def lock_test_dirs(job: dict, tree: Tree, manifest: dict, canaries: dict | None) -> None:
+def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict, canaries: dict | None) -> None:
     """The directories holding the hidden tests and the canaries (up to, not including,
     the repository's root) become root's, 0755, for the run: nothing can be renamed,
     swapped or added beside the tests while pytest collects them, and a directory that is
@@ -746,25 +768,24 @@ def blocks_canaries(arg: str) -> bool:
     return arg.startswith("-") and not arg.startswith("--") and any(c in arg[1:] for c in "xkm")
 
 
-def make_canaries(job: dict, tree: Tree) -> dict | None:
+def make_canaries(check: CheckSpec, tree: Tree) -> dict | None:
     """A test module of this run only, beside the hidden tests, with tests that must fail
     and tests that must pass. Returns what the report must say of each, or None."""
-    check = job["check"]
-    if not check.get("canaries"):
+    if not check.canaries:
         return None
-    if "args" in check:
-        args = check["args"]
+    if check.args is not None:
+        args = check.args
     else:  # a command's words, less the interpreter's own "-m pytest"
-        words = check.get("command", "").split()
+        words = (check.command or "").split()
         args = [w for i, w in enumerate(words) if not (w == "-m" and words[i + 1:i + 2] == ["pytest"])]
     for arg in args:
         if blocks_canaries(arg):
             return {"skipped": f"the task's pytest option {arg} could stop the run early or deselect them"}
     rng = random.SystemRandom()
-    words = [w for w in check.get("canary_words", []) if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)]
+    words = [w for w in check.canary_words if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)]
     words = sorted(set(words) | {"value", "values", "empty", "result", "basic", "single", "order", "default",
                                  "missing", "mixed", "simple", "large", "small", "edge", "round", "split", "case"})
-    folder = check.get("canary_dir") or ""
+    folder = check.canary_dir or ""
     while True:
         module = "test_" + "_".join(rng.sample(words, 2)) + ".py"
         rel = f"{folder}/{module}" if folder else module
@@ -784,19 +805,19 @@ def make_canaries(job: dict, tree: Tree) -> dict | None:
         source += f"\n\ndef {name}():\n" + _canary_body(rng, must_pass)
         expect[f"{rel}::{name}"] = "passed" if must_pass else "failed"
     source = source.replace("import hashlib\n\nimport pytest\n",
-                            "import hashlib\n\nimport pytest\n" + borrowed_imports(job, tree), 1)
+                            "import hashlib\n\nimport pytest\n" + borrowed_imports(check, tree), 1)
     data = source.encode()
     tree.write(rel, data, mode=0o444, owner=(0, 0))
     return {"path": rel, "digest": hashlib.sha256(data).hexdigest(), "expect": expect}
 
 
-def borrowed_imports(job: dict, tree: Tree) -> str:
+def borrowed_imports(check: CheckSpec, tree: Tree) -> str:
     """The hidden tests' own module-level imports, so the canaries import the code under
     test as the tests do and cannot be told apart by what they touch. An import that
     fails breaks the canaries with the tests that need it: the run fails either way."""
     import ast
     lines: list[str] = []
-    for rel in job["check"].get("canary_sources", []):
+    for rel in check.canary_sources:
         data = tree.read(rel)
         if data is None:
             continue
@@ -879,13 +900,13 @@ def read_report(data: bytes, key: bytes) -> dict:
     return rep
 
 
-def write_plugin(job: dict) -> tuple[str, str]:
+def write_plugin(job: JobSpec) -> tuple[str, str]:
     """The report plugin under a module name of this run only, in a root-owned directory
     on the environment's own sys.path (its site-packages, where this interpreter finds
     it too), so a command that sets PYTHONPATH still loads it; also returned as a
     directory to put on PYTHONPATH where site-packages cannot be written."""
     module = "grader_report_" + secrets.token_hex(8)
-    data = base64.b64decode(job["report_plugin"])
+    data = base64.b64decode(job.report_plugin)
     import sysconfig
     purelib = sysconfig.get_paths().get("purelib")
     dirs = [purelib] if purelib and os.path.isdir(purelib) else []
@@ -905,7 +926,7 @@ class Channel:
     """The report channel of one check: the secret (and the plugin's settings) in a
     root-only file the test process gets only as a descriptor, the report on a pipe."""
 
-    def __init__(self, job: dict, settings: dict):
+    def __init__(self, job: JobSpec, settings: dict):
         self.key = secrets.token_bytes(32)
         fd, path = tempfile.mkstemp(prefix=".grader-key-", dir="/opt/grader/run")
         os.write(fd, self.key + json.dumps(settings).encode())
@@ -913,8 +934,8 @@ class Channel:
         self.key_fd = os.open(path, os.O_RDONLY)
         os.unlink(path)
         self.rep_r, self.rep_w = os.pipe()
-        self.report = Capture(self.rep_r, job["report_limit"])
-        self.limit = job["report_limit"]
+        self.report = Capture(self.rep_r, job.report_limit)
+        self.limit = job.report_limit
 
     def env(self) -> dict:
         return {"GRADER_REPORT_FD": str(self.rep_w), "GRADER_KEY_FD": str(self.key_fd)}
@@ -936,38 +957,37 @@ class Channel:
         return rep
 
 
-def plugin_settings(job: dict, canaries: dict | None) -> dict:
-    check = job["check"]
-    tests = sorted(set(check.get("trusted_tests", [])))
-    return {"repo": job["repo"], "tests": tests,
+def plugin_settings(job: JobSpec, canaries: dict | None) -> dict:
+    tests = sorted(set(job.check.trusted_tests))
+    return {"repo": job.repo, "tests": tests,
             "canaries": [canaries["path"]] if canaries and "expect" in canaries else []}
 
 
-def check_env(job: dict) -> dict:
+def check_env(job: JobSpec) -> dict:
     """What every check command runs with: no plugin auto-loading, and bytecode read only
     from a root-owned cache (never from the repository's __pycache__, never written)."""
-    os.makedirs(job["pycache"], 0o755, exist_ok=True)
-    return {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONPYCACHEPREFIX": job["pycache"],
+    os.makedirs(job.pycache, 0o755, exist_ok=True)
+    return {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONPYCACHEPREFIX": job.pycache,
             "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
-    check = job["check"]
-    suffix, data = job["pytest_config"]
+def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
+    check = job.check
+    suffix, data = job.pytest_config
     cfg = TRUSTED_CONFIG + suffix
     tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
     plugin_dir, module = write_plugin(job)
     channel = Channel(job, plugin_settings(job, canaries))
-    args = list(check["args"])
+    args = list(check.args)
     if canaries and "expect" in canaries:
         args = [canaries["path"]] + args  # first: imported before any module of the submission's
-    argv = ["python", "-m", "pytest", "-c", cfg, "--rootdir", job["repo"], "-p", "no:cacheprovider",
+    argv = ["python", "-m", "pytest", "-c", cfg, "--rootdir", job.repo, "-p", "no:cacheprovider",
             "-p", module, "-o", "console_output_style=classic"]
-    for plugin in check.get("plugins", []):
+    for plugin in check.plugins:
         argv += ["-p", plugin]
     env = {**check_env(job), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
-        run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job["output_limit"],
+        run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job.output_limit,
                           pass_fds=channel.fds(), env=env)
     finally:
         channel.close()
@@ -976,12 +996,12 @@ def run_pytest(job: dict, tree: Tree, result: dict, canaries: dict | None) -> No
     result["report"] = channel.read(canaries)
 
 
-def run_command(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
+def run_command(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
     """A `runner: command` check. If the command runs pytest, pytest loads the report
     plugin too (through PYTEST_ADDOPTS) and runs the canaries: its signed report then
     decides, as for the pytest runner; a command that runs no pytest is decided by its
     JUnit file, or its exit status alone (the task's public view says which)."""
-    check = job["check"]
+    check = job.check
     plugin_dir, module = write_plugin(job)
     channel = Channel(job, plugin_settings(job, canaries))
     addopts = ["-p", "no:cacheprovider", "-p", module]
@@ -989,8 +1009,8 @@ def run_command(job: dict, tree: Tree, result: dict, canaries: dict | None) -> N
         addopts.append(canaries["path"])
     env = {**check_env(job), "PYTEST_ADDOPTS": " ".join(addopts), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
-        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
-                          stdout_limit=job["output_limit"], pass_fds=channel.fds(), env=env)
+        run = run_as_user(job, ["sh", "-c", check.command], timeout=remaining(job),
+                          stdout_limit=job.output_limit, pass_fds=channel.fds(), env=env)
     finally:
         channel.close()
     finish_run(result, run)
@@ -998,8 +1018,8 @@ def run_command(job: dict, tree: Tree, result: dict, canaries: dict | None) -> N
     rep = channel.read(canaries)
     if rep.get("sessions") or rep.get("forged") or rep.get("problem"):
         result["report"] = rep
-    if check.get("junit"):
-        junit = read_files(tree, [check["junit"]], job["report_limit"]).get(check["junit"])
+    if check.junit:
+        junit = read_files(tree, [check.junit], job.report_limit).get(check.junit)
         result["junit"] = text(base64.b64decode(junit)) if junit else None
 
 
@@ -1017,11 +1037,11 @@ def read_files(tree: Tree, paths: list[str], limit: int) -> dict:
     return out
 
 
-def run_check(job: dict, tree: Tree, result: dict, canaries: dict | None) -> None:
-    check = job["check"]
-    kind = check["kind"]
+def run_check(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
+    check = job.check
+    kind = check.kind
     if kind == "exact_match":
-        result["files"] = read_files(tree, check["paths"], job["report_limit"])
+        result["files"] = read_files(tree, check.paths, job.report_limit)
         return
     if kind == "pytest":
         run_pytest(job, tree, result, canaries)
@@ -1030,8 +1050,8 @@ def run_check(job: dict, tree: Tree, result: dict, canaries: dict | None) -> Non
         run_command(job, tree, result, canaries)
         return
     if kind == "output":
-        run = run_as_user(job, ["sh", "-c", check["command"]], timeout=remaining(job),
-                          stdout_limit=job["report_limit"], separate_stderr=True, env=check_env(job))
+        run = run_as_user(job, ["sh", "-c", check.command], timeout=remaining(job),
+                          stdout_limit=job.report_limit, separate_stderr=True, env=check_env(job))
         finish_run(result, run)
         result["stdout"] = base64.b64encode(run["out"].data()).decode()
         result["stdout_complete"] = run["out"].complete()
@@ -1070,24 +1090,24 @@ def main() -> int:
     result: dict = {"durations": {}}
     try:
         with open(JOB_PATH) as f:
-            job = json.load(f)
-        if job.get("nproc_limit"):
+            job = JobSpec.from_json(f.read())
+        if job.nproc_limit:
             # Inherited by every child; counted per user, so it binds the unprivileged
             # user's processes only (root, which this is, is exempt). Set only where the
             # kernel is the sandbox's own: on a shared kernel the count is host-wide.
-            resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc_limit"], job["nproc_limit"]))
-        tree = Tree(job["repo"], job["uid"], job["gid"])
+            resource.setrlimit(resource.RLIMIT_NPROC, (job.nproc_limit, job.nproc_limit))
+        tree = Tree(job.repo, job.uid, job.gid)
         manifest = hidden_manifest(job)
         t = time.monotonic()
-        if job["check"]["kind"] == "pytest":
+        if job.check.kind == "pytest":
             suffix, data = base_pytest_config(tree)
-            job["pytest_config"] = (suffix, base64.b64encode(data).decode())
+            job.pytest_config = (suffix, base64.b64encode(data).decode())
         before = tree.walk()
-        roots, shadowed = import_roots(job["repo"])
-        protection = Protection(job["protect"], before, roots=roots, shadowed=shadowed)
+        roots, shadowed = import_roots(job.repo)
+        protection = Protection(job.protect, before, roots=roots, shadowed=shadowed)
         # the task's own test code, trusted by the report plugin's watch: restored to the base
-        job["check"]["trusted_tests"] = sorted(protection.files | {rel for rel in before if rel.endswith("conftest.py")}
-                                               | {d + "/" for d in protection.test_dirs})
+        job.check.trusted_tests = sorted(protection.files | {rel for rel in before if rel.endswith("conftest.py")}
+                                         | {d + "/" for d in protection.test_dirs})
         staged = stage(tree, before, protection)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
 
@@ -1098,21 +1118,21 @@ def main() -> int:
             with Stage(result, "place_tests"):
                 after = tree.walk()
                 changed = changes(before, after)
-                stray = unnamed_changes(changed, before, after, set(job["touched"]))
+                stray = unnamed_changes(changed, before, after, set(job.touched))
                 if stray:
                     applied = False
                     listed = ", ".join(shown(r) for r in stray[:5]) + (" ..." if len(stray) > 5 else "")
                     result["apply_refused"] = f"it wrote files its headers do not name: {listed}"
                 else:
                     result["bytecode_removed"], result["protected_restored"] = restore_protected(
-                        job, tree, before, after, changed, protection, staged)
+                        (job.uid, job.gid), tree, before, after, changed, protection, staged)
                     result["restored"] = restore_hidden(job, tree, manifest)
         result["applied"] = applied
         if applied and "tree_error" not in result and not result.get("timed_out"):
             canaries = None
             with Stage(result, "check"):
-                if job["check"]["kind"] in ("pytest", "command"):
-                    canaries = make_canaries(job, tree)
+                if job.check.kind in ("pytest", "command"):
+                    canaries = make_canaries(job.check, tree)
                 identity = placed_identity(tree, manifest, canaries)
                 lock_test_dirs(job, tree, manifest, canaries)
                 run_check(job, tree, result, canaries)

@@ -44,6 +44,7 @@ import pytest
 
 from grader.config import get_settings
 from grader.errors import ImageError, SandboxError
+from grader.jobspec import JobSpec
 from grader.pipeline import Grader
 from grader.sandbox import RunOutput, get_sandbox
 from grader.sandbox.fake import FakeRun, FakeSandbox
@@ -584,6 +585,8 @@ def test_the_run_spec_carries_the_supervisor_the_job_and_the_patch(tasks, cache,
     assert spec.command == ["python3", "-I", "/opt/grader/run/supervisor.py"]
     assert spec.files["run/submission.patch"] == gold
     assert spec.files["run/supervisor.py"].startswith(b'"""The in-container half of a grading run.')
+    assert spec.files["run/jobspec.py"].startswith(b'"""The job a grading run\'s supervisor is given')
+    assert JobSpec.from_json(spec.files["run/job.json"]).check.kind == "pytest"
     assert (spec.limits.memory, spec.limits.pids, spec.timeout) == ("256m", 64, 20)
     assert spec.env["TZ"] == "UTC" and spec.labels == {"grader.task": "d-pytest"}
     job = json.loads(spec.files["run/job.json"])

@@ -19,6 +19,7 @@ import pytest
 from grader import supervisor as sup
 from grader.audit import audit_patch
 from grader.checks.integrity import read_pytest_report
+from grader.jobspec import CheckSpec, ProtectSpec
 from grader.pipeline import (METADATA_DIR_SUFFIXES, RUNNER_FILES, RUNNER_PREFIXES, RUNNER_SUFFIXES, TEST_DIR_NAMES,
                              TEST_MODULES)
 
@@ -29,7 +30,7 @@ def spec(**over):
     base = {"files": ["tests/test_mean.py"], "names": RUNNER_FILES, "suffixes": RUNNER_SUFFIXES,
             "prefixes": RUNNER_PREFIXES, "dir_suffixes": METADATA_DIR_SUFFIXES, "tests": True,
             "test_modules": TEST_MODULES, "test_dir_names": TEST_DIR_NAMES, "globs": []}
-    return {**base, **over}
+    return ProtectSpec(**{**base, **over})
 
 
 def make_tree(root: Path, files: dict[str, str]) -> sup.Tree:
@@ -147,8 +148,7 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     (tmp_path / "calc" / "fast.pyc").write_bytes(b"evil")
     (tmp_path / "calc" / "__init__.py").write_text("fixed")
     after = tree.walk()
-    job = {"uid": UID, "gid": GID}
-    bytecode, restored = sup.restore_protected(job, tree, before, after, sup.changes(before, after), protection, staged)
+    bytecode, restored = sup.restore_protected((UID, GID), tree, before, after, sup.changes(before, after), protection, staged)
     assert sorted(bytecode) == ["calc/__pycache__/__init__.cpython-311.pyc", "calc/fast.pyc"]
     assert sorted(restored) == ["conftest.py", "tests/test_basic.py"]
     assert (tmp_path / "tests" / "test_basic.py").read_text() == "base test"
@@ -292,9 +292,9 @@ def test_canary_bodies_hold_exactly_when_they_must(seed):
 
 def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path):
     tree = make_tree(tmp_path, {"tests/test_mean.py": ""})
-    job = {"check": {"args": ["tests/test_mean.py"], "canaries": True, "canary_dir": "tests",
-                     "canary_words": ["empty", "raises", "values"]}}
-    c = sup.make_canaries(job, tree)
+    check = CheckSpec(kind="pytest", args=["tests/test_mean.py"], canaries=True, canary_dir="tests",
+                      canary_words=["empty", "raises", "values"])
+    c = sup.make_canaries(check, tree)
     assert c["path"].startswith("tests/test_") and (tmp_path / c["path"]).is_file()
     assert hashlib.sha256((tmp_path / c["path"]).read_bytes()).hexdigest() == c["digest"]
     assert {"passed", "failed"} == set(c["expect"].values()) and len(c["expect"]) >= 4
@@ -302,7 +302,7 @@ def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path
                             cwd=tmp_path, capture_output=True, text=True)
     for tid, want in c["expect"].items():
         assert f"{want.upper()} {tid}" in result.stdout, result.stdout
-    again = sup.make_canaries(job, tree)
+    again = sup.make_canaries(check, tree)
     assert again["path"] != c["path"] or again["expect"] != c["expect"]  # different in every run
 
 
