@@ -24,14 +24,14 @@ import time
 
 from rq import SimpleWorker
 
-from grader import blame
+from grader import blame, webhooks
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
-from grader.pipeline import GRADER_VERSION, Grader
+from grader.pipeline import Grader
 from grader.service import Service, host_name
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, Team, WebhookDelivery
 from grader.verdict import Provenance, Result, Verdict
-from grader import webhooks
+from grader.version import GRADER_VERSION
 
 log = logging.getLogger(__name__)
 

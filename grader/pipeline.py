@@ -19,7 +19,6 @@ import logging
 import time
 import traceback
 from importlib import resources
-from importlib.metadata import PackageNotFoundError, version
 
 from grader.audit import audit_patch
 from grader.checks import CheckOutcome, evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
@@ -35,13 +34,9 @@ from grader.sandbox import Limits, RunOutput, RunSpec, Sandbox, sandbox_for_runt
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.tasks.prepare import PreparedTask
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
+from grader.version import GRADER_VERSION
 
 log = logging.getLogger(__name__)
-
-try:
-    GRADER_VERSION = version("grader")
-except PackageNotFoundError:  # running from a source tree
-    GRADER_VERSION = "0+source"
 
 GRADER_DIR = "/opt/grader"  # root-only in the instance image
 RUN_DIR = f"{GRADER_DIR}/run"

@@ -5,6 +5,8 @@ a thread that answers from a script: the service itself is tested elsewhere."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -489,3 +491,13 @@ def test_help():
     for args in (["submit"], ["status"]):
         result = CliRunner().invoke(main, [*args, "--help"])
         assert result.exit_code == 0 and "--api-key" in result.output and "--url" in result.output
+
+
+def test_importing_the_client_loads_no_grading_machinery():
+    """A team's machine runs the client with neither Docker nor the service's stack:
+    `import grader.client` must not load the Docker SDK, Flask, SQLAlchemy or RQ."""
+    heavy = ("docker", "flask", "sqlalchemy", "rq", "redis")
+    code = ("import sys, grader.client; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from service_helpers import ROOT, Api, api_process, make_service, new_key
 from sqlalchemy import event, func, select
 
 from grader.api import create_app
-from grader.pipeline import GRADER_VERSION
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
-from service_helpers import ROOT, Api, api_process, make_service, new_key
+from grader.version import GRADER_VERSION
 
 pytestmark = pytest.mark.service
 GOLD = (ROOT / "tasks/examples/calc-mean-empty/gold.patch").read_text()

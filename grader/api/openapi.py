@@ -12,7 +12,7 @@ from flask import Blueprint, Flask, jsonify, render_template, request
 from pydantic.json_schema import models_json_schema
 
 from grader.api import schemas as m
-from grader.pipeline import GRADER_VERSION
+from grader.version import GRADER_VERSION
 
 bp = Blueprint("openapi", __name__)
 

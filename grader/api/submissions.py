@@ -24,12 +24,12 @@ from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.views import shown_to, submission_view
 from grader.api.waiting import Refused
 from grader.errors import StoreError, TaskNotFound
-from grader.pipeline import GRADER_VERSION
 from grader.service import Service
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
 from grader.store.models import Run, Status, Submission, utcnow
 from grader.tasks.model import PROMPT_VARIANTS
+from grader.version import GRADER_VERSION
 
 log = logging.getLogger(__name__)
 bp = Blueprint("submissions", __name__, url_prefix="/v1/submissions")
