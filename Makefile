@@ -5,7 +5,7 @@ PY := .venv/bin/python
 
 stress: fuzz load attacks
 
-fuzz:      ## schemathesis: about 14,000 generated requests over every operation, SQLite and PostgreSQL
+fuzz:      ## schemathesis: about 14,000 generated requests over every operation, SQLite and PostgreSQL; figures in benchmarks/out/fuzz.json
 	GRADER_FUZZ_EXAMPLES=600 $(PY) -m pytest -q tests/test_schema_fuzz.py -s
 
 load:      ## 10,000 submissions through the whole service; figures in benchmarks/out/load.json

@@ -13,7 +13,8 @@ Every answer must: not be a 5xx; use a status code the document lists for the op
 documented schema; reject invalid data with a 4xx. Only schemathesis's "valid data must
 be accepted" check is left out: a schema-valid body may still name a task that does not
 exist, a private callback host, or come when the quota is used up; those documented
-4xx answers are counted and printed instead.
+4xx answers are counted instead, with every other status, in benchmarks/out/fuzz.json
+(printed too, seen with -s).
 
 GRADER_FUZZ_EXAMPLES sets the examples per operation (default 100: about 2,400 requests
 on SQLite; PostgreSQL gets a third of that). `make stress` runs more.
@@ -21,10 +22,12 @@ on SQLite; PostgreSQL gets a third of that). `make stress` runs more.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import schemathesis
@@ -45,6 +48,24 @@ EXAMPLES = int(os.environ.get("GRADER_FUZZ_EXAMPLES", "100"))
 CALLERS = ["team", "team", "team", "admin", "none", "wrong"]  # drawn uniformly: half the requests as the team
 TALLY: Counter = Counter()
 REFUSED: list = []
+OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "out" / "fuzz.json"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tally():
+    """The whole module's figures, once its tests are done whatever their order (the README
+    quotes them): written to benchmarks/out/fuzz.json and printed (seen with -s). They are
+    figures, not checks: each operation's test did the checking. The counts run over the
+    session: a shuffled run that sets this module up twice still writes them all."""
+    yield
+    if not TALLY:
+        return
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"examples": EXAMPLES, "tally": dict(sorted(TALLY.items())),
+                               "refused": [repr(r) for r in REFUSED[:40]]}, indent=2))
+    print("\nschemathesis tally:", dict(sorted(TALLY.items())), f"(written to {OUT})")
+    for r in REFUSED[:40]:
+        print("REFUSED", r)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -184,12 +205,3 @@ def test_operation_answers_as_documented(world, path, method):
     TALLY[f"{db} seconds"] += seen["seconds"]
     print(f"\n{db} {method.upper()} {path}: {seen['requests']} requests, "
           + ", ".join(f"{k}: {v}" for k, v in sorted(seen.items()) if k not in ("requests", "seconds")))
-
-
-def test_zz_tally():
-    """The whole run's figures (printed with -s); the per-operation tests did the checking."""
-    if not TALLY:
-        pytest.skip("no fuzzing ran in this session")
-    print("\nschemathesis tally:", dict(sorted(TALLY.items())))
-    for r in REFUSED[:40]:
-        print("REFUSED", r)
