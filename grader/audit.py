@@ -91,7 +91,8 @@ def audit_patch(raw: bytes) -> list[AuditFinding]:
             if pattern.search(path):
                 findings.append(AuditFinding(rule=rule, path=path))
         if f.is_binary_file:
-            findings.append(AuditFinding(rule="binary-file", path=path, text="a binary file: its contents are not audited"))
+            findings.append(AuditFinding(rule="binary-file", path=path,
+                                         text="a binary file: its contents are not audited"))
         for hunk in f:
             for line in hunk:
                 if not line.is_added:

@@ -61,7 +61,8 @@ from grader.verdict import Verdict
 T = TypeVar("T")
 
 
-def file_localization(patch_files: Iterable[str], gold_files: Iterable[str]) -> tuple[float | None, float | None, float | None]:
+def file_localization(patch_files: Iterable[str],
+                      gold_files: Iterable[str]) -> tuple[float | None, float | None, float | None]:
     """File-level precision, recall and F1 of the files a patch touches against the files
     the real change touched (the time-consistent benchmark's localization metric).
 

@@ -12,8 +12,8 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from grader.errors import TaskError
 from grader import metrics
+from grader.errors import TaskError
 from grader.service import Service
 from grader.store import runs as store_runs
 from grader.store.models import Run, Status, Submission, Team

@@ -18,7 +18,8 @@ def _norm(data: bytes, normalize: Normalize) -> bytes:
                           trailing_whitespace=normalize.trailing_whitespace).encode("utf-8", errors="surrogateescape")
 
 
-def evaluate_exact_match(actual: dict[str, bytes | None], expected: dict[str, bytes], normalize: Normalize) -> CheckOutcome:
+def evaluate_exact_match(actual: dict[str, bytes | None], expected: dict[str, bytes],
+                         normalize: Normalize) -> CheckOutcome:
     mismatched, missing, diffs = [], [], {}
     for rel in sorted(expected):
         got = actual.get(rel)

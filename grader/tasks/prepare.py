@@ -158,7 +158,8 @@ def _hidden_from_patch(task: Task, repo: Path, test_patch: bytes) -> dict[str, b
         raise TaskError(f"task {task.id}: test_patch is unusable: {'; '.join(info.problems)}")
     applied = git("apply", "--whitespace=nowarn", "-", cwd=repo, input=test_patch, check=False)
     if applied.returncode:
-        raise TaskError(f"task {task.id}: test_patch does not apply to the base: {applied.stderr.decode(errors='replace')}")
+        raise TaskError(f"task {task.id}: test_patch does not apply to the base: "
+                        f"{applied.stderr.decode(errors='replace')}")
     out: dict[str, bytes | None] = {}
     for rel in sorted({f.path for f in info.files}):
         path = repo / rel

@@ -101,7 +101,7 @@ def date_field(value: Any, name: str, where: str) -> dt.date | None:
     if value in (None, ""):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):  # milliseconds since the epoch (datasets)
-        return dt.datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=dt.timezone.utc).date()
+        return dt.datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=dt.UTC).date()
     try:
         return dt.date.fromisoformat(str(value).strip()[:10])
     except ValueError:

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from grader.tasks.importers.common import (
-    Context, DatasetError, Draft, commit_sha, convert_rows, limits, task_id, text_field,
+    Context,
+    DatasetError,
+    Draft,
+    commit_sha,
+    convert_rows,
+    limits,
+    task_id,
+    text_field,
 )
 from grader.tasks.model import Repo, Task
 from grader.tasks.prepare import checkout_base, git

@@ -22,8 +22,18 @@ from typing import Any
 
 from grader.patch import touched_files
 from grader.tasks.importers.common import (
-    Context, DatasetError, Draft, convert_rows, environment_for, install_step, limits, repo_name_from_url,
-    requirement_lines, sha_field, task_id, text_field,
+    Context,
+    DatasetError,
+    Draft,
+    convert_rows,
+    environment_for,
+    install_step,
+    limits,
+    repo_name_from_url,
+    requirement_lines,
+    sha_field,
+    task_id,
+    text_field,
 )
 
 SCRIPT = "resq_test_script"

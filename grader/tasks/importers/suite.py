@@ -188,7 +188,7 @@ def write_suite(drafts: list[Draft], *, source: str, suite: str, out: Path, repo
             outcome.kept = keep_invalid or not outcome.problems
 
         out.mkdir(parents=True, exist_ok=True)
-        kept_repos = {d.repo_name for d, o in zip(drafts, report.outcomes) if o.kept}
+        kept_repos = {d.repo_name for d, o in zip(drafts, report.outcomes, strict=True) if o.kept}
         if repo_source == "bundle":
             for name in sorted(kept_repos):
                 bundle = f"{repo_key(name)}.bundle"

@@ -23,8 +23,18 @@ import yaml
 
 from grader.patch import inspect_patch
 from grader.tasks.importers.common import (
-    Context, DatasetError, Draft, convert_rows, date_field, environment_for, install_step, limits, sha_field, string_list,
-    task_id, text_field,
+    Context,
+    DatasetError,
+    Draft,
+    convert_rows,
+    date_field,
+    environment_for,
+    install_step,
+    limits,
+    sha_field,
+    string_list,
+    task_id,
+    text_field,
 )
 
 # SWE-bench's harness leaves files with these endings out of the test directives.
