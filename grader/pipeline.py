@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 import functools
 import json
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from importlib import resources
 
 from grader.audit import audit_patch
@@ -121,8 +121,8 @@ def _margin(timeout: float) -> float:
 class Grader:
     """Grades patches against tasks with one sandbox and one image store."""
 
-    def __init__(self, settings: Settings | None = None, *, sandbox: Sandbox | None = None, images: Images | None = None,
-                 runtime: str | None = None):
+    def __init__(self, settings: Settings | None = None, *, sandbox: Sandbox | None = None,
+                 images: Images | None = None, runtime: str | None = None):
         self.settings = settings or get_settings()
         self.runtime = runtime or self.settings.runtime
         self.images = images or Images(self.settings)

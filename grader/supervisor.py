@@ -220,12 +220,6 @@ def text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-
-
-def text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
 def shown(rel: str) -> str:
     """A path as it can be put in JSON and shown: undecodable bytes replaced."""
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -216,7 +216,8 @@ def test_pass_when_every_listed_test_passed(tasks, cache, gold):
     assert r.explanation == "All 3 required test(s) passed."
     assert r.tests.fail_to_pass == {"success": [F2P], "failure": []}
     assert r.protections.report_channel == "signed"
-    assert (r.protections.canaries.must_pass, r.protections.canaries.must_fail, r.protections.canaries.wrong) == (2, 2, 0)
+    canaries = r.protections.canaries
+    assert (canaries.must_pass, canaries.must_fail, canaries.wrong) == (2, 2, 0)
     assert r.provenance.runtime == r.protections.runtime == "fake"
     assert r.provenance.image_id == IMAGE
     assert r.apply.method == "git apply" and r.apply.restored == ["tests/test_mean.py"]
@@ -226,7 +227,8 @@ def test_pass_when_every_listed_test_passed(tasks, cache, gold):
 
 
 def test_fail_when_a_listed_test_failed(tasks, cache):
-    r, _ = grade(tasks, cache, "d-pytest", b"", pytest_report(EMPTY_FAILS, exit=1, apply={"method": "empty", "attempts": []}))
+    doc = pytest_report(EMPTY_FAILS, exit=1, apply={"method": "empty", "attempts": []})
+    r, _ = grade(tasks, cache, "d-pytest", b"", doc)
     assert r.verdict is Verdict.FAIL
     assert r.explanation == f"1 of 3 required test(s) did not pass: {F2P}."
     assert r.tests.all[F2P] == "failed" and r.tampered == []
@@ -374,7 +376,8 @@ def test_a_patch_that_wrote_unnamed_paths_is_patch_failed(tasks, cache, gold):
     doc = supervisor(applied=False, apply_refused="it wrote files its headers do not name: evil.py")
     r, _ = grade(tasks, cache, "d-pytest", gold, doc)
     assert r.verdict is Verdict.PATCH_FAILED
-    assert r.explanation == "The patch was refused after it was applied: it wrote files its headers do not name: evil.py."
+    assert r.explanation == ("The patch was refused after it was applied: "
+                             "it wrote files its headers do not name: evil.py.")
 
 
 def test_a_tree_the_apply_cannot_undo_is_patch_failed(tasks, cache, gold):

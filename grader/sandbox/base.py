@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
-
 @dataclass(frozen=True)
 class Limits:
     memory: str = "1g"

@@ -402,7 +402,9 @@ class DockerSandbox(Sandbox):
         """Remove grading containers whose owning process on this host is gone."""
         host = socket.gethostname()
         removed = 0
-        for c in self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL}):
+        containers = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
+                                       filters={"label": LABEL})
+        for c in containers:
             owner = (c.labels or {}).get(OWNER_LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
             if owner_host != host or not pid.isdigit():
@@ -418,7 +420,9 @@ class DockerSandbox(Sandbox):
 
     def live_containers(self) -> list[str]:
         """Every grading container of any grader on this engine, idle ones included."""
-        return [c.id for c in self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL})]
+        containers = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
+                                       filters={"label": LABEL})
+        return [c.id for c in containers]
 
     def busy_containers(self) -> list[str]:
         """This process's grading containers that are not idle in one of its sandboxes,
