@@ -242,7 +242,7 @@ def webhook_body(svc: Service, sub: Submission) -> bytes:
     submitting team is a host), secrets masked the same way."""
     from sqlalchemy.orm import object_session
 
-    from grader.api.views import shown_to
+    from grader.views import shown_to
     session = object_session(sub)  # the caller's, when it has one open: no second connection
     if session is not None:
         team = session.get(Team, sub.team_id)

@@ -286,9 +286,9 @@ class Ledger:
     def assert_database_agrees(self, db_url: str, final: dict[str, dict]) -> None:
         """What the database holds is what the API reported: status, verdict, attempts,
         retries, who graded it, when, and the grade's duration."""
-        from grader.api.views import _iso
         from grader.store.db import Database
         from grader.store.models import Submission
+        from grader.views import _iso
         db = Database(db_url)
         try:
             with db.read() as s:

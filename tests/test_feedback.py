@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from grader.api.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
-from grader.api.redact import MASK, redact, secret_lines
+from grader.views.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
+from grader.views.redact import MASK, redact, secret_lines
 from grader.api.schemas import SubmissionOut, VerdictOnly
 from grader.verdict import Result
 
@@ -296,7 +296,7 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
     import datetime as dt
     from types import SimpleNamespace
 
-    from grader.api import views
+    from grader import views
     task = examples.get("notes-merge-release")
     assert task.feedback == "full"
     blocked = tmp_path / "not-a-directory"
@@ -604,7 +604,7 @@ def _expected_lines() -> set[str]:
 @pytest.mark.parametrize("attack", ["empty", "near-miss"])
 def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
     from grader.store.models import Submission
-    from grader.api.redact import own_lines
+    from grader.views.redact import own_lines
     sid = world["ids"][("exact", attack)]
     # what the submitter wrote itself is its own to read (the near miss wrote all but one expected line)
     own = own_lines(_own_patch(world, sid))

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.api import create_app
-from grader.api.redact import MASK
+from grader.views.redact import MASK
 from grader.cli import main
 from grader.store import submissions as subs
 from grader.store.models import Run, Submission

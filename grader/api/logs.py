@@ -25,8 +25,8 @@ from sqlalchemy import select
 from grader.api import auth
 from grader.api.errors import ApiError
 from grader.api.runs import own_run
-from grader.api.views import shown_to
 from grader.store.models import Run, Submission
+from grader.views import shown_to
 
 bp = Blueprint("logs", __name__)
 FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}

@@ -21,7 +21,6 @@ from grader import webhooks
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
-from grader.api.views import shown_to, submission_view
 from grader.api.waiting import Refused
 from grader.errors import StoreError, TaskNotFound
 from grader.service import Service
@@ -30,6 +29,7 @@ from grader.store import submissions as subs
 from grader.store.models import Run, Status, Submission, utcnow
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.version import GRADER_VERSION
+from grader.views import shown_to, submission_view
 
 log = logging.getLogger(__name__)
 bp = Blueprint("submissions", __name__, url_prefix="/v1/submissions")
@@ -374,7 +374,7 @@ def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
 
 
 def _full(svc: Service, sub: Submission) -> dict:
-    """The submission with its result as the caller may see it (grader/api/feedback.py)."""
+    """The submission with its result as the caller may see it (grader/views/feedback.py)."""
     return shown_to(svc, sub, host=g.caller.admin)
 
 

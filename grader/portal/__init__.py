@@ -27,12 +27,12 @@ from sqlalchemy import select
 
 from grader import runs as R
 from grader.api.errors import ApiError
-from grader.api.views import shown_to, submission_view
 from grader.errors import TaskNotFound
 from grader.service import Service
 from grader.store import runs as store_runs
 from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Submission, Team
+from grader.views import shown_to, submission_view
 
 log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")

@@ -1,5 +1,6 @@
-"""How records leave the server: the one function per record that the API, the webhooks
-and the client all see."""
+"""How records leave the server: the one function per record that the API, the portal,
+the webhooks and the client all see. The feedback policy (feedback.py) and the masking
+of secrets (redact.py) are applied here, below every door a result leaves by."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import datetime as dt
 import logging
 import time
 
-from grader.api.redact import Secrets
+from grader.errors import TaskError
 from grader.store.models import Submission
 from grader.verdict import Verdict
+from grader.views.feedback import feedback_view
+from grader.views.redact import Secrets, own_lines, redact, secret_lines
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +29,6 @@ def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = fr
                     feedback: str = "verdict", host: bool = False) -> dict:
     """The submission; with `full`, its result as `feedback` shows it (a host sees it
     whole), every secret line masked. Callers with a service use `shown_to`."""
-    from grader.api.feedback import feedback_view
-    from grader.api.redact import own_lines, redact
     view = {
         "id": sub.id,
         "task_id": sub.task_id,
@@ -74,7 +75,6 @@ def shown_to(svc, sub: Submission, *, host: bool) -> dict:
 def task_feedback(svc, task_id: str) -> str:
     """The task's policy as it is now (a host may tighten it for past grades too); a task
     that is gone shows only the verdict."""
-    from grader.errors import TaskError
     try:
         return svc.task(task_id).feedback
     except TaskError:
@@ -88,8 +88,6 @@ RETRY_INCOMPLETE = 60.0  # seconds before a task's secrets that could not all be
 def task_secrets(svc, task_id: str) -> Secrets:
     """The secret lines of a task, computed once per task definition (expected files from
     a commit are read from the task as prepared for grading, in the service's cache)."""
-    from grader.api.redact import secret_lines
-    from grader.errors import TaskError
     try:
         key = svc.task_hash(task_id)
         task = svc.task(task_id)
