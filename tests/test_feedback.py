@@ -322,7 +322,7 @@ def _envelope(policy: str, result: dict) -> dict:
 
 
 def test_grader_status_prints_a_verdict_only_view_as_it_came(capsys):
-    from grader.cli import _print_submission
+    from grader.cli.render import print_submission as _print_submission
     shown = feedback_view(full_result(tampered=[]), "verdict", host=False)
     _print_submission(_envelope("verdict", shown))
     text = capsys.readouterr().out
@@ -331,7 +331,7 @@ def test_grader_status_prints_a_verdict_only_view_as_it_came(capsys):
 
 
 def test_grader_status_prints_a_tests_view_with_the_listed_tests_only(capsys):
-    from grader.cli import _print_submission
+    from grader.cli.render import print_submission as _print_submission
     shown = feedback_view(full_result(tampered=[]), "tests", host=False)
     _print_submission(_envelope("tests", shown))
     text = capsys.readouterr().out

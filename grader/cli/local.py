@@ -1,0 +1,396 @@
+"""Commands that work on this machine: grade a patch, and the tasks, environment images
+and base images it grades with. `tasks list / show / checkout` ask a grader service
+instead when there are no local task folders (a remote team has none)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from grader.cli.app import EXIT, api_error_exit, client_or_exit, common, main
+from grader.cli.render import err, escape, log, out, print_result, progress
+from grader.config import Settings
+from grader.images import Images
+from grader.pipeline import Grader
+from grader.tasks.loader import TaskSet
+from grader.tasks.prepare import checkout_base
+from grader.tasks.validate import validate_task
+
+
+# --- grade --------------------------------------------------------------------------
+@main.command()
+@click.option("--task", "task_id", required=True, help="The task id.")
+@click.option("--patch", "patch_file", required=True, type=click.File("rb"), help="The unified diff; '-' reads stdin.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None, help="OCI runtime [default: runc].")
+@common
+def grade(settings: Settings, task_id: str, patch_file, as_json: bool, runtime: str | None) -> None:
+    """Grade one patch against one task."""
+    task = TaskSet(settings.tasks_dir).get(task_id)
+    patch = patch_file.read()
+    result = Grader(settings, runtime=runtime).grade(task, patch)
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        print_result(result)
+    sys.exit(EXIT[result.verdict])
+
+
+# --- tasks ----------------------------------------------------------------------------
+@main.group()
+def tasks() -> None:
+    """List, show, validate, build and check out tasks."""
+
+
+class _Served:
+    """The service a task command asks when there is no local task folder to read: no
+    tasks directory, or none holding the task (a remote team has neither), or --url."""
+
+    def __init__(self, url: str | None, api_key: str | None):
+        self.named = url is not None
+        self.url, self.api_key = url, api_key
+        self.why = ""
+
+    def client(self, why: str):
+        """`why`: what was missing here, said first if the service cannot be asked either."""
+        self.why = why
+        return client_or_exit(self.url, self.api_key, why=why)
+
+
+def served(fn):
+    """--url and --api-key on `tasks list / show / checkout`, which read the local task
+    folders when there are any and ask the service (GRADER_API_URL) otherwise."""
+
+    @click.option("--url", default=None,
+                  help="Ask this grader service, not the local tasks [default without local tasks: GRADER_API_URL].")
+    @click.option("--api-key", default=None, help="The API key for the service [default: GRADER_API_KEY].")
+    @functools.wraps(fn)
+    def wrapper(settings: Settings, *args, url: str | None, api_key: str | None, **kwargs):
+        from grader.client import ApiError
+        service = _Served(url, api_key)
+        try:
+            return fn(settings, service, *args, **kwargs)
+        except ApiError as exc:
+            api_error_exit(exc, why=service.why)
+
+    return wrapper
+
+
+def _local_tasks(settings: Settings, service: _Served) -> TaskSet | None:
+    return None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir)
+
+
+def _no_tasks_dir(settings: Settings) -> str:
+    return f"no tasks directory {settings.tasks_dir} here (GRADER_TASKS_DIR or --tasks-dir)"
+
+
+def _local_task(settings: Settings, service: _Served, task_id: str):
+    """The task from its local folder, or None (with why, for `service.client`)."""
+    ts = _local_tasks(settings, service)
+    if ts is not None and task_id in ts.ids():
+        return ts.get(task_id), ""
+    return None, ("" if service.named else _no_tasks_dir(settings) if ts is None
+                  else f"no task {task_id!r} in {settings.tasks_dir} (GRADER_TASKS_DIR or --tasks-dir)")
+
+
+@tasks.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@common
+@served
+def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
+    """List the tasks (public fields only), from the local tasks or the service."""
+    # leniently, as the service loads: a broken file is named (exit 1), the rest listed
+    ts = None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir, strict=False)
+    views = [t.public_view() for t in ts] if ts is not None else \
+        service.client("" if service.named else _no_tasks_dir(settings)).tasks()
+    refused = ts.refused if ts is not None else {}
+    for path, why in refused.items():
+        err.print(f"[red]refused[/red] {escape(path)}: {escape(why)}")
+    if as_json:
+        click.echo(json.dumps(views, indent=2))
+        sys.exit(1 if refused else 0)
+    table = Table("id", "check", "suite", "difficulty", "created", "environment")
+    for v in views:
+        meta = v.get("metadata") or {}
+        table.add_row(escape(v["id"]), escape(v.get("check", "")), escape(meta.get("suite") or ""),
+                      escape(meta.get("difficulty") or ""), escape(meta.get("created_at") or ""),
+                      escape(v.get("environment", "")))
+    out.print(table)
+    if refused:
+        sys.exit(1)
+
+
+@tasks.command("show")
+@click.argument("task_id")
+@common
+@served
+def tasks_show(settings: Settings, service: _Served, task_id: str) -> None:
+    """Show a task's public view (no gold patch, no hidden tests), from the local tasks or the service."""
+    task, why = _local_task(settings, service, task_id)
+    view = task.public_view() if task else service.client(why).task(task_id)
+    click.echo(json.dumps(view, indent=2))
+
+
+@tasks.command("validate")
+@click.argument("task_ids", nargs=-1)
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs of each patch.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None)
+@common
+def tasks_validate(settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool,
+                   runtime: str | None) -> None:
+    """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each."""
+    selected = TaskSet(settings.tasks_dir).select(list(task_ids))
+    grader = Grader(settings, runtime=runtime)
+    reports = []
+    with progress() as bar:
+        job = bar.add_task("validating", total=len(selected) * repeat * 2)
+        for task in selected:
+            bar.update(job, description=f"validating {task.id}")
+            reports.append(validate_task(grader, task, repeat, progress=lambda: bar.advance(job)))
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in reports], indent=2))
+    else:
+        table = Table("task", "empty patch", "gold patch", "result")
+        for r in reports:
+            table.add_row(r.task_id, " ".join(map(str, r.empty)), " ".join(map(str, r.gold)),
+                          "[green]ok[/green]" if r.ok else "[red]" + ("flaky" if r.flaky else "invalid") + "[/red]")
+        out.print(table)
+        for r in reports:
+            for p in r.problems:
+                out.print(f"[red]{r.task_id}:[/red] {p}", highlight=False)
+    bad = [r for r in reports if not r.ok]
+    if bad:
+        err.print(f"{len(bad)} of {len(reports)} task(s) failed validation"
+                  + (f"; flaky: {', '.join(r.task_id for r in bad if r.flaky)}" if any(r.flaky for r in bad) else ""))
+        sys.exit(1)
+
+
+@tasks.command("build")
+@click.argument("task_ids", nargs=-1)
+@common
+def tasks_build(settings: Settings, task_ids: tuple[str, ...]) -> None:
+    """Build the instance images of the tasks (all by default)."""
+    selected = TaskSet(settings.tasks_dir).select(list(task_ids))
+    images = Images(settings)
+    with progress() as bar:
+        job = bar.add_task("building", total=len(selected))
+        for task in selected:
+            bar.update(job, description=f"instance image {task.id}")
+            image_id, _ = images.instance_image(task, log=log)
+            bar.advance(job)
+    err.print(f"{len(selected)} instance image(s) ready")
+
+
+@tasks.command("checkout")
+@click.argument("task_id")
+@click.argument("dest", type=click.Path(path_type=Path))
+@common
+@served
+def tasks_checkout(settings: Settings, service: _Served, task_id: str, dest: Path) -> None:
+    """Write a task's starting repository to DEST, to make a patch against: from its local
+    folder, or downloaded from the service (GRADER_API_URL) as a git bundle, its sha256
+    checked. Either way DEST holds the base commit alone, detached, and for a conflict
+    task the merge in progress, as the grader starts from."""
+    import shutil
+    import tempfile
+
+    from grader.tasks.prepare import checkout_bundle
+    if dest.exists():
+        raise click.UsageError(f"{dest} exists")
+    task, why = _local_task(settings, service, task_id)
+    try:
+        if task:
+            checkout_base(task, dest, settings.cache_dir)
+            merge, source = task.repo.merge, ""
+        else:
+            client = service.client(why)
+            view = client.task(task_id)  # an unknown task is a 404 before any download
+            with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+                got = client.repository(task_id, Path(tmp) / f"{task_id}.bundle")
+                merge = got["merge"] or view["repo"].get("merge")
+                checkout_bundle(Path(tmp) / f"{task_id}.bundle", dest, got["commit"] or view["repo"]["commit"], merge,
+                                task_id=task_id)
+            source = f" from {client.url} (bundle sha256 {got['sha256'][:16]}, {got['size']} bytes)"
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # no half-made DEST to trip the next try
+        raise
+    err.print(f"checked out {task_id} in {dest}{source}; make your change there, then `git diff > my.patch`",
+              highlight=False, markup=False, soft_wrap=True)
+    if merge:
+        err.print("a conflicted merge is in progress: stage the conflicted files as they are (`git add -u`) "
+                  "before resolving them, so that `git diff` compares your resolution with them",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+# --- tasks import ---------------------------------------------------------------------
+@tasks.group("import")
+def tasks_import() -> None:
+    """Import SWE-bench, RES-Q or GitGoodBench rows as a validated suite (docs/importers.md)."""
+
+
+def import_options(fn):
+    """What every importer takes; FILE is a JSON list or JSONL."""
+    for opt in reversed([
+        click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Where the suite goes [default: TASKS_DIR/SUITE]."),
+        click.option("--only", multiple=True, help="Import only this instance id (repeatable)."),
+        click.option("--repo-source", type=click.Choice(["bundle", "url"]), default="bundle", show_default=True,
+                     help="bundle: the history the tasks need, in the suite (offline); url: the repository's URL."),
+        click.option("--timeout", type=click.FloatRange(min=1, max=3600), default=None,
+                     help="Each task's time limit in seconds [default: the task format's]."),
+        click.option("--no-validate", "no_validate", is_flag=True,
+                     help="Do not grade the empty and gold patches (no Docker); tasks are kept unvalidated."),
+        click.option("--keep-invalid", is_flag=True, help="Keep tasks that fail validation (they are reported)."),
+        click.option("--skip-broken", is_flag=True, help="Import the other rows when some cannot be converted."),
+        click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100),
+                     help="Validation runs of each patch."),
+        click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None),
+        click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_json: bool, **kwargs) -> None:
+    from grader.tasks.importers import import_file
+
+    with progress() as bar:
+        job = bar.add_task("importing", total=None)
+        report = import_file(source, file, settings=settings, validate=not no_validate,
+                             progress=lambda line: bar.update(job, description=line), **kwargs)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        table = Table("task", "instance", "status", "empty patch", "gold patch", "why", title=f"{report.source} import")
+        for o in report.outcomes:
+            style = "red" if o.problems else "green" if o.validated else "yellow"
+            table.add_row(o.task_id, o.source_id, f"[{style}]{o.status}[/]", " ".join(o.empty), " ".join(o.gold),
+                          escape("; ".join(o.problems + o.notes)))
+        for source_id, why in report.not_converted:
+            table.add_row("", source_id, "[red]not converted[/]", "", "", escape(why))
+        out.print(table)
+    kept, total = len(report.kept), len(report.outcomes) + len(report.not_converted)
+    err.print(f"{kept} of {total} task(s) kept in {report.out} (suite {report.suite}); "
+              f"{len(report.invalid)} failed validation, {len(report.not_converted)} not converted; "
+              f"the report is {report.out / 'import-report.json'}", highlight=False)
+    if not kept:
+        sys.exit(1)
+
+
+def _import_command(source: str, summary: str, *options) -> None:
+    """`grader tasks import SOURCE FILE`: the shared options, then the source's own."""
+
+    def command(settings: Settings, file: Path, **kwargs) -> None:
+        _import(settings, source, file, **kwargs)
+
+    command.__doc__ = summary
+    command.__name__ = f"tasks_import_{source}"
+    fn = import_options(common(command))
+    for opt in reversed(options):
+        fn = opt(fn)
+    tasks_import.command(source)(fn)
+
+
+def _repo_dir(required: bool, otherwise: str):
+    return click.option("--repo-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                        required=required, help=f"Local clones as DIR/<owner>__<name>{otherwise}.")
+
+
+_import_command(
+    "swebench", "SWE-bench instances (JSON list or JSONL, as published) as tasks.",
+    click.option("--suite", required=True, help="The suite's name (metadata.suite; the directory under TASKS_DIR)."),
+    _repo_dir(False, "; others are cloned from GitHub"),
+    click.option("--env-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                 help="Per-repository environments (YAML or JSON) for instances without python/requirements."))
+
+
+_import_command(
+    "resq", "RES-Q rows (JSON list or JSONL) as tasks.",
+    click.option("--suite", default="resq", show_default=True, help="The suite's name."),
+    _repo_dir(False, "; others are cloned from the row's repo_url"))
+
+
+_import_command(
+    "gitgoodbench", "GitGoodBench merge-conflict samples (JSON list or JSONL) as exact-match tasks.",
+    click.option("--suite", default="gitgoodbench", show_default=True, help="The suite's name."),
+    _repo_dir(True, " holding the merge commits"))
+
+
+# --- environments and images ------------------------------------------------------------
+@main.group()
+def env() -> None:
+    """Build, list and prune environment images."""
+
+
+@env.command("build")
+@click.argument("names", nargs=-1)
+@common
+def env_build(settings: Settings, names: tuple[str, ...]) -> None:
+    """Build environment images (all by default); unchanged ones are skipped."""
+    images = Images(settings)
+    envs = [images.environment(n) for n in names] if names else images.environments()
+    for e in envs:
+        image_id = images.build_env(e.name, log=log)
+        out.print(f"{e.name:20} {images.env_tag(e):45} {image_id[7:19]}", highlight=False)
+
+
+@env.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@common
+def env_list(settings: Settings, as_json: bool) -> None:
+    """List environments and every grader image on this engine."""
+    images = Images(settings)
+    rows = []
+    for e in images.environments():
+        tag = images.env_tag(e)
+        rows.append({"environment": e.name, "tag": tag, "built": images.engine.image_id(tag) is not None})
+    listing = images.listing()
+    if as_json:
+        click.echo(json.dumps({"environments": rows, "images": listing}, indent=2))
+        return
+    table = Table("environment", "tag", "built")
+    for r in rows:
+        table.add_row(r["environment"], r["tag"], "yes" if r["built"] else "no")
+    out.print(table)
+    table = Table("image", "kind", "size")
+    for im in sorted(listing, key=lambda i: (i["labels"].get("grader.kind", ""), i["tags"])):
+        table.add_row(", ".join(im["tags"]) or im["id"][:19], im["labels"].get("grader.kind", ""),
+                      f"{im['size'] / 1e6:.0f} MB")
+    out.print(table)
+
+
+@env.command("prune")
+@click.option("--all", "everything", is_flag=True, help="Remove every environment and instance image.")
+@click.option("--dry-run", is_flag=True, help="Only list what would go.")
+@common
+def env_prune(settings: Settings, everything: bool, dry_run: bool) -> None:
+    """Remove images no current environment or task uses (base images are kept)."""
+    ts = list(TaskSet(settings.tasks_dir)) if settings.tasks_dir.is_dir() else []
+    removed, freed = Images(settings).prune(ts, everything=everything, dry_run=dry_run)
+    for name in removed:
+        out.print(("would remove " if dry_run else "removed ") + name, highlight=False)
+    out.print(f"{len(removed)} image(s), about {freed / 1e6:.0f} MB{' (dry run)' if dry_run else ''}")
+
+
+@main.group()
+def images() -> None:
+    """Base images made offline."""
+
+
+@images.command("bootstrap")
+@click.argument("suites", nargs=-1)
+@click.option("--force", is_flag=True, help="Rebuild even if the image exists.")
+@common
+def images_bootstrap(settings: Settings, suites: tuple[str, ...], force: bool) -> None:
+    """Make grader/base:SUITE with debootstrap and docker import (default: bookworm)."""
+    im = Images(settings)
+    for suite in suites or ("bookworm",):
+        image_id = im.bootstrap(suite, force=force, log=log)
+        out.print(f"grader/base:{suite} {image_id[7:19]}")

@@ -1,0 +1,158 @@
+"""Commands that run a grader service on this host: the API under gunicorn, the grading
+workers and the reconciler, teams and their keys, the database's schema, and the settings
+they all read."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from grader.cli.app import common, main
+from grader.cli.render import out
+from grader.config import Settings
+
+
+def _service(settings: Settings):
+    from grader.service import Service
+    settings.require_production_secrets()
+    svc = Service(settings)
+    svc.db.migrate()
+    return svc
+
+
+@main.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
+@click.option("--threads", type=int, default=16, show_default=True,
+              help="Threads per process. Requests held by ?wait= take at most GRADER_MAX_WAITING_PER_PROCESS "
+                   "of them, and never the last 4.")
+@common
+def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
+    """Run the REST API under gunicorn. The schema is migrated first."""
+    from gunicorn.app.base import BaseApplication
+
+    from grader.api import create_app
+
+    _service(settings).close()
+    # requests that do not wait must always find a thread: held requests leave at least 4
+    settings = settings.model_copy(update={"max_waiting_per_process": max(0, min(settings.max_waiting_per_process,
+                                                                                threads - 4))})
+
+    class _App(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": bind, "workers": processes, "threads": threads, "worker_class": "gthread",
+                               "timeout": int(settings.max_wait + 60), "graceful_timeout": 30,
+                               "accesslog": "-", "errorlog": "-", "loglevel": "info",
+                               # no query value (a key sent as ?api_key=) is ever written
+                               "logger_class": "grader.api.accesslog.RedactingLogger",
+                               "proc_name": "grader-api"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return create_app(settings, migrate=False)
+
+    _App().run()
+
+
+@main.command()
+@click.option("--count", type=int, default=2, show_default=True, help="Worker processes on this host.")
+@click.option("--burst", is_flag=True, help="One worker: grade what is queued, then exit.")
+@common
+def worker(settings: Settings, count: int, burst: bool) -> None:
+    """Run grading workers (restarted if one dies) and the reconciler."""
+    import logging
+
+    from grader.jobs import reconcile, run_worker, run_workers
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s")
+    svc = _service(settings)
+    if burst:
+        reconcile(svc, grace=0)
+        run_worker(svc, burst=True)
+        return
+    run_workers(svc, count)
+
+
+@main.command("reconcile")
+@common
+def reconcile_cmd(settings: Settings) -> None:
+    """One reconciler pass: re-enqueue what the database holds but no live job owns."""
+    from grader.jobs import reconcile
+
+    counts = reconcile(_service(settings), grace=0)
+    out.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()), highlight=False)
+
+
+@main.group()
+def keys() -> None:
+    """Teams and their API keys."""
+
+
+@keys.command("create")
+@click.argument("team")
+@click.option("--admin", is_flag=True, help="The team may manage tasks and teams.")
+@click.option("--daily-quota", type=int, default=None, help="Submissions per UTC day [default: GRADER_DAILY_QUOTA].")
+@click.option("--queued-quota", type=int, default=None,
+              help="Submissions queued at once [default: GRADER_QUEUED_QUOTA].")
+@common
+def keys_create(settings: Settings, team: str, admin: bool, daily_quota: int | None, queued_quota: int | None) -> None:
+    """Make a new key for TEAM (created if new) and print it, and only it, once."""
+    from grader.store.keys import create_key
+
+    svc = _service(settings)
+    with svc.db.write() as s:
+        key = create_key(s, team, admin=admin, daily_quota=daily_quota, queued_quota=queued_quota)
+    click.echo(key)
+
+
+@keys.command("list")
+@common
+def keys_list(settings: Settings) -> None:
+    """Teams, their quotas and how many live keys they have (never the keys)."""
+    from grader.store.reports import team_summaries
+
+    svc = _service(settings)
+    table = Table("team", "admin", "daily quota", "queued quota", "live keys", "created")
+    with svc.db.read() as s:
+        for t in team_summaries(s):
+            table.add_row(t.name, "yes" if t.admin else "", str(t.daily_quota or f"{settings.daily_quota} (default)"),
+                          str(t.queued_quota or f"{settings.queued_quota} (default)"),
+                          str(t.live_keys), t.created_at.strftime("%Y-%m-%d"))
+    out.print(table)
+
+
+@keys.command("revoke")
+@click.argument("team")
+@common
+def keys_revoke(settings: Settings, team: str) -> None:
+    """Revoke every key of TEAM."""
+    from grader.store.keys import revoke_team_keys
+
+    svc = _service(settings)
+    with svc.db.write() as s:
+        n = revoke_team_keys(s, team)
+    out.print(f"revoked {n} key(s) of {team}")
+
+
+@main.group()
+def db() -> None:
+    """The service's database."""
+
+
+@db.command("upgrade")
+@common
+def db_upgrade(settings: Settings) -> None:
+    """Create or migrate the schema to the newest revision (the service and workers also do this)."""
+    from grader.store.db import Database
+
+    database = Database(settings.database_url)
+    database.migrate()
+    out.print(f"{database!r} at revision {database.current_revision()}", highlight=False)
+
+
+@main.command("config")
+@common
+def config_cmd(settings: Settings) -> None:
+    """Print the effective settings (defaults <- GRADER_* environment <- options)."""
+    for name, value in settings.masked().items():
+        out.print(f"GRADER_{name.upper()}={'' if value is None else value}", highlight=False)
