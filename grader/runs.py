@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 from grader import metrics
@@ -42,6 +43,31 @@ class Filters:
     def keep(self, a) -> bool:
         return (self.suite is None or a.suite == self.suite) and \
             (self.variant is None or a.prompt_variant == self.variant)
+
+
+class FilterError(ValueError):
+    """Raised when a query's filters cannot be read: a date that is not YYYY-MM-DD, or
+    `since` after `until`. The message is the refusal the API and the portal show."""
+
+
+def parse_filters(args: Mapping[str, str]) -> Filters:
+    """The filters a query string names (suite, variant, since, until), read the same
+    way for the API's routes and the portal's pages."""
+
+    def date(name: str) -> dt.date | None:
+        raw = args.get(name)
+        if not raw:
+            return None
+        try:
+            return dt.date.fromisoformat(raw)
+        except ValueError:
+            raise FilterError(f"{name} must be a date, YYYY-MM-DD, not {raw!r}") from None
+
+    f = Filters(suite=args.get("suite") or None, variant=args.get("variant") or None,
+                since=date("since"), until=date("until"))
+    if f.since and f.until and f.since > f.until:
+        raise FilterError("since is after until")
+    return f
 
 
 def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list, int]:

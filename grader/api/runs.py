@@ -3,7 +3,6 @@ readable without a key; a team sees its own runs whatever their visibility."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 
 from flask import Blueprint, current_app, g, jsonify, request
@@ -24,22 +23,11 @@ def _svc() -> Service:
     return current_app.extensions["grader"]
 
 
-def _date(name: str) -> dt.date | None:
-    raw = request.args.get(name)
-    if not raw:
-        return None
-    try:
-        return dt.date.fromisoformat(raw)
-    except ValueError:
-        raise ApiError(422, "invalid_fields", f"{name} must be a date, YYYY-MM-DD, not {raw!r}") from None
-
-
 def filters() -> R.Filters:
-    f = R.Filters(suite=request.args.get("suite") or None, variant=request.args.get("variant") or None,
-                  since=_date("since"), until=_date("until"))
-    if f.since and f.until and f.since > f.until:
-        raise ApiError(422, "invalid_fields", "since is after until")
-    return f
+    try:
+        return R.parse_filters(request.args)
+    except R.FilterError as exc:
+        raise ApiError(422, "invalid_fields", str(exc)) from None
 
 
 def _caller_ids() -> tuple[int | None, bool]:

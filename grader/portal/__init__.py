@@ -26,7 +26,6 @@ from flask import Blueprint, abort, current_app, flash, g, redirect, render_temp
 from sqlalchemy import select
 
 from grader import runs as R
-from grader.api.errors import ApiError
 from grader.errors import TaskNotFound
 from grader.service import Service
 from grader.store import runs as store_runs
@@ -104,11 +103,10 @@ def _ids() -> tuple[int | None, bool]:
 
 
 def _filters() -> R.Filters:
-    from grader.api.runs import filters
     try:
-        return filters()
-    except ApiError as exc:
-        abort(422, exc.message)
+        return R.parse_filters(request.args)
+    except R.FilterError as exc:
+        abort(422, str(exc))
 
 
 def _figure_value(view: dict, key: str) -> tuple[float, float]:
