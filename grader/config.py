@@ -16,6 +16,20 @@ from grader.errors import ConfigError
 
 SYSTEM_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
+# --- defaults that are not settings ---------------------------------------------------------
+# Each is written here once and read where it is used; no GRADER_* variable changes them.
+
+# A task's limits when its task file gives none (docs/tasks.md), and so a grading run's.
+DEFAULT_TIMEOUT = 60.0  # wall-clock seconds for the container's whole life
+DEFAULT_MEMORY = "1g"
+DEFAULT_CPUS = 1.0
+DEFAULT_PIDS = 256
+# The grader's own files in an instance image, root-only: the hidden tests under task/,
+# what a run is given under run/.
+GRADER_DIR = "/opt/grader"
+# Where `grader serve` listens unless told otherwise, and so where a client looks.
+API_BIND = "127.0.0.1:8000"
+
 
 def _data_home() -> Path:
     return Path.home() / ".local" / "share" / "grader"
@@ -94,7 +108,7 @@ class Settings(BaseSettings):
     webhook_backoff: float = Field(5.0, description="seconds before the first callback retry; doubled each time")
     callback_allow_private: bool = Field(
         False, description="allow callback URLs that resolve to loopback, private or link-local addresses")
-    api_url: str = Field("http://127.0.0.1:8000", description="where `grader submit` and `grader status` find the service")
+    api_url: str = Field(f"http://{API_BIND}", description="where `grader submit` and `grader status` find the service")
     api_key: SecretStr | None = Field(None, description="the key `grader submit` and `grader status` send")
 
     def masked(self) -> dict[str, object]:

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job
 
-from grader.config import Settings, get_settings
+from grader.config import DEFAULT_TIMEOUT, Settings, get_settings
 from grader.errors import StoreError, TaskError, TaskNotFound
 from grader.store.db import Database
 from grader.tasks.loader import TaskSet, TasksRefused
@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 GRADE_JOB = "grader.jobs.grade_submission"
 WEBHOOK_JOB = "grader.jobs.deliver_webhook"
+# Seconds Redis keeps a job once it ends (the database keeps the submission regardless).
+RESULT_TTL = 3600  # a grading job that finished
+FAILURE_TTL = 86400  # a job that failed (a grading or a webhook delivery), to be looked at
 
 
 def host_name() -> str:
@@ -86,7 +89,7 @@ class Service:
         try:
             timeout = self.task(task_id).limits.timeout
         except TaskNotFound:
-            timeout = 60.0
+            timeout = DEFAULT_TIMEOUT
         # twice: a job that judges an ERROR may grade the task's gold patch after the submission's
         return int(2 * timeout + self.settings.job_timeout_margin)
 
@@ -94,8 +97,8 @@ class Service:
     def enqueue(self, submission_id: str, job_id: str, task_id: str, *, delay: float = 0.0) -> None:
         """Put the grading job for a submission on the queue. Raises StoreError if Redis is
         unreachable: the database already holds the submission, and the reconciler enqueues it."""
-        kwargs = dict(job_id=job_id, job_timeout=self.job_timeout(task_id), result_ttl=3600, failure_ttl=86400,
-                      description=f"grade {submission_id} ({task_id})")
+        kwargs = dict(job_id=job_id, job_timeout=self.job_timeout(task_id), result_ttl=RESULT_TTL,
+                      failure_ttl=FAILURE_TTL, description=f"grade {submission_id} ({task_id})")
         try:
             if delay > 0:
                 self.queue.enqueue_in(dt.timedelta(seconds=delay), GRADE_JOB, submission_id, **kwargs)
@@ -108,7 +111,8 @@ class Service:
         """(submission id, job id, task id) each; one round trip."""
         try:
             data = [Queue.prepare_data(GRADE_JOB, args=(sid,), job_id=jid, timeout=self.job_timeout(tid),
-                                       result_ttl=3600, failure_ttl=86400, description=f"grade {sid} ({tid})")
+                                       result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL,
+                                       description=f"grade {sid} ({tid})")
                     for sid, jid, tid in items]
             for i in range(0, len(data), 500):
                 with self.redis.pipeline() as pipe:
@@ -136,7 +140,7 @@ class Service:
             pass
 
     def enqueue_webhook(self, submission_id: str, *, attempt: int = 0, delay: float = 0.0) -> None:
-        kwargs = dict(job_timeout=int(self.settings.webhook_timeout * 3 + 30), result_ttl=600, failure_ttl=86400)
+        kwargs = dict(job_timeout=int(self.settings.webhook_timeout * 3 + 30), result_ttl=600, failure_ttl=FAILURE_TTL)
         try:
             if delay > 0:
                 self.webhook_queue.enqueue_in(dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt, **kwargs)

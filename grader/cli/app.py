@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from grader.cli.render import err, escape
-from grader.config import get_settings
+from grader.config import API_BIND, get_settings
 from grader.errors import GraderError, TaskError
 from grader.verdict import Verdict
 
@@ -55,7 +55,7 @@ def remote(fn):
     """--url and --api-key (GRADER_API_URL, GRADER_API_KEY) on commands that talk to the
     service; its errors as clean exits with status 2."""
 
-    @click.option("--url", default=None, help="The grader service [default: GRADER_API_URL, or http://127.0.0.1:8000].")
+    @click.option("--url", default=None, help=f"The grader service [default: GRADER_API_URL, or http://{API_BIND}].")
     @click.option("--api-key", default=None, help="The API key [default: GRADER_API_KEY, which keeps it out of `ps`].")
     @functools.wraps(fn)
     def wrapper(*args, url: str | None, api_key: str | None, **kwargs):

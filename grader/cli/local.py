@@ -18,6 +18,7 @@ from grader.config import Settings
 from grader.images import Images
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
+from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
 from grader.tasks.validate import validate_task
 
@@ -243,7 +244,7 @@ def import_options(fn):
         click.option("--only", multiple=True, help="Import only this instance id (repeatable)."),
         click.option("--repo-source", type=click.Choice(["bundle", "url"]), default="bundle", show_default=True,
                      help="bundle: the history the tasks need, in the suite (offline); url: the repository's URL."),
-        click.option("--timeout", type=click.FloatRange(min=1, max=3600), default=None,
+        click.option("--timeout", type=click.FloatRange(min=1, max=MAX_TIMEOUT), default=None,
                      help="Each task's time limit in seconds [default: the task format's]."),
         click.option("--no-validate", "no_validate", is_flag=True,
                      help="Do not grade the empty and gold patches (no Docker); tasks are kept unvalidated."),

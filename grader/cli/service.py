@@ -9,7 +9,7 @@ from rich.table import Table
 
 from grader.cli.app import common, main
 from grader.cli.render import out
-from grader.config import Settings
+from grader.config import API_BIND, Settings
 
 
 def _service(settings: Settings):
@@ -21,7 +21,7 @@ def _service(settings: Settings):
 
 
 @main.command()
-@click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--bind", default=API_BIND, show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
 @click.option("--threads", type=int, default=16, show_default=True,
               help="Threads per process. Requests held by ?wait= take at most GRADER_MAX_WAITING_PER_PROCESS "

@@ -16,12 +16,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from grader.errors import TaskError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from grader.config import DEFAULT_CPUS, DEFAULT_MEMORY, DEFAULT_PIDS, DEFAULT_TIMEOUT
+from grader.errors import TaskError
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PROMPT_VARIANTS = ("minimal", "concise", "contextual", "guided")
+MAX_TIMEOUT = 3600  # the longest time limit a task may give, in seconds (importers' --timeout too)
 # What a submitter may see of a grade (hosts see everything): `full` the whole result,
 # test output included (hidden tests quoted by a traceback are then theirs to read);
 # `tests` the verdict, the explanation and the listed tests' outcomes and durations;
@@ -72,10 +75,11 @@ class Repo(_Strict):
 
 
 class Limits(_Strict):
-    timeout: float = Field(60.0, gt=0, le=3600, description="wall-clock seconds for the whole container life")
-    memory: str = Field("1g", pattern=r"^\d+[kmg]?$")
-    cpus: float = Field(1.0, gt=0, le=64)
-    pids: int = Field(256, ge=16, le=32768)
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT,
+                           description="wall-clock seconds for the whole container life")
+    memory: str = Field(DEFAULT_MEMORY, pattern=r"^\d+[kmg]?$")
+    cpus: float = Field(DEFAULT_CPUS, gt=0, le=64)
+    pids: int = Field(DEFAULT_PIDS, ge=16, le=32768)
 
 
 class TestsCheck(_Strict):
