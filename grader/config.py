@@ -4,10 +4,10 @@ settings (the Docker SDK still honours DOCKER_HOST on its own)."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
-import re
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -47,7 +47,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GRADER_", extra="ignore")
 
     tasks_dir: Path = Field(Path("tasks"), description="where task YAML files are found (searched recursively)")
-    environments_dir: Path = Field(Path("environments"), description="one sub-directory per environment, each with a Dockerfile")
+    environments_dir: Path = Field(Path("environments"),
+                                   description="one sub-directory per environment, each with a Dockerfile")
     cache_dir: Path = Field(Path.home() / ".cache" / "grader", description="prepared task checkouts and build contexts")
     runtime: str = Field("runc", description="the OCI runtime for grading containers: runc, or runsc for gVisor")
     max_patch_bytes: int = Field(1024 * 1024, description="larger patches are PATCH FAILED without being looked at")
@@ -57,7 +58,8 @@ class Settings(BaseSettings):
         default_factory=_default_ca_bundle,
         description="PEM bundle given to image builds (pip behind a TLS-intercepting proxy); empty to give none",
     )
-    debian_mirror: str | None = Field(None, description="mirror for `images bootstrap`; default: read from apt's sources")
+    debian_mirror: str | None = Field(None,
+                                      description="mirror for `images bootstrap`; default: read from apt's sources")
     tmpfs_size: str = Field("256m", description="size of the writable /tmp inside grading containers")
     storage_size: str = Field("2G", description="writable-layer cap, applied where the storage driver supports it")
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
@@ -73,7 +75,8 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = Field(
         None, description="signs portal sessions; required in production (no default is shipped)")
     database_url: str = Field(default_factory=_default_database_url,
-                              description="SQLAlchemy URL; SQLite (WAL mode) by default, postgresql+psycopg://... for several hosts")
+                              description="SQLAlchemy URL; SQLite (WAL mode) by default, "
+                                          "postgresql+psycopg://... for several hosts")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="the Redis server that holds the queue")
     queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
     queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
@@ -84,7 +87,8 @@ class Settings(BaseSettings):
     max_waiting_per_process: int = Field(
         8, ge=0, description="requests held for their verdict at once by one API process; `grader serve` keeps it "
                              "at least 4 below its threads, so requests that do not wait always find one")
-    max_request_bytes: int = Field(64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413")
+    max_request_bytes: int = Field(64 * 1024 * 1024,
+                                   description="largest request body (a batch of patches); larger is 413")
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")
@@ -99,12 +103,16 @@ class Settings(BaseSettings):
     gold_ttl: float = Field(
         300.0, description="seconds a gold patch's grade (per host, task, image, grader version) answers whose fault "
                            "an ERROR is, and a gold that ERRORed keeps that task's ERRORs from retrying; 0: no reuse")
-    job_timeout_margin: float = Field(900.0, description="added to a task's timeout for the RQ job (image builds, start-up)")
-    lease_seconds: float = Field(60.0, description="a running submission whose worker has not renewed it this long is re-queued")
+    job_timeout_margin: float = Field(900.0,
+                                      description="added to a task's timeout for the RQ job (image builds, start-up)")
+    lease_seconds: float = Field(
+        60.0, description="a running submission whose worker has not renewed it this long is re-queued")
     reconcile_interval: float = Field(30.0, description="seconds between reconciler passes in `grader worker`")
-    cache: bool = Field(True, description="answer a submission from an identical finished grade (same task, patch, image, version)")
+    cache: bool = Field(
+        True, description="answer a submission from an identical finished grade (same task, patch, image, version)")
     webhook_timeout: float = Field(10.0, description="seconds a callback POST may take")
-    webhook_retries: int = Field(6, description="callback attempts after the first, on timeouts, connection errors, 429 and 5xx")
+    webhook_retries: int = Field(
+        6, description="callback attempts after the first, on timeouts, connection errors, 429 and 5xx")
     webhook_backoff: float = Field(5.0, description="seconds before the first callback retry; doubled each time")
     callback_allow_private: bool = Field(
         False, description="allow callback URLs that resolve to loopback, private or link-local addresses")
@@ -114,7 +122,7 @@ class Settings(BaseSettings):
     def masked(self) -> dict[str, object]:
         """Every setting as JSON values, with secrets and URL passwords masked (for `grader config`, logs)."""
         out = self.model_dump(mode="json")
-        for name, field in type(self).model_fields.items():
+        for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 out[name] = "********"

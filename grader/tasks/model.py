@@ -185,7 +185,8 @@ class Task(_Strict):
     metadata: Metadata = Metadata()
     repo: Repo
     environment: str
-    install: str | None = Field(None, description="shell command run in the repository when the instance image is built")
+    install: str | None = Field(None,
+                                description="shell command run in the repository when the instance image is built")
     check: Check
     limits: Limits = Limits()
     gold_patch: str | None = None
