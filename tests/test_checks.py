@@ -2,8 +2,7 @@ import re
 
 import pytest
 
-from grader.checks import output
-from grader.checks import evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
+from grader.checks import evaluate_exact_match, evaluate_output, evaluate_tests, output, parse_junit
 from grader.checks.tests import ReportError, node_id
 from grader.tasks.model import Normalize
 
@@ -149,4 +148,5 @@ def test_hide_ratio_takes_the_ratio_out_of_every_explanation(stdout, expected, t
     assert f"{out.details['ratio']:.3f}" not in hidden and not re.search(r"\d\.\d{3}", hidden)
     assert hidden.endswith(".") and "similarity (" not in hidden and "  " not in hidden
     if threshold is not None and complete:
-        assert hidden == f"The output's similarity is {'at least' if out.passed else 'below'} the threshold {threshold}."
+        assert hidden == (f"The output's similarity is {'at least' if out.passed else 'below'} "
+                          f"the threshold {threshold}.")

@@ -20,7 +20,15 @@ from grader.tasks.prepare import checkout_base
 from grader.verdict import Verdict
 from tests.conftest import ROOT
 from tests.importer_repos import (
-    NOTES_MERGED, NOTES_OURS, RESQ_SCRIPT, Calc, Notes, gitgoodbench_row, make_calc, make_notes, resq_row,
+    NOTES_MERGED,
+    NOTES_OURS,
+    RESQ_SCRIPT,
+    Calc,
+    Notes,
+    gitgoodbench_row,
+    make_calc,
+    make_notes,
+    resq_row,
     swebench_row,
 )
 

@@ -20,8 +20,14 @@ from grader import supervisor as sup
 from grader.audit import audit_patch
 from grader.checks.integrity import read_pytest_report
 from grader.jobspec import CheckSpec, ProtectSpec
-from grader.pipeline import (METADATA_DIR_SUFFIXES, RUNNER_FILES, RUNNER_PREFIXES, RUNNER_SUFFIXES, TEST_DIR_NAMES,
-                             TEST_MODULES)
+from grader.pipeline import (
+    METADATA_DIR_SUFFIXES,
+    RUNNER_FILES,
+    RUNNER_PREFIXES,
+    RUNNER_SUFFIXES,
+    TEST_DIR_NAMES,
+    TEST_MODULES,
+)
 
 UID, GID = os.getuid(), os.getgid()
 
@@ -148,7 +154,8 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     (tmp_path / "calc" / "fast.pyc").write_bytes(b"evil")
     (tmp_path / "calc" / "__init__.py").write_text("fixed")
     after = tree.walk()
-    bytecode, restored = sup.restore_protected((UID, GID), tree, before, after, sup.changes(before, after), protection, staged)
+    bytecode, restored = sup.restore_protected((UID, GID), tree, before, after, sup.changes(before, after), protection,
+                                               staged)
     assert sorted(bytecode) == ["calc/__pycache__/__init__.cpython-311.pyc", "calc/fast.pyc"]
     assert sorted(restored) == ["conftest.py", "tests/test_basic.py"]
     assert (tmp_path / "tests" / "test_basic.py").read_text() == "base test"

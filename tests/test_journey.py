@@ -29,7 +29,7 @@ def ok(result) -> str:
     return result.stdout
 
 
-def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeypatch, tmp_path):
+def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeypatch, tmp_path):  # noqa: F811 (the fixture imported above)
     from grader.tasks.loader import TaskSet
     suite = TaskSet(ROOT / "tasks")  # the test knows the answers; the team's machine has no task folder
     svc, url = live(ROOT / "tasks", tmp_path / "service-cache")

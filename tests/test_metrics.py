@@ -7,9 +7,24 @@ import math
 
 import pytest
 
-from grader.metrics import (Attempt, Figure, bootstrap_ci, file_localization, in_window, mcnemar_exact,
-                            mean_pass_at_k, normalize_text, paired_comparison, pass_at_k, run_summary, similarity,
-                            pass_ks, resolved, stability, wilson_interval)
+from grader.metrics import (
+    Attempt,
+    Figure,
+    bootstrap_ci,
+    file_localization,
+    in_window,
+    mcnemar_exact,
+    mean_pass_at_k,
+    normalize_text,
+    paired_comparison,
+    pass_at_k,
+    pass_ks,
+    resolved,
+    run_summary,
+    similarity,
+    stability,
+    wilson_interval,
+)
 from grader.verdict import Verdict
 
 Z = 1.959963984540054  # two-sided 95%

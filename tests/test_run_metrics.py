@@ -7,8 +7,17 @@ import math
 
 import pytest
 
-from grader.metrics import (Attempt, bootstrap_ci, mcnemar_exact, mean_pass_at_k, paired_comparison, pass_at_k,
-                            run_summary, stability, wilson_interval)
+from grader.metrics import (
+    Attempt,
+    bootstrap_ci,
+    mcnemar_exact,
+    mean_pass_at_k,
+    paired_comparison,
+    pass_at_k,
+    run_summary,
+    stability,
+    wilson_interval,
+)
 
 
 def test_wilson_interval_by_hand():

@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from grader.store import submissions as subs
 from grader.store.db import Database
 from grader.store.keys import authenticate, create_key, revoke_team_keys
-from grader.store.models import Base, Status, Submission, utcnow
+from grader.store.models import Base, Submission, utcnow
 from grader.verdict import Provenance, Result, Verdict
 
 pytestmark = pytest.mark.service
