@@ -8,8 +8,8 @@ import json
 import pytest
 from rq import Queue
 
+from grader.api import create_app
 from grader.api.openapi import document
-from grader.app import create_app
 from grader.config import get_settings
 from grader.errors import ConfigError
 from grader.store.models import Submission

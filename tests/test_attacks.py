@@ -34,7 +34,7 @@ import pytest
 import attack_patches as ap
 from attack_patches import FIXED, SITE, UNFIXED, code
 from grader import jobs
-from grader.app import create_app
+from grader.api import create_app
 from grader.metrics import similarity
 from grader.pipeline import Grader
 from service_helpers import Api, make_service, new_key

@@ -21,7 +21,7 @@ from rq import SimpleWorker
 
 from conftest import FIXED
 from grader import jobs
-from grader.app import create_app
+from grader.api import create_app
 from grader.client import Client
 from grader.errors import SandboxError
 from grader.pipeline import Grader

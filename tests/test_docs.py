@@ -12,9 +12,9 @@ import re
 import jsonschema_rs  # schemathesis's validator: installed with the dev extras
 import pytest
 
+from grader.api import create_app
 from grader.api.examples import ERRORS, EXAMPLES
 from grader.api.openapi import ACCESS, PORTAL_PAGES, document
-from grader.app import create_app
 from service_helpers import Api, make_service, new_key
 
 DOC = document()

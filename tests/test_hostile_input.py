@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from grader import webhooks
-from grader.app import create_app
+from grader.api import create_app
 from service_helpers import ROOT, Api, make_service, new_key
 
 pytestmark = pytest.mark.service

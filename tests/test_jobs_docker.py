@@ -12,7 +12,7 @@ import pytest
 from rq import SimpleWorker
 
 from grader import jobs, webhooks
-from grader.app import create_app
+from grader.api import create_app
 from grader.pipeline import Grader
 from grader.store import submissions as subs
 from grader.store.models import Submission, Team, WebhookDelivery

@@ -14,7 +14,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from grader import jobs
-from grader.app import create_app
+from grader.api import create_app
 from grader.pipeline import Grader
 from service_helpers import Api, make_service, new_key
 from test_jobs_docker import work

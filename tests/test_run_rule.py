@@ -16,7 +16,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from grader.app import create_app
+from grader.api import create_app
 from grader.cli import main
 from grader.store import submissions as subs
 from grader.store.models import Submission

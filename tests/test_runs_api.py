@@ -11,7 +11,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from grader.app import create_app
+from grader.api import create_app
 from grader.cli import main
 from grader.client import parse_predictions, read_predictions
 from grader.store import submissions as subs

@@ -39,7 +39,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from grader import jobs
-from grader.app import create_app
+from grader.api import create_app
 from grader.api.openapi import document
 from grader.pipeline import Grader
 from service_helpers import make_service, new_key

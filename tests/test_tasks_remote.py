@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader import jobs
-from grader.app import create_app
+from grader.api import create_app
 from grader.cli import main
 from grader.client import ApiError, Client
 from grader.config import _from_env

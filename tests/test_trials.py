@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from grader.app import create_app
+from grader.api import create_app
 from grader.store.models import Submission
 from service_helpers import Api, make_service, new_key
 
