@@ -187,7 +187,7 @@ def profile(n: int, database_url: str | None) -> None:
     import tempfile
     from pathlib import Path
 
-    from grader.api import create_app
+    from grader.app import create_app
     from grader.config import get_settings
     from grader.store.keys import create_key
 

@@ -400,7 +400,7 @@ def world(tmp_path_factory, redis_server, settings, mini):
 
     from conftest import FIXED
     from grader import jobs
-    from grader.api import create_app
+    from grader.app import create_app
     from grader.pipeline import Grader
     from service_helpers import ROOT, Api, make_service, new_key
     from test_jobs_docker import _Receiver, work

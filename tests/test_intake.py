@@ -15,7 +15,7 @@ import requests
 from service_helpers import ROOT, Api, api_process, make_service, new_key
 from sqlalchemy import event, func, select
 
-from grader.api import create_app
+from grader.app import create_app
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
 from grader.version import GRADER_VERSION

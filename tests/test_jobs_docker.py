@@ -12,7 +12,7 @@ import pytest
 from rq import SimpleWorker
 
 from grader import jobs, webhooks
-from grader.api import create_app
+from grader.app import create_app
 from grader.pipeline import Grader
 from grader.store import submissions as subs
 from grader.store.models import Submission, Team, WebhookDelivery
@@ -100,8 +100,7 @@ def test_machinery_faults_are_retried_then_final_error_not_charged(svc, api, min
         twin.mkdir()
         for f in task_dir.iterdir():
             (twin / f.name).write_bytes(f.read_bytes())
-        text = (twin / "task.yaml").read_text()
-        text = text.replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 21")
+        text = (twin / "task.yaml").read_text().replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 21")
         (twin / "task.yaml").write_text(text)
     svc._tasks = None
     try:

@@ -16,7 +16,7 @@ import requests
 from click.testing import CliRunner
 from rq import Worker
 
-from grader.api import create_app
+from grader.app import create_app
 from grader.cli import main
 from grader.errors import TaskError
 from grader.tasks.loader import TaskSet

@@ -10,7 +10,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from grader.api import create_app
+from grader.app import create_app
 from service_helpers import make_service, new_key
 
 pytestmark = pytest.mark.service

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from grader import jobs
-from grader.api import create_app
+from grader.app import create_app
 from grader.pipeline import Grader
 from grader.api.openapi import query_names
 from grader.store.models import Run, Submission

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from grader.api import create_app
+from grader.app import create_app
 from grader.views.redact import MASK, own_lines, redact
 from grader.store import submissions as subs
 from grader.store.models import Submission

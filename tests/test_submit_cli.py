@@ -14,7 +14,7 @@ import zipfile
 import pytest
 from click.testing import CliRunner
 
-from grader.api import create_app
+from grader.app import create_app
 from grader.views.redact import MASK
 from grader.cli import main
 from grader.store import submissions as subs

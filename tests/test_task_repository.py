@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.api import create_app
+from grader.app import create_app
 from grader.tasks.bundle import repository_bundle
 from grader.tasks.loader import TaskSet
 from grader.tasks.prepare import checkout_base, checkout_bundle

@@ -1,66 +1,25 @@
-"""The REST API: `create_app()` builds it; one blueprint per resource."""
+"""The REST API: one blueprint per resource, registered on the app by `init_app(app)`.
+The app itself (with the portal beside the API) is built by grader/app.py."""
 
 from __future__ import annotations
 
-import datetime as dt
-import logging
-import os
-import secrets
-from pathlib import Path
-
 from flask import Flask
 
-from grader.config import Settings, get_settings
-from grader.service import Service
-
-__all__ = ["create_app"]
+__all__ = ["init_app"]
 
 
-def create_app(settings: Settings | None = None, *, service: Service | None = None, migrate: bool = True) -> Flask:
-    """The Flask app over `service` (made from `settings` when not given). The schema is
-    migrated first unless `migrate` is off (`grader serve` migrates once before forking)."""
+def init_app(app: Flask) -> None:
+    """The API's routes, error handlers and request checks on `app`, whose
+    extensions["grader"] is the service. The resources are imported here, not when the
+    package is: importing one module of api/ (the schemas, the examples) stays light."""
     from grader.api import errors, logs, openapi, runs, submissions, system, tasks
     from grader.api.waiting import Waits
 
-    settings = service.settings if service else (settings or get_settings())
-    settings.require_production_secrets()
-    svc = service or Service(settings)
-    if migrate:
-        svc.db.migrate()
-    from grader import portal
-
-    production = settings.mode == "production"
-    app = Flask(__name__, template_folder=str(Path(portal.__file__).parent / "templates"))
-    app.config.update(
-        MAX_CONTENT_LENGTH=settings.max_request_bytes,
-        SECRET_KEY=settings.secret_key.get_secret_value() if settings.secret_key else _development_key(settings),
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        SESSION_COOKIE_SECURE=production,
-        PERMANENT_SESSION_LIFETIME=dt.timedelta(days=7),
-        GRADER_PRODUCTION=production,
-    )
-    app.json.sort_keys = False
-    app.extensions["grader"] = svc
+    svc = app.extensions["grader"]
+    settings = svc.settings
     app.extensions["grader.waits"] = Waits(svc.redis, svc.done_channel, per_process=settings.max_waiting_per_process,
                                            per_team=settings.max_waiting_per_team, max_wait=settings.max_wait)
     errors.init_app(app)
     openapi.init_app(app)
     for module in (submissions, tasks, runs, logs, system, openapi):
         app.register_blueprint(module.bp)
-    portal.init_app(app)
-    logging.getLogger("grader").setLevel(logging.INFO)
-    return app
-
-
-def _development_key(settings: Settings) -> str:
-    """Outside production, a random key kept in the cache directory, so that every
-    process on this host signs sessions alike (production must set GRADER_SECRET_KEY)."""
-    path = settings.cache_dir / "development-secret-key"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(secrets.token_urlsafe(48))
-        tmp.chmod(0o600)
-        os.replace(tmp, path)  # a concurrent first start writes its own; one wins, both read it
-    return path.read_text().strip()

@@ -31,7 +31,7 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     """Run the REST API under gunicorn. The schema is migrated first."""
     from gunicorn.app.base import BaseApplication
 
-    from grader.api import create_app
+    from grader.app import create_app
 
     _service(settings).close()
     # requests that do not wait must always find a thread: held requests leave at least 4
