@@ -21,6 +21,7 @@ from rq import SimpleWorker
 
 from conftest import FIXED
 from grader import jobs
+from grader.app import create_app
 from grader.client import Client
 from grader.errors import SandboxError
 from grader.pipeline import Grader
@@ -28,7 +29,6 @@ from grader.sandbox.base import Sandbox
 from grader.sandbox.docker import DockerEngine, DockerSandbox
 from grader.store import submissions as subs
 from grader.store.models import Submission
-from grader.app import create_app
 from service_helpers import ROOT, Api, Ledger, Stack, make_service, new_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.service]
@@ -200,7 +200,8 @@ def unbuilt(svc):
     twin.mkdir()
     for f in task_dir.iterdir():
         (twin / f.name).write_bytes(f.read_bytes())
-    text = (twin / "task.yaml").read_text().replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 22")
+    text = (twin / "task.yaml").read_text()
+    text = text.replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 22")
     (twin / "task.yaml").write_text(text)
     svc._tasks = None
     yield "mini-unbuilt"

@@ -129,7 +129,7 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
     rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
     assert len(rows) == len(ACCESS)
     linked = {}
-    for level, row in zip(ACCESS, rows):
+    for level, row in zip(ACCESS, rows, strict=True):
         assert ACCESS[level] in html.unescape(row)
         linked[level] = set(re.findall(r'href="#([^"]+)"', row))
         assert linked[level] == {f"{m}-{p}" for p, m in OPERATIONS if DOC["paths"][p][m]["x-access"] == level}

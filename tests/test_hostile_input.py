@@ -50,7 +50,7 @@ def test_json_nested_too_deep_is_400(api, path, body, content_type):
     ("/v1/submissions/batch", lambda item: "[" + item + "]"),
 ])
 def test_nan_and_infinity_are_refused(api, constant, path, wrap):
-    item = '{"task_id": "calc-mean-empty", "patch": "", "metadata": {"score": %s}}' % constant
+    item = '{"task_id": "calc-mean-empty", "patch": "", "metadata": {"score": ' + constant + '}}'
     r = api.post(path, data=wrap(item))
     assert r.status_code == 422, r.json
     assert constant in r.json["error"]["message"] and "NaN or Infinity" in r.json["error"]["message"]

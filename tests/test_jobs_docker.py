@@ -100,7 +100,8 @@ def test_machinery_faults_are_retried_then_final_error_not_charged(svc, api, min
         twin.mkdir()
         for f in task_dir.iterdir():
             (twin / f.name).write_bytes(f.read_bytes())
-        text = (twin / "task.yaml").read_text().replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 21")
+        text = (twin / "task.yaml").read_text()
+        text = text.replace("id: mini", "id: mini-unbuilt").replace("timeout: 20", "timeout: 21")
         (twin / "task.yaml").write_text(text)
     svc._tasks = None
     try:

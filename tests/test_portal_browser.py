@@ -77,8 +77,8 @@ def site(tmp_path_factory, redis_server, settings, mini):
 
 def _wait_for_text(b, text: str) -> None:
     """A click that submits a form may return before the answer is shown."""
-    from selenium.webdriver.common.by import By
     from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     def shown(d) -> bool:
@@ -210,6 +210,7 @@ def test_a_submission_page_folds_what_passed_and_shows_the_diff(site):
     """A PASS on its team's page: the submitted diff shown (the gold's own lines, unmasked:
     the team wrote them), the tests that all passed folded, the timings folded away."""
     from selenium.webdriver.common.by import By
+
     from grader.store.models import Submission
     b = site["b"]
     with site["svc"].db.read() as s:

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 
 from grader.app import create_app
 from grader.cli import main
-from grader.store.models import Submission
-from service_helpers import Api, make_service, new_key
 from grader.store import submissions as subs
+from grader.store.models import Submission
 from grader.verdict import Provenance, Result, Verdict
+from service_helpers import Api, make_service, new_key
 from test_runs_api import submit_run
 
 pytestmark = pytest.mark.service
@@ -141,7 +141,8 @@ def test_a_three_trial_run_gives_the_same_figures_on_every_surface(app, svc, ser
     run_id = publish(a, "r3", method="Three Tries")["id"]
     board = {x["name"]: x for x in a.get("/v1/leaderboard").json["items"]}
     row = board["r3"]["metrics"]["task_set"]
-    assert (row["resolved"]["numerator"], row["resolved"]["denominator"], row["attempted"], row["tasks"]) == (2, 10, 5, 10)
+    got = (row["resolved"]["numerator"], row["resolved"]["denominator"], row["attempted"], row["tasks"])
+    assert got == (2, 10, 5, 10)
     assert [(x["name"], x["rank"]) for x in a.get("/v1/leaderboard").json["items"]] == [("b1", 1), ("r3", 2)]
 
     # the run page (no key: it is public) and the leaderboard page
@@ -235,7 +236,8 @@ def test_a_published_run_takes_no_more_submissions(app, svc):
     assert host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h2",
                                               "run_id": "base"}).status_code == 202
     # a team's run the host marks a baseline is on the leaderboard: locked too
-    assert a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q", "run_id": "q"}).status_code == 202
+    sent = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q", "run_id": "q"})
+    assert sent.status_code == 202
     q = a.get("/v1/runs/q").json["id"]
     host.client.patch(f"/v1/runs/{q}", json={"baseline": True}, headers={"Authorization": f"Bearer {host.key}"})
     assert a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q2",
@@ -245,6 +247,7 @@ def test_a_published_run_takes_no_more_submissions(app, svc):
 def test_a_run_published_before_the_lock_existed_is_locked_by_the_migration(database_url):
     from alembic import command
     from sqlalchemy import text as sql
+
     from grader.store.db import Database
     db = Database(database_url)
     with db._write_engine.connect() as conn:

@@ -57,7 +57,7 @@ def submit_run(api: Api, run: str, outcomes: dict[str, list[str]], patch: str = 
             verdicts.append(v)
     r = api.post("/v1/submissions/batch", json={"run_id": run, "submissions": items})
     assert r.status_code == 202, r.json
-    return {it["id"]: v for it, v in zip(r.json["items"], verdicts)}
+    return {it["id"]: v for it, v in zip(r.json["items"], verdicts, strict=True)}
 
 
 def test_run_figures_visibility_and_metadata(app, svc):
@@ -102,7 +102,8 @@ def test_run_figures_visibility_and_metadata(app, svc):
     board = anon.get("/v1/leaderboard").json["items"]
     assert [(x["name"], x["rank"]) for x in board] == [("r1", 1)]
     admin = Api(app.test_client(), new_key(svc, "host", admin=True))
-    r = admin.client.patch(f"/v1/runs/{run_id}", json={"hidden": True}, headers={"Authorization": f"Bearer {admin.key}"})
+    r = admin.client.patch(f"/v1/runs/{run_id}", json={"hidden": True},
+                           headers={"Authorization": f"Bearer {admin.key}"})
     assert r.status_code == 200
     assert anon.get("/v1/leaderboard").json["items"] == [] and anon.get(f"/v1/runs/{run_id}").status_code == 404
     assert a.get(f"/v1/runs/{run_id}").status_code == 200  # its team still sees it
@@ -261,8 +262,9 @@ def test_hosts_see_how_many_grades_of_a_run_showed_tampering(svc, app):
         rows = s.query(Submission).filter(Submission.status == "queued").all()
     for n, row in enumerate(rows):
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
+        tampered = ["a hidden canary test that must fail was reported as passed"] if n == 0 else []
         subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=Verdict(ids[row.id]), explanation="set",
-                                      tampered=["a hidden canary test that must fail was reported as passed"] if n == 0 else [],
+                                      tampered=tampered,
                                       provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t")))
     own = team.get("/v1/runs/tamper-run").json
     assert "integrity" not in own

@@ -31,14 +31,16 @@ from pathlib import Path
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from grader import jobs
-from grader.app import create_app
 from grader.api.openapi import document
+from grader.app import create_app
 from grader.pipeline import Grader
 from service_helpers import make_service, new_key
 from test_jobs_docker import work

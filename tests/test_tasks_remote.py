@@ -29,7 +29,7 @@ from test_task_repository import EXAMPLES, app, git, state, svc, unbundle  # noq
 
 # --- the CLI against a live server --------------------------------------------------------------
 @pytest.fixture
-def served(app):
+def served(app):  # noqa: F811 (the fixture imported above)
     from werkzeug.serving import make_server
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
@@ -64,7 +64,7 @@ def cli(*args, input=None):
 
 
 @pytest.mark.service
-def test_list_show_and_checkout_fall_back_to_the_service(svc, served, team_dir, monkeypatch, tmp_path):
+def test_list_show_and_checkout_fall_back_to_the_service(svc, served, team_dir, monkeypatch, tmp_path):  # noqa: F811 (the fixture imported above)
     use_service(monkeypatch, served, new_key(svc, "remote-team"))
     listed = cli("tasks", "list", "--json")
     assert listed.exit_code == 0, listed.output
@@ -90,7 +90,7 @@ def test_list_show_and_checkout_fall_back_to_the_service(svc, served, team_dir, 
 
 
 @pytest.mark.service
-def test_local_task_folders_win_and_url_asks_the_service(svc, served, team_dir, monkeypatch, tmp_path):
+def test_local_task_folders_win_and_url_asks_the_service(svc, served, team_dir, monkeypatch, tmp_path):  # noqa: F811 (the fixture imported above)
     key = new_key(svc, "remote-team")
     use_service(monkeypatch, "http://127.0.0.1:9", key)  # nothing there: a local answer must not ask
     local = cli("tasks", "show", "calc-mean-empty", "--tasks-dir", str(ROOT / "tasks"))
@@ -115,7 +115,7 @@ def test_a_refused_key_says_where_the_key_comes_from(served, team_dir, monkeypat
         assert "--api-key" in result.output and "GRADER_API_KEY" in result.output
 
 
-def test_a_bundle_that_does_not_match_its_sha256_is_refused_and_nothing_is_left(api, team_dir):
+def test_a_bundle_that_does_not_match_its_sha256_is_refused_and_nothing_is_left(api, team_dir):  # noqa: F811 (the fixture imported above)
     """A download cut short or changed on the way is not checked out."""
     import hashlib
     sent = b"# v2 git bundle\n" + b"x" * 100
@@ -214,7 +214,7 @@ def live(tmp_path, redis_url):
 
     def start(tasks_dir: Path, cache_dir: Path):
         from werkzeug.serving import make_server
-        svc = make_service(f"sqlite:///{tmp_path}/grader-{len(made)}.db", redis_url, tasks_dir=tasks_dir,
+        svc = make_service(f"sqlite:///{tmp_path}/grader-{len(made)}.db", redis_url, tasks_dir=tasks_dir,  # noqa: F811 (a local service, not the fixture imported above)
                            cache_dir=cache_dir)
         jobs.use(svc, Grader(svc.settings))
         server = make_server("127.0.0.1", 0, create_app(service=svc, migrate=False), threaded=True)
@@ -223,13 +223,13 @@ def live(tmp_path, redis_url):
         return svc, f"http://127.0.0.1:{server.server_port}"
 
     yield start
-    for svc, server in made:
+    for service, server in made:
         server.shutdown()
         server.server_close()
-        svc.close()
+        service.close()
 
 
-def submit_and_grade(svc, task_id: str, patch_file: str) -> dict:
+def submit_and_grade(svc, task_id: str, patch_file: str) -> dict:  # noqa: F811 (a local service, not the fixture imported above)
     from test_jobs_docker import work
     sent = cli("submit", "--task", task_id, "--patch", patch_file, "--json")
     assert sent.exit_code == 0, sent.output
@@ -241,7 +241,7 @@ def submit_and_grade(svc, task_id: str, patch_file: str) -> dict:
 @pytest.mark.service
 def test_a_remote_team_checks_out_fixes_submits_and_passes(live, settings, team_dir, monkeypatch):
     from conftest import FIXED
-    svc, url = live(settings.tasks_dir, settings.cache_dir)
+    svc, url = live(settings.tasks_dir, settings.cache_dir)  # noqa: F811 (a local service, not the fixture imported above)
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
     assert [t["id"] for t in json.loads(cli("tasks", "list", "--json").stdout)] == ["mini", "mini-nolist"]
     view = json.loads(cli("tasks", "show", "mini").stdout)
@@ -261,7 +261,7 @@ def test_a_remote_team_checks_out_fixes_submits_and_passes(live, settings, team_
 def test_a_remote_team_resolves_a_conflicted_merge_as_the_checkout_says_and_passes(live, team_dir, monkeypatch,
                                                                                    tmp_path):
     task = EXAMPLES.get("notes-merge-release")
-    svc, url = live(ROOT / "tasks", tmp_path / "service-cache")
+    svc, url = live(ROOT / "tasks", tmp_path / "service-cache")  # noqa: F811 (a local service, not the fixture imported above)
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
     done = cli("tasks", "checkout", task.id, "work")
     assert done.exit_code == 0 and "git add -u" in done.output, done.output

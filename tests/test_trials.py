@@ -89,7 +89,8 @@ def test_fields_a_prediction_carries_that_are_not_kept_are_named(api):
 
 
 @pytest.mark.parametrize("path,method,body,named,allowed", [
-    ("/v1/submissions", "post", {"task_id": "calc-mean-empty", "patch": "", "trail": 1}, "'trail' (did you mean 'trial'?)",
+    ("/v1/submissions", "post", {"task_id": "calc-mean-empty", "patch": "", "trail": 1},
+     "'trail' (did you mean 'trial'?)",
      "task_id, patch, run_id, system, trial, prompt_variant, metadata, callback_url"),
     ("/v1/submissions/batch", "post", {"submissions": [], "runid": "x"}, "'runid' (did you mean 'run_id'?)",
      "run_id, system, trial"),
