@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from unidiff import PatchSet
+from unidiff.patch import PatchSet
 
 from grader.patch import decode
 from grader.verdict import AuditFinding

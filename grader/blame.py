@@ -57,7 +57,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, Literal
 
+from redis import Redis
 from redis.exceptions import RedisError
 
 from grader.verdict import Blame, Provenance, Result, Verdict
@@ -73,7 +75,7 @@ class GoldAnswer:
     verdict: Verdict
     at: float  # epoch seconds when the gold grade started
     error: str | None = None
-    result: dict | None = None  # the whole gold result: answers a submission identical to the gold
+    result: dict[str, Any] | None = None  # the whole gold result: answers a submission identical to the gold
     cached: bool = False
 
     @property
@@ -95,7 +97,7 @@ class GoldCache:
     """Recent gold answers in Redis, shared by every worker of the service, for `ttl`
     seconds. Redis being away is a miss: the gold is graded again."""
 
-    def __init__(self, redis, prefix: str, ttl: float):
+    def __init__(self, redis: Redis, prefix: str, ttl: float):
         self.redis, self.prefix, self.ttl = redis, prefix, ttl
 
     def get(self, key: str) -> GoldAnswer | None:
@@ -151,7 +153,8 @@ class RetryBudget:
     edge; that is still a bound, and one INCR is all it costs. Redis being away grants the
     retry (the reconciler re-enqueues whatever could not be queued anyway)."""
 
-    def __init__(self, redis, prefix: str, budget: int, window: float, clock: Callable[[], float] = time.time):
+    def __init__(self, redis: Redis, prefix: str, budget: int, window: float,
+                 clock: Callable[[], float] = time.time):
         self.redis, self.prefix, self.budget, self.window, self.clock = redis, prefix, budget, window, clock
 
     def take(self) -> bool:
@@ -161,6 +164,7 @@ class RetryBudget:
             with self.redis.pipeline() as pipe:
                 pipe.incr(key)
                 pipe.expire(key, int(self.window * 2) + 1)
+                used: int
                 used, _ = pipe.execute()
         except RedisError as exc:
             log.warning("the retry budget is unreadable (%s); granting the retry", exc)
@@ -248,7 +252,7 @@ def _what_happened(c: Case) -> str:
 _NOT_CHARGED = "; this attempt is not charged."
 
 
-def _final(c: Case, verdict: Verdict, at_fault: str, reason: str, explanation: str,
+def _final(c: Case, verdict: Verdict, at_fault: Literal["submission", "machinery"], reason: str, explanation: str,
            answer: GoldAnswer | None) -> Result:
     """The submission's final result: its last grade's record (or a new one when its grades
     were lost), with the verdict, the explanation and the blame."""
@@ -256,7 +260,7 @@ def _final(c: Case, verdict: Verdict, at_fault: str, reason: str, explanation: s
     base = c.last or Result(task_id=c.task_id, verdict=verdict, explanation="",
                             provenance=Provenance(patch_sha256=c.patch_sha256, task_hash=c.task_hash,
                                                   grader_version=c.grader_version))
-    update: dict = {
+    update: dict[str, Any] = {
         "verdict": verdict, "explanation": explanation,
         "error": (error or reason) if verdict is Verdict.ERROR else None,  # a FAIL keeps it in `blame`
         "blame": Blame(at_fault=at_fault, reason=reason, error=error, attempts=c.attempts, errors=c.errors,

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.config import Settings
 from grader.errors import ImageError
@@ -226,7 +227,7 @@ class Images:
         })
 
     # --- listing and pruning ------------------------------------------------------------
-    def listing(self) -> list[dict]:
+    def listing(self) -> list[dict[str, Any]]:
         return self.engine.images(KIND_LABEL)
 
     def prune(self, tasks: list[Task], *, everything: bool = False, dry_run: bool = False) -> tuple[list[str], int]:

@@ -54,7 +54,7 @@ import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from grader.verdict import Verdict
 
@@ -302,7 +302,7 @@ class RunSummary:
     localization: dict[str, Figure]
     task_set: TaskSetFigures | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain dicts, lists and numbers, ready for json.dumps."""
         return asdict(self)
 
@@ -338,13 +338,18 @@ def task_records(attempts: Iterable[Attempt]) -> dict[str, TaskRecord]:
     return out
 
 
-def _rates(records: dict[str, TaskRecord]) -> dict[str, Figure | int]:
+def _rate_figures(records: dict[str, TaskRecord]) -> tuple[Figure, Figure, Figure]:
     """resolved, solve rate and success rate over the tasks with a valid trial."""
     valid = [r for r in records.values() if r.n]
-    return {"resolved": rate(sum(r.resolved for r in valid), len(valid)),
-            "solve_rate": rate(math.fsum(r.c / r.n for r in valid), len(valid)),
-            "success_rate": rate(math.fsum(r.graded / r.n for r in valid), len(valid)),
-            "tasks": len(records)}
+    return (rate(sum(r.resolved for r in valid), len(valid)),
+            rate(math.fsum(r.c / r.n for r in valid), len(valid)),
+            rate(math.fsum(r.graded / r.n for r in valid), len(valid)))
+
+
+def _rates(records: dict[str, TaskRecord]) -> dict[str, Figure | int]:
+    """_rate_figures by name, and the number of tasks."""
+    resolved, solve_rate, success_rate = _rate_figures(records)
+    return {"resolved": resolved, "solve_rate": solve_rate, "success_rate": success_rate, "tasks": len(records)}
 
 
 def over_task_set(records: dict[str, TaskRecord], task_ids: Iterable[str]) -> TaskSetFigures:
@@ -390,12 +395,12 @@ def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None, un
     for name in ("precision", "recall", "f1"):
         values = [getattr(a, name) for a in valid if getattr(a, name) is not None]
         localization[name] = Figure(sum(values) / len(values) if values else None, sum(values), len(values))
-    overall = _rates(tasks)
+    all_resolved, all_solve_rate, all_success_rate = _rate_figures(tasks)
     return RunSummary(
         attempts=len(kept), valid=len(valid), errors=len(kept) - len(valid), incomplete=len(kept) > len(valid),
         window={"since": since.isoformat() if since else None, "until": until.isoformat() if until else None},
-        trials=trials, tasks=len(attempted), resolved=overall["resolved"], solve_rate=overall["solve_rate"],
-        one_attempt_success=overall["solve_rate"], success_rate=overall["success_rate"],
+        trials=trials, tasks=len(attempted), resolved=all_resolved, solve_rate=all_solve_rate,
+        one_attempt_success=all_solve_rate, success_rate=all_success_rate,
         pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in pass_ks(trials)},
         pass_any_at_n=rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
         stability=classes, per_task=tasks, breakdowns=breakdowns, localization=localization,
@@ -413,7 +418,7 @@ def mcnemar_exact(b01: int, b10: int) -> float:
     n = b01 + b10
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b01, b10) + 1)) / 2 ** n
+    tail: float = sum(math.comb(n, i) for i in range(min(b01, b10) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
 
 
@@ -427,7 +432,7 @@ class Comparison:
     mcnemar_p: float | None  # None without a common task: no test was made
     per_task: dict[str, dict[str, str | int]]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain dicts, lists and numbers, ready for json.dumps."""
         return asdict(self)
 
@@ -457,7 +462,9 @@ def paired_comparison(a_attempts: Iterable[Attempt], b_attempts: Iterable[Attemp
         per_task[t] = {"a": "resolved" if x else "unresolved", "b": "resolved" if y else "unresolved",
                        "outcome": outcome[(x, y)], "a_passed": a.c, "a_trials": a.n, "b_passed": b.c,
                        "b_trials": b.n}
-    mean = lambda s: sum(s) / len(s)  # noqa: E731
+    def mean(s: list[float]) -> float:
+        return sum(s) / len(s)
+
     difference = Figure(mean(diffs) if diffs else None, math.fsum(diffs), len(diffs), bootstrap_ci(diffs, mean))
     return Comparison(len(common), wins, losses, len(common) - wins - losses, difference,
                       mcnemar_exact(wins, losses) if common else None, per_task)

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
 
 DEV_NULL = "/dev/null"
 # Deeper or longer paths than any repository needs: they only make trees the grader must

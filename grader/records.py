@@ -11,7 +11,8 @@ from typing import Any
 Located = list[tuple[str, Any]]  # (where, value): "FILE: item 3" in a list, "FILE:7" in JSONL
 
 
-def parse_records(text: str, *, source: str, what: str, error: type[Exception] = ValueError) -> Located | dict:
+def parse_records(text: str, *, source: str, what: str,
+                  error: type[Exception] = ValueError) -> Located | dict[str, Any]:
     """Each record of `text` with where it stands; a text that is one JSON object is
     returned whole, for the caller to read as one record or as records keyed by id.
     Raises `error`, naming the line, for text that is neither JSON nor JSONL."""
@@ -31,12 +32,12 @@ def parse_records(text: str, *, source: str, what: str, error: type[Exception] =
         return whole
     if whole is not None:
         raise error(f"{source}: expected a list or an object of {what}, got {type(whole).__name__}")
-    out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    out: Located = []
+    for lineno, record in enumerate(text.splitlines(), 1):
+        if not record.strip():
             continue
         try:
-            out.append((f"{source}:{lineno}", json.loads(line)))
+            out.append((f"{source}:{lineno}", json.loads(record)))
         except json.JSONDecodeError as exc:
             raise error(f"{source}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
     return out

@@ -26,11 +26,15 @@ class Verdict(str, Enum):
         return self is not Verdict.ERROR
 
 
+def _split_outcomes() -> dict[str, list[str]]:
+    return {"success": [], "failure": []}
+
+
 class TestOutcomes(BaseModel):
     """Per-test outcomes in SWE-bench's shape, plus every test the report named."""
 
-    fail_to_pass: dict[str, list[str]] = Field(default_factory=lambda: {"success": [], "failure": []})
-    pass_to_pass: dict[str, list[str]] = Field(default_factory=lambda: {"success": [], "failure": []})
+    fail_to_pass: dict[str, list[str]] = Field(default_factory=_split_outcomes)
+    pass_to_pass: dict[str, list[str]] = Field(default_factory=_split_outcomes)
     all: dict[str, str] = Field(default_factory=dict, description="test id -> passed/failed/error/skipped")
     exit_code: int | None = None
 

@@ -19,6 +19,7 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -80,18 +81,18 @@ def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[st
         raise CallbackUnresolved(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
     addresses = []
     for info in infos:
-        addr = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if not allow_private and (not addr.is_global or addr.is_multicast):
             raise CallbackRefused(f"callback_url host {parts.hostname!r} resolves to a non-public address ({addr})")
         addresses.append(str(addr))
     return addresses
 
 
-def _pinned_connection(cls: type, address: str) -> type:
+def _pinned_connection(cls: type[Any], address: str) -> type[Any]:
     """`cls` (urllib3's connection) connecting to `address` whatever its host name resolves
     to now; the name still goes in the Host header, in SNI and in the certificate check."""
-    class Pinned(cls):
-        def __init__(self, *args, **kwargs):
+    class Pinned(cls):  # type: ignore[misc]  # a base chosen at run time (urllib3 types it as a protocol)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._dns_host = address  # what urllib3 connects to; `host` stays the name
 
@@ -106,7 +107,7 @@ class PinnedAdapter(HTTPAdapter):
         self.address = address
         super().__init__(max_retries=0)
 
-    def init_poolmanager(self, *args, **kwargs):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
             "http": type("PinnedHTTPPool", (HTTPConnectionPool,),

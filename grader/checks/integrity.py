@@ -24,6 +24,7 @@ none of them, whatever its code does, so canaries never change an honest verdict
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from grader.verdict import Canaries
 
@@ -44,7 +45,7 @@ class Report:
     pending: list[str] = field(default_factory=list)
 
 
-def read_pytest_report(sup: dict, *, command: bool = False) -> Report:
+def read_pytest_report(sup: dict[str, Any], *, command: bool = False) -> Report:
     """Turn the supervisor's `report`, `canaries`, `exit_code` and `tampered_files` into
     outcomes, a report problem, and the evidence of tampering. `command`: the report of
     the pytest sessions a task's command ran (one or more); the process's exit status is
@@ -81,7 +82,7 @@ def read_pytest_report(sup: dict, *, command: bool = False) -> Report:
     return out
 
 
-def _judge_canaries(canaries: dict | None, end: dict | None, out: Report) -> None:
+def _judge_canaries(canaries: dict[str, Any] | None, end: dict[str, Any] | None, out: Report) -> None:
     if not canaries or "expect" not in canaries:
         return
     expect: dict[str, str] = canaries["expect"]

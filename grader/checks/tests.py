@@ -10,6 +10,7 @@ does not pass.
 
 from __future__ import annotations
 
+from typing import Any
 from xml.etree.ElementTree import ParseError
 
 from junitparser import Error, Failure, JUnitXml, JUnitXmlError, Skipped, TestSuite
@@ -21,7 +22,7 @@ PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
 # pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
 _PYTEST_OK, _PYTEST_FAILED = 0, 1
-_PYTEST_STATUS = {2: "interrupted, or a test file failed to import", 3: "internal error",
+_PYTEST_STATUS: dict[int | None, str] = {2: "interrupted, or a test file failed to import", 3: "internal error",
                   4: "usage error (a test path may be missing)", 5: "no tests were collected"}
 
 
@@ -57,7 +58,7 @@ def parse_junit(xml: str) -> dict[str, str]:
         raise ReportError(f"the JUnit report is not a JUnit report: {type(exc).__name__}") from exc
 
 
-def _outcomes(doc) -> dict[str, str]:
+def _outcomes(doc: JUnitXml | TestSuite) -> dict[str, str]:
     suites = [doc] if isinstance(doc, TestSuite) else list(doc)
     outcomes: dict[str, str] = {}
     for suite in suites:
@@ -95,7 +96,7 @@ def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit
     the exit status).
     """
     tests = TestOutcomes(exit_code=exit_code)
-    details: dict = {"runner": runner}
+    details: dict[str, Any] = {"runner": runner}
     tests.all = dict(outcomes)
     tests.fail_to_pass = _split(fail_to_pass, outcomes)
     tests.pass_to_pass = _split(pass_to_pass, outcomes)

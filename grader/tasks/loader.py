@@ -10,8 +10,9 @@ data before the model sees it, so the definition hash covers them like any other
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -36,7 +37,7 @@ def _merge(default: Any, given: Any) -> Any:
     return given
 
 
-def read_suite_file(path: Path) -> dict:
+def read_suite_file(path: Path) -> dict[str, Any]:
     """The `defaults:` of one suite.yaml, each checked against the task model's type."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -55,7 +56,8 @@ def read_suite_file(path: Path) -> dict:
         raise TaskError(f"{path}: defaults has unknown key(s) {unknown}; a suite can default {list(SUITE_DEFAULTS)}")
     for key, value in defaults.items():
         try:
-            TypeAdapter(Task.model_fields[key].annotation).validate_python(value)
+            # every field of the model is annotated: the annotation is never None
+            TypeAdapter(cast("type[Any]", Task.model_fields[key].annotation)).validate_python(value)
         except ValidationError as exc:
             raise TaskError(f"{path}: invalid default for {key}:\n{exc}") from exc
     return defaults
@@ -71,9 +73,9 @@ class SuiteDefaults:
 
     def __init__(self, top: Path):
         self.top = Path(os.path.abspath(top))
-        self._dirs: dict[Path, dict] = {}
+        self._dirs: dict[Path, dict[str, Any]] = {}
 
-    def defaults(self, directory: Path) -> dict:
+    def defaults(self, directory: Path) -> dict[str, Any]:
         directory = Path(os.path.abspath(directory))
         if directory not in self._dirs:
             above = directory.parent
@@ -118,7 +120,7 @@ def _yaml_files(top: Path) -> list[Path]:
     return files
 
 
-def task_heads(tasks_dir: Path) -> list[tuple[Path, dict]]:
+def task_heads(tasks_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """The task files under `tasks_dir`, sorted, each with its YAML mapping (unchecked)."""
     files = _yaml_files(tasks_dir)
     out = []
@@ -142,7 +144,7 @@ _Dumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
     "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
 
 
-def dump_task_yaml(definition: dict) -> str:
+def dump_task_yaml(definition: dict[str, Any]) -> str:
     """A task definition as task.yaml text: keys in the given order, readable blocks."""
     return yaml.dump(definition, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1 << 20)
 
@@ -192,7 +194,7 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Task]:
         return iter(self._tasks.values())
 
     def ids(self) -> list[str]:

@@ -39,7 +39,8 @@ GIT_ENV = {
 }
 
 
-def git(*args: str, cwd: Path | None = None, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
+def git(*args: str, cwd: Path | None = None, check: bool = True,
+        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, **GIT_ENV, "HOME": str(cwd or Path.cwd())}
     proc = subprocess.run(
         ["git", "-c", "core.autocrlf=false", "-c", "advice.detachedHead=false", "-c", "init.defaultBranch=main", *args],
@@ -65,7 +66,8 @@ class PreparedTask:
         return self.root / "hidden"
 
     def hidden_manifest(self) -> dict[str, str | None]:
-        return json.loads((self.hidden / "manifest.json").read_text())
+        manifest: dict[str, str | None] = json.loads((self.hidden / "manifest.json").read_text())
+        return manifest
 
     def expected_files(self) -> dict[str, bytes]:
         manifest = json.loads((self.root / "expected" / "manifest.json").read_text())
@@ -80,6 +82,7 @@ def _mirror(task: Task, cache: Path) -> Path:
     elif repo.path:
         source = str(task.file(repo.path))
     else:
+        assert repo.url is not None  # the model holds exactly one of url, bundle, path
         source = repo.url
     key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if repo.bundle:  # a bundle's content may change under the same name
@@ -108,11 +111,11 @@ class _lock:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
 
@@ -172,7 +175,7 @@ def _hidden_from_patch(task: Task, repo: Path, test_patch: bytes) -> dict[str, b
 
 
 def _write_tree(root: Path, files: dict[str, bytes | None]) -> None:
-    manifest = {}
+    manifest: dict[str, str | None] = {}
     for rel, data in sorted(files.items()):
         problem = path_problem(rel)
         if problem:

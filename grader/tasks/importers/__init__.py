@@ -10,19 +10,24 @@ whose gold patch does not PASS is reported and left out unless `keep_invalid`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from grader.config import Settings
 from grader.tasks.importers import gitgoodbench, resq, swebench
 from grader.tasks.importers.common import GITHUB_URL, Context, DatasetError, Repositories, read_rows
 from grader.tasks.importers.suite import ImportReport, Outcome, Progress, write_suite
+from grader.tasks.model import Task
+
+if TYPE_CHECKING:
+    from grader.pipeline import Grader
+    from grader.tasks.validate import TaskValidation
 
 __all__ = ["SOURCES", "DatasetError", "ImportReport", "Outcome", "import_file", "import_rows"]
 
 Source = Literal["swebench", "resq", "gitgoodbench"]
-SOURCES: dict[str, dict] = {
+SOURCES: dict[str, dict[str, str]] = {
     "swebench": {"id_key": "instance_id", "suite": "swebench", "label": "SWE-bench"},
     "resq": {"id_key": "id", "suite": "resq", "label": "RES-Q"},
     "gitgoodbench": {"id_key": "id", "suite": "gitgoodbench", "label": "GitGoodBench"},
@@ -30,16 +35,17 @@ SOURCES: dict[str, dict] = {
 MAX_LISTED = 20
 
 
-def import_file(source: Source, path: Path, **kwargs) -> ImportReport:
+def import_file(source: Source, path: Path, **kwargs: Any) -> ImportReport:
     """Import the rows of a JSON list or JSONL file; see `import_rows`."""
     return import_rows(source, read_rows(Path(path)), source_name=str(path), **kwargs)
 
 
-def import_rows(source: Source, rows: list[dict], *, settings: Settings, suite: str | None = None,
+def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Settings, suite: str | None = None,
                 out: Path | None = None, repo_dir: Path | None = None,
-                repo_source: Literal["bundle", "url"] = "bundle", env_map: Path | dict | None = None,
+                repo_source: Literal["bundle", "url"] = "bundle",
+                env_map: Path | str | dict[str, dict[str, Any]] | None = None,
                 only: Iterable[str] = (), timeout: float | None = None, validate: bool = True,
-                keep_invalid: bool = False, skip_broken: bool = False, repeat: int = 1, grader=None,
+                keep_invalid: bool = False, skip_broken: bool = False, repeat: int = 1, grader: Grader | None = None,
                 runtime: str | None = None, url_template: str = GITHUB_URL, progress: Progress | None = None,
                 source_name: str = "<rows>") -> ImportReport:
     """Convert `rows` from `source` and write the suite to `out` (default: the tasks
@@ -77,7 +83,7 @@ def import_rows(source: Source, rows: list[dict], *, settings: Settings, suite: 
         raise DatasetError(f"{source_name}: {len(failed)} of {len(rows)} row(s) cannot be imported "
                            f"(nothing was written; --skip-broken imports the others):\n" + "\n".join(lines))
 
-    validator = None
+    validator: Callable[[Task], TaskValidation] | None = None
     own_grader = used = False
     if validate and drafts:
         from grader.pipeline import Grader  # Docker only when validating
@@ -85,15 +91,18 @@ def import_rows(source: Source, rows: list[dict], *, settings: Settings, suite: 
 
         if grader is None:
             grader, own_grader = Grader(settings, runtime=runtime), True
+        validating = grader
 
-        def validator(task):
+        def validate_one(task: Task) -> TaskValidation:
             nonlocal used
             used = True
-            return validate_task(grader, task, repeat)
+            return validate_task(validating, task, repeat)
+
+        validator = validate_one
     try:
         return write_suite(drafts, source=spec["label"], suite=suite, out=out, repos=ctx.repos,
                            cache_dir=ctx.cache_dir, tasks_dir=settings.tasks_dir, repo_source=repo_source,
                            validator=validator, keep_invalid=keep_invalid, not_converted=failed, progress=progress)
     finally:
-        if own_grader and used:
+        if own_grader and used and grader is not None:
             grader.sandbox.close()  # the warm containers validation started

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from grader.errors import TaskError
 from grader.records import parse_records
@@ -58,7 +58,11 @@ def parse_rows(text: str, *, source: str = "<input>") -> list[dict[str, Any]]:
     return [row for _, row in records]
 
 
-def text_field(row: dict, name: str, where: str, *, required: bool = True) -> str | None:
+@overload
+def text_field(row: dict[str, Any], name: str, where: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(row: dict[str, Any], name: str, where: str, *, required: bool) -> str | None: ...
+def text_field(row: dict[str, Any], name: str, where: str, *, required: bool = True) -> str | None:
     value = row.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -69,7 +73,7 @@ def text_field(row: dict, name: str, where: str, *, required: bool = True) -> st
     return value
 
 
-def sha_field(row: dict, name: str, where: str) -> str:
+def sha_field(row: dict[str, Any], name: str, where: str) -> str:
     return commit_sha(text_field(row, name, where), name, where)
 
 

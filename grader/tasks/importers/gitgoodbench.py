@@ -75,11 +75,13 @@ def gold_patch(ctx: Context, name: str, ours: str, theirs: str, merged: str, lis
             notes.append(f"the sample lists conflicts in {', '.join(sorted(listed))}; git's merge here conflicts "
                          f"in {', '.join(conflicted)}: all of them are compared")
         paths = sorted(set(conflicted) | set(listed))
-        resolved = {rel: ctx.repos.show(name, merged, rel, where) for rel in paths}
-        for rel, content in resolved.items():
+        resolved: dict[str, bytes] = {}
+        for rel in paths:
+            content = ctx.repos.show(name, merged, rel, where)
             if content is None:
                 raise DatasetError(f"{where}: {rel} is not in the merge commit {merged[:12]} (a delete/modify "
                                    f"conflict): an exact-match task cannot expect a missing file")
+            resolved[rel] = content
         git("add", "--", *paths, cwd=work)
         for rel, content in resolved.items():
             (work / rel).parent.mkdir(parents=True, exist_ok=True)

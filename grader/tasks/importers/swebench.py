@@ -57,7 +57,7 @@ class EnvSpec:
     junit: str | None = None
 
 
-def load_env_map(path: Path) -> dict[str, dict[str, Any]]:
+def load_env_map(path: Path | str) -> dict[str, dict[str, Any]]:
     """A per-repository mapping (YAML or JSON):
 
         owner/name:
@@ -140,7 +140,8 @@ def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to
     directives); any other command runs with sh, `{test_files}` in it replaced by the
     test files."""
     check: dict[str, Any] = {"type": "tests", "test_patch": "test.patch"}
-    argv = shlex.split(spec.test_cmd) if spec.test_cmd else ["pytest"]
+    test_cmd = spec.test_cmd or "pytest"
+    argv = shlex.split(test_cmd)
     prefix = next((p for p in _PYTEST if argv[:len(p)] == p), None)
     if prefix is not None:
         if argv[len(prefix):]:
@@ -149,7 +150,7 @@ def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to
         check["fail_to_pass"], check["pass_to_pass"] = fail_to_pass, pass_to_pass
         return check
     check["runner"] = "command"
-    check["command"] = spec.test_cmd.replace("{test_files}", " ".join(shlex.quote(f) for f in files))
+    check["command"] = test_cmd.replace("{test_files}", " ".join(shlex.quote(f) for f in files))
     if spec.junit:
         check["junit"] = spec.junit
         check["fail_to_pass"], check["pass_to_pass"] = fail_to_pass, pass_to_pass
@@ -159,7 +160,7 @@ def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to
     return check
 
 
-def convert_row(row: dict[str, Any], ctx: Context, env_map: dict | None = None) -> Draft:
+def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, Any]] | None = None) -> Draft:
     raw_id = text_field(row, "instance_id", "an instance without instance_id")
     where = f"instance {raw_id}"
     tid = task_id(raw_id, where)
@@ -202,6 +203,6 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict | None = None) 
                  files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()}, notes=notes)
 
 
-def convert(rows: list[dict[str, Any]], ctx: Context, *, env_map: dict | None = None
+def convert(rows: list[dict[str, Any]], ctx: Context, *, env_map: dict[str, dict[str, Any]] | None = None
             ) -> tuple[list[Draft], list[tuple[str, str]]]:
     return convert_rows(rows, lambda row: convert_row(row, ctx, env_map), "instance_id")
