@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.config import Settings
+from grader.config import GRADER_DIR, Settings
 from grader.errors import ImageError
 from grader.sandbox.docker.engine import DockerEngine
 from grader.tasks.model import Task
@@ -39,7 +39,7 @@ KIND_LABEL = "grader.kind"
 LAYOUT_VERSION = "1"  # bump when the instance image layout changes
 CA_FILE = "grader-ca.crt"
 REPO_DIR = "/work/repo"
-HIDDEN_DIR = "/opt/grader/task/hidden"
+HIDDEN_DIR = f"{GRADER_DIR}/task/hidden"
 UID = 1000
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
 _ARG = re.compile(r"^\s*ARG\s+(\w+)=(\S+)", re.I | re.M)
@@ -213,7 +213,8 @@ class Images:
         ]
         if prepared.task.install:
             lines.append(f"RUN {prepared.task.install}")
-        lines.append(f"RUN chown -R {UID}:{UID} {REPO_DIR} && chown -R 0:0 /opt/grader && chmod -R go-rwx /opt/grader")
+        lines.append(f"RUN chown -R {UID}:{UID} {REPO_DIR}"
+                     f" && chown -R 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}")
         dockerfile = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
