@@ -1,6 +1,6 @@
 """Files of JSON records as benchmarks and agents publish them: a JSON list, one JSON
 object, or JSONL (one object a line). SWE-bench predictions (client.py) and benchmark
-rows (tasks/importers/) are read here, so both name the line of a broken record the same
+rows (importers/) are read here, so both name the line of a broken record the same
 way."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.tasks.validate import validate_task
+from grader.validate import validate_task
 from grader.verdict import Verdict
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""The benchmark importers (grader/tasks/importers/): SWE-bench, RES-Q and GitGoodBench
+"""The benchmark importers (grader/importers/): SWE-bench, RES-Q and GitGoodBench
 rows become tasks. The repositories the rows name are small local ones with real history
 (tests/importer_repos.py); the unit tests need git only, the ones marked `docker`
 validate and grade the imported tasks in containers."""
@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.config import get_settings
-from grader.tasks.importers import DatasetError, import_file, import_rows
-from grader.tasks.importers.common import parse_rows, read_rows
+from grader.importers import DatasetError, import_file, import_rows
+from grader.importers.common import parse_rows, read_rows
 from grader.tasks.loader import TaskSet
 from grader.tasks.prepare import checkout_base
 from grader.verdict import Verdict

@@ -21,7 +21,7 @@ import pytest
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
-from grader.tasks.validate import validate_task
+from grader.validate import validate_task
 
 ROOT = Path(__file__).resolve().parent.parent
 # Kept for an independent check of the suite: no task may come from these projects.

@@ -215,7 +215,7 @@ def test_the_example_suite_declares_full_feedback(examples):
 
 def test_validation_reports_tampering_evidence_on_an_honest_patch(mini_set):
     """A task whose own tests or conftest trip the canaries is not valid as it is."""
-    from grader.tasks.validate import validate_task
+    from grader.validate import validate_task
     from grader.verdict import Provenance, Result, Verdict
 
     class Scripted:

@@ -20,7 +20,7 @@ from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
-from grader.tasks.validate import validate_task
+from grader.validate import validate_task
 
 
 # --- grade --------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def import_options(fn):
 
 
 def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_json: bool, **kwargs) -> None:
-    from grader.tasks.importers import import_file
+    from grader.importers import import_file
 
     with progress() as bar:
         job = bar.add_task("importing", total=None)

@@ -1,4 +1,5 @@
-"""Tasks: the model, the loader, host-side preparation and validation."""
+"""Tasks: the model, the loader and host-side preparation. Validating a task grades it, so
+it sits above the pipeline (grader/validate.py), as do the importers (grader/importers/)."""
 
 from grader.tasks.loader import TaskSet, load_task_file
 from grader.tasks.model import Task

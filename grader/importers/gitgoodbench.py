@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from grader.tasks.importers.common import (
+from grader.importers.common import (
     Context,
     DatasetError,
     Draft,

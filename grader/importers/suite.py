@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from grader.errors import GraderError, TaskError
-from grader.tasks.importers.common import DatasetError, Draft, Repositories, ordered_definition, repo_key
+from grader.importers.common import DatasetError, Draft, Repositories, ordered_definition, repo_key
 from grader.tasks.loader import dump_task_yaml, load_task_file, task_heads
 from grader.tasks.model import Repo, Task
 from grader.tasks.prepare import git, prepare

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from grader.config import Settings
-from grader.tasks.importers import gitgoodbench, resq, swebench
-from grader.tasks.importers.common import GITHUB_URL, Context, DatasetError, Repositories, read_rows
-from grader.tasks.importers.suite import ImportReport, Outcome, Progress, write_suite
+from grader.importers import gitgoodbench, resq, swebench
+from grader.importers.common import GITHUB_URL, Context, DatasetError, Repositories, read_rows
+from grader.importers.suite import ImportReport, Outcome, Progress, write_suite
 from grader.tasks.model import Task
 
 if TYPE_CHECKING:
     from grader.pipeline import Grader
-    from grader.tasks.validate import TaskValidation
+    from grader.validate import TaskValidation
 
 __all__ = ["SOURCES", "DatasetError", "ImportReport", "Outcome", "import_file", "import_rows"]
 
@@ -87,7 +87,7 @@ def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Setting
     own_grader = used = False
     if validate and drafts:
         from grader.pipeline import Grader  # Docker only when validating
-        from grader.tasks.validate import validate_task
+        from grader.validate import validate_task
 
         if grader is None:
             grader, own_grader = Grader(settings, runtime=runtime), True

@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from grader.patch import touched_files
-from grader.tasks.importers.common import (
+from grader.importers.common import (
     Context,
     DatasetError,
     Draft,
@@ -35,6 +34,7 @@ from grader.tasks.importers.common import (
     task_id,
     text_field,
 )
+from grader.patch import touched_files
 
 SCRIPT = "resq_test_script"
 _SHELL = re.compile(r"^#!\s*(?:/usr)?/bin/(?:env\s+)?(sh|bash|dash)\b")

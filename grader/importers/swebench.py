@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from grader.patch import inspect_patch
-from grader.tasks.importers.common import (
+from grader.importers.common import (
     Context,
     DatasetError,
     Draft,
@@ -36,6 +35,7 @@ from grader.tasks.importers.common import (
     task_id,
     text_field,
 )
+from grader.patch import inspect_patch
 
 # SWE-bench's harness leaves files with these endings out of the test directives.
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
