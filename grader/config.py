@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -154,7 +154,7 @@ def _from_env() -> Settings:
     return Settings()
 
 
-def get_settings(**overrides) -> Settings:
+def get_settings(**overrides: Any) -> Settings:
     """The effective settings: defaults <- GRADER_* environment <- `overrides` (None values ignored)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given:

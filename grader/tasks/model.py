@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -254,7 +254,7 @@ class Task(_Strict):
             h.update(hashlib.sha256(self.read(rel)).digest())
         return h.hexdigest()
 
-    def public_view(self) -> dict:
+    def public_view(self) -> dict[str, Any]:
         """What a submitter may see. No gold patch, hidden tests, test ids or expected data.
         `decided_by` says what decides the verdict: a `runner: command` task is decided by its
         command's exit status alone unless it names a `junit` report and the tests that must
