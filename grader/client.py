@@ -41,6 +41,7 @@ SERVER_DEFAULT_PAGE = 100  # the server's page size when a listing gives no ?lim
 
 Submission = dict[str, Any]  # the API's JSON as it came: id, task_id, status, verdict, ..., result
 TaskViews = list[dict[str, Any]]  # spelled here: inside Client, `list` is the method
+Records = list[dict[str, Any]]  # the same: a JSON list of objects
 
 
 class ApiError(Exception):
@@ -104,7 +105,7 @@ class Client:
 
     # --- submissions ---------------------------------------------------------------------
     def submit(self, task_id: str, patch: str | bytes, *, run_id: str | None = None, system: str | None = None,
-               trial: int | None = None, prompt_variant: str | None = None, metadata: dict | None = None,
+               trial: int | None = None, prompt_variant: str | None = None, metadata: dict[str, Any] | None = None,
                callback_url: str | None = None, wait: float | None = None,
                idempotency_key: str | None = None) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
@@ -114,12 +115,13 @@ class Client:
         body = _without_none({"task_id": task_id, "patch": patch, "run_id": run_id, "system": system, "trial": trial,
                               "prompt_variant": prompt_variant, "metadata": metadata, "callback_url": callback_url})
         params = {"wait": _seconds(wait)} if wait else None
-        return self._request("POST", "/v1/submissions", params=params, json_body=body,
+        return self._object("POST", "/v1/submissions", params=params, json_body=body,
                              idempotency_key=idempotency_key, extra_timeout=wait or 0)
 
-    def submit_batch(self, items: Iterable[dict], *, run_id: str | None = None, system: str | None = None,
-                     trial: int | None = None, prompt_variant: str | None = None, metadata: dict | None = None,
-                     callback_url: str | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
+    def submit_batch(self, items: Iterable[dict[str, Any]], *, run_id: str | None = None, system: str | None = None,
+                     trial: int | None = None, prompt_variant: str | None = None,
+                     metadata: dict[str, Any] | None = None, callback_url: str | None = None,
+                     idempotency_key: str | None = None) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
         `system`, `trial`, `prompt_variant`, `metadata` and `callback_url` are given to
@@ -161,7 +163,7 @@ class Client:
 
     def get(self, id: str) -> Submission:
         """One submission, with its result once done."""
-        return self._request("GET", f"/v1/submissions/{id}")
+        return self._object("GET", f"/v1/submissions/{id}")
 
     def list(self, run_id: str | None = None, status: str | None = None, limit: int | None = None, *,
              page_size: int | None = None) -> Iterator[Submission]:
@@ -185,10 +187,10 @@ class Client:
 
     def cancel(self, id: str) -> Submission:
         """Cancel a queued submission; ApiError 409 if it is already running or done."""
-        return self._request("DELETE", f"/v1/submissions/{id}")
+        return self._object("DELETE", f"/v1/submissions/{id}")
 
     def wait(self, ids: Iterable[str], *, timeout: float | None = None, poll: float = 1.0,
-             on_done: Callable[[dict], None] | None = None, run_id: str | None = None,
+             on_done: Callable[[Submission], None] | None = None, run_id: str | None = None,
              max_poll: float = 10.0) -> dict[str, Submission]:
         """Poll until every submission is done or cancelled, or `timeout` seconds pass.
 
@@ -236,10 +238,10 @@ class Client:
     # --- tasks and account -----------------------------------------------------------------
     def tasks(self) -> TaskViews:
         """The public views of every task."""
-        return self._request("GET", "/v1/tasks").get("items", [])
+        return self._items("GET", "/v1/tasks")
 
     def task(self, id: str) -> dict[str, Any]:
-        return self._request("GET", f"/v1/tasks/{id}")
+        return self._object("GET", f"/v1/tasks/{id}")
 
     def repository(self, id: str, dest: str | Path) -> dict[str, Any]:
         """Download task `id`'s starting repository, a git bundle, to `dest`, and check it
@@ -271,40 +273,41 @@ class Client:
 
     def account(self) -> dict[str, Any]:
         """The team, whether the key is an admin's, its quotas and usage."""
-        return self._request("GET", "/v1/account")
+        return self._object("GET", "/v1/account")
 
     # --- runs and the leaderboard ------------------------------------------------------------------
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> Records:
         """Your team's runs and every public one."""
-        return self._request("GET", "/v1/runs").get("items", [])
+        return self._items("GET", "/v1/runs")
 
     def run(self, ref: str, **filters: Any) -> dict[str, Any]:
         """A run's metrics and per-task table; `filters`: suite, variant, since, until."""
-        return self._request("GET", f"/v1/runs/{ref}", params=_clean(filters))
+        return self._object("GET", f"/v1/runs/{ref}", params=_clean(filters))
 
     def update_run(self, ref: str, **fields: Any) -> dict[str, Any]:
-        return self._request("PATCH", f"/v1/runs/{ref}", json_body=fields)
+        return self._object("PATCH", f"/v1/runs/{ref}", json_body=fields)
 
-    def leaderboard(self, *, include_incomplete: bool = False, **filters: Any) -> list[dict[str, Any]]:
+    def leaderboard(self, *, include_incomplete: bool = False, **filters: Any) -> Records:
         params = _clean(filters)
         if include_incomplete:
             params["include_incomplete"] = "1"
-        return self._request("GET", "/v1/leaderboard", params=params).get("items", [])
+        return self._items("GET", "/v1/leaderboard", params=params)
 
     def compare(self, a: str, b: str, **filters: Any) -> dict[str, Any]:
-        return self._request("GET", "/v1/compare", params={"a": a, "b": b, **_clean(filters)})
+        return self._object("GET", "/v1/compare", params={"a": a, "b": b, **_clean(filters)})
 
     def report(self, ref: str, fmt: str = "swebench") -> dict[str, Any]:
-        return self._request("GET", f"/v1/runs/{ref}/report", params={"format": fmt})
+        return self._object("GET", f"/v1/runs/{ref}/report", params={"format": fmt})
 
-    def predictions(self, ref: str) -> list[dict[str, Any]]:
+    def predictions(self, ref: str) -> Records:
         """Your run's patches as SWE-bench predictions (instance_id, model_name_or_path,
         model_patch), one per task: what `submit_batch` takes back."""
-        return self._request("GET", f"/v1/runs/{ref}/predictions")
+        predictions: Records = self._request("GET", f"/v1/runs/{ref}/predictions")
+        return predictions
 
     def delete_run(self, ref: str) -> dict[str, Any]:
         """Delete a run that was never published (its submissions stay, without a run)."""
-        return self._request("DELETE", f"/v1/runs/{ref}")
+        return self._object("DELETE", f"/v1/runs/{ref}")
 
     def publish(self, ref: str, **fields: Any) -> dict[str, Any]:
         """Make the run public, with what `fields` says of it (method, description,
@@ -333,7 +336,7 @@ class Client:
         return size
 
     # --- transport -----------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
+    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
                  idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:
         resp = self._send(method, path, params=params, json_body=json_body, idempotency_key=idempotency_key,
                           extra_timeout=extra_timeout)
@@ -343,7 +346,19 @@ class Client:
             raise ApiError(resp.status_code, "bad_response",
                            f"{method} {path} answered {resp.status_code} without JSON") from exc
 
-    def _send(self, method: str, path: str, *, params: dict | None = None, json_body: Any = None,
+    def _object(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
+                idempotency_key: str | None = None, extra_timeout: float = 0) -> dict[str, Any]:
+        """_request for an endpoint that answers a JSON object."""
+        answer: dict[str, Any] = self._request(method, path, params=params, json_body=json_body,
+                                               idempotency_key=idempotency_key, extra_timeout=extra_timeout)
+        return answer
+
+    def _items(self, method: str, path: str, *, params: dict[str, Any] | None = None) -> Records:
+        """The `items` of an endpoint that answers a JSON object listing them."""
+        items: Records = self._object(method, path, params=params).get("items", [])
+        return items
+
+    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
               idempotency_key: str | None = None, extra_timeout: float = 0, stream: bool = False,
               accept: str = "application/json") -> requests.Response:
         """The first 2xx answer, after the retries; an error answer raises ApiError."""
@@ -381,7 +396,8 @@ class Client:
 
     def _backoff(self, attempt: int) -> float:
         """Exponential with jitter, so that many clients refused together do not return together."""
-        return min(self.max_retry_wait, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
+        growth: float = 2 ** attempt
+        return min(self.max_retry_wait, self.backoff * growth) * random.uniform(0.5, 1.0)
 
 
 # --- predictions files ----------------------------------------------------------------------------
