@@ -27,7 +27,9 @@ _LOCK_ID = zlib.crc32(b"grader-migrations")  # pg_advisory_lock key
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, pool_pre_ping=True)
+    # no pre-ping: a file has no connection to lose, and the ping was one more statement
+    # for every session of every request
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):

@@ -42,8 +42,9 @@ def create_key(session: Session, team_name: str, *, admin: bool = False, daily_q
 
 
 def authenticate(session: Session, key: str) -> Team | None:
-    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None)))
-    return row.team if row else None
+    """The team of a valid key: one query, since every request of the API asks it first."""
+    return session.scalar(select(Team).join(ApiKey, ApiKey.team_id == Team.id)
+                          .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None)))
 
 
 def revoke_team_keys(session: Session, team_name: str) -> int:

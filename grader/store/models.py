@@ -74,6 +74,7 @@ class Submission(Base):
         Index("ix_submissions_run", "run_id", "id"),
         Index("ix_submissions_team", "team_id", "id"),
         Index("ix_submissions_team_queued_at", "team_id", "queued_at"),
+        Index("ix_submissions_team_status", "team_id", "status"),  # a team's queued and running, counted by index
         Index("ix_submissions_cache", "task_hash", "patch_sha256"),
     )
 
