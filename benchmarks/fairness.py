@@ -23,12 +23,14 @@ The hostile team's quotas are lifted (GRADER_DAILY_QUOTA, GRADER_QUEUED_QUOTA): 
 measured is whether its requests hold the API, not whether a quota stops them first.
 
     .venv/bin/python benchmarks/fairness.py
+    .venv/bin/python benchmarks/fairness.py --postgres      # a private PostgreSQL server (fsync off)
     .venv/bin/python benchmarks/fairness.py --database-url postgresql+psycopg://USER@HOST/EMPTY_DB
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -38,7 +40,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
-from _service import ROOT, TASK, Running, cheap_patch, percentile
+from _service import ROOT, TASK, Running, cheap_patch, percentile, private_postgres
 
 OUT = ROOT / "benchmarks" / "out"
 TARGET = 3.0  # the victim's p99 under attack, at most this many times its p99 idle
@@ -195,10 +197,19 @@ def main() -> int:
     ap.add_argument("--attack-limit", type=float, default=150.0,
                     help="seconds after which the victim's rounds under attack stop, however many are done")
     ap.add_argument("--workers", type=int, default=1, help="grading worker processes")
+    ap.add_argument("--postgres", action="store_true", help="on a private PostgreSQL server (fsync off)")
     ap.add_argument("--database-url", default=None, help="an empty database [default: SQLite in a temporary dir]")
     ap.add_argument("--out", default=str(OUT / "fairness.json"), help="where the figures are written as JSON")
     args = ap.parse_args()
+    with (private_postgres() if args.postgres else contextlib.nullcontext()) as pg:
+        if pg is not None:
+            args.database_url = pg.url
+        figures = measure(args)
+    report(args, figures)
+    return 0
 
+
+def measure(args: argparse.Namespace) -> dict:
     lifted = str(10 * (args.batch + args.long_polls + 10_000))
     env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted,
            "GRADER_QUEUE_MAX": lifted}
@@ -230,22 +241,31 @@ def main() -> int:
         figures["worst_p99_ratio"] = round(worst, 2)
         figures["hostile"] = {"batch": hostile.batch, "statuses": {k: dict(v) for k, v in hostile.codes.items()},
                               "long_polls": held_or_not(hostile.polls, at_once=1.0)}
+    return figures
+
+
+def cell(s: dict) -> str:
+    return f"{s['p50_ms']:.0f} / {s['p99_ms']:.0f} / {s['max_ms']:.0f}" if s["n"] else "-"
+
+
+def report(args: argparse.Namespace, figures: dict) -> None:
     out = ROOT / args.out if not args.out.startswith("/") else args.out
     OUT.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         json.dump(figures, f, indent=1)
 
     print(f"victim: a round (POST, GET, GET) every {args.interval:g} s, {args.rounds} rounds idle "
-          f"({idle_s:.1f} s) and {len(attack[KINDS[2]])} under attack ({attack_s:.1f} s); database {figures['database']}")
+          f"({figures['idle_seconds']} s) and {figures['victim'][KINDS[2]]['attack']['n']} under attack "
+          f"({figures['attack_seconds']} s); database {figures['database']}")
     print(f"{'request':28} {'idle p50 / p99 / max ms':>26} {'attack p50 / p99 / max ms':>28} {'p99 ratio':>10}")
     for kind, f in figures["victim"].items():
         i, a = f["idle"], f["attack"]
-        cell = (lambda s: f"{s['p50_ms']:.0f} / {s['p99_ms']:.0f} / {s['max_ms']:.0f}" if s["n"] else "-")
         ratio = f"{f['p99_ratio']:.1f}x" if f["p99_ratio"] is not None else "-"
         print(f"{kind:28} {cell(i):>26} {cell(a):>28} {ratio:>10}")
         bad = {c: n for c, n in f["statuses_attack"].items() if not 200 <= c < 300}
         if bad:
             print(f"{'':28} under attack, answers other than 2xx: {bad} (0 = no answer within {TIMEOUT:.0f} s)")
+    worst = figures["worst_p99_ratio"]
     verdict = "met" if worst <= TARGET else "NOT met"
     print(f"worst p99(attack) / p99(idle): {worst:.1f}x; target at most {TARGET:g}x: {verdict}")
     h = figures["hostile"]
@@ -257,7 +277,6 @@ def main() -> int:
     print(f"hostile long-polls: {lp['sent']} sent; held {lp['held']} ({lp['held_until_verdict']} until the verdict, "
           f"{lp['held_until_wait_ran_out']} until the wait ran out; seconds p50 / max "
           f"{lp['held_seconds_p50_max']}); answered at once {lp['answered_at_once']}: {lp['why_not_held']}")
-    return 0
 
 
 if __name__ == "__main__":

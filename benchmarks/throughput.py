@@ -23,7 +23,7 @@ the real store and Redis; no HTTP server) and prints where the time went.
 
     .venv/bin/python benchmarks/throughput.py                  # SQLite
     .venv/bin/python benchmarks/throughput.py --postgres
-    .venv/bin/python benchmarks/throughput.py --profile 500
+    .venv/bin/python benchmarks/throughput.py --profile 500 --backlog 8000
 """
 
 from __future__ import annotations
@@ -40,8 +40,17 @@ import sys
 import threading
 import time
 
-from _service import (ROOT, TASK, Running, cheap_patch, cpu_seconds, descendants, machine_cpu, percentile,
-                      private_postgres)
+from _service import (
+    ROOT,
+    TASK,
+    Running,
+    cheap_patch,
+    cpu_seconds,
+    descendants,
+    machine_cpu,
+    percentile,
+    private_postgres,
+)
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -121,9 +130,10 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
         client_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
         client_seconds = stop_at - start_at  # the clients ran from start_at, warm-up included
         # the bookkeeping: every 202 stored and queued
+        from redis import Redis
+
         from grader.store.db import Database
         from grader.store.models import Submission
-        from redis import Redis
         db = Database(svc.database_url)
         with db.read() as s:
             in_db = s.query(Submission).count()
@@ -140,6 +150,8 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
     cores = os.cpu_count() or 1
     api, rds, dbc = [(b - a) * window / (t1 - t0) for a, b in ((api0, api1), (redis0, redis1), (db0, db1))]
     client_w = client_cpu * window / client_seconds  # the clients' CPU over the measured window, pro rata
+    # what one accepted POST costs the machine, every party counted: the bound on accepted/s
+    per_post = round((api + rds + dbc + client_w) * 1000 / len(ok), 2) if ok else None
     return {
         "database": "sqlite" if database_url is None else database_url.split(":")[0],
         "clients": args.clients, "client_processes": args.client_processes, "teams": args.teams,
@@ -157,6 +169,7 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
         "client_share_of_machine": round(client_w / (cores * window), 3),
         "api_cpu_ms_per_accepted": round(api * 1000 / len(ok), 2) if ok else None,
         "client_cpu_ms_per_request": round(client_cpu * 1000 / max(len(samples), 1), 3),
+        "cpu_ms_per_post": per_post, "ceiling_per_s": round(cores * 1000 / per_post) if per_post else None,
         "accepted_all": accepted_all, "in_database": in_db, "on_queue": queued,
         "reconciles": accepted_all == in_db == queued,
     }
@@ -168,7 +181,10 @@ def report(f: dict) -> None:
     print(f"accepted {f['accepted']} ({f['accepted_per_s']:.0f}/s); latency of an accepted POST p50 {f['p50_ms']} ms, "
           f"p99 {f['p99_ms']} ms, max {f['max_ms']} ms; answers by status {f['statuses']}")
     c, cores = f["cpu_s"], f["cores"]
-    share = (lambda s: f"{s / (cores * f['seconds']):.0%}" if s is not None else "-")
+
+    def share(s: float | None) -> str:
+        return f"{s / (cores * f['seconds']):.0%}" if s is not None else "-"
+
     print(f"CPU over the window ({cores:g} cores x {f['seconds']:g} s = {cores * f['seconds']:.0f} s): machine busy "
           f"{c['machine']} s ({share(c['machine'])}): clients {c['clients']} s ({share(c['clients'])}), "
           f"API {c['api']} s ({share(c['api'])}), Redis {c['redis']} s ({share(c['redis'])}), PostgreSQL "
@@ -176,12 +192,16 @@ def report(f: dict) -> None:
           f"everything else {c['everything_else']} s ({share(c['everything_else'])})")
     print(f"per accepted POST: API {f['api_cpu_ms_per_accepted']} ms of CPU; per request: client "
           f"{f['client_cpu_ms_per_request']} ms of CPU")
+    if f["ceiling_per_s"]:
+        print(f"ceiling: {f['cpu_ms_per_post']} ms of CPU per POST (API, clients, Redis, PostgreSQL), so {cores:g} "
+              f"cores doing nothing else could accept at most {f['ceiling_per_s']:.0f}/s")
     print(f"bookkeeping: accepted {f['accepted_all']} (warm-up included) = in the database {f['in_database']} = "
           f"on the queue {f['on_queue']}: {'yes' if f['reconciles'] else 'NO'}")
 
 
-def profile(n: int, database_url: str | None) -> None:
-    """n POSTs through the real app in this process, under cProfile."""
+def profile(n: int, database_url: str | None, backlog: int = 0) -> None:
+    """n POSTs through the real app in this process, under cProfile, after `backlog`
+    submissions were queued (intake counts the queued ones in every write transaction)."""
     import cProfile
     import pstats
     import tempfile
@@ -207,6 +227,10 @@ def profile(n: int, database_url: str | None) -> None:
                             headers=headers)
             assert r.status_code == 202, r.data
 
+        for at in range(0, backlog, 1000):
+            r = client.post("/v1/submissions/batch", headers=headers, json=[
+                {"task_id": TASK, "patch": cheap_patch(f"backlog-{j}")} for j in range(at, min(backlog, at + 1000))])
+            assert r.status_code == 202, r.data
         for i in range(50):
             post(-1 - i)
         t = time.perf_counter()
@@ -219,7 +243,8 @@ def profile(n: int, database_url: str | None) -> None:
             for i in range(n, 2 * n):
                 post(i)
             prof.disable()
-    print(f"{n} POSTs in-process through the real app: {plain * 1000:.2f} ms each without the profiler")
+    print(f"{n} POSTs in-process through the real app, {backlog} queued before: {plain * 1000:.2f} ms each "
+          "without the profiler")
     stats = pstats.Stats(prof)
     stats.sort_stats("cumulative").print_stats(r"grader/|redis/client|sqlalchemy/engine/base.*execute\b|pydantic", 40)
 
@@ -236,12 +261,13 @@ def main() -> int:
     ap.add_argument("--postgres", action="store_true", help="on a private PostgreSQL server (fsync off)")
     ap.add_argument("--database-url", default=None, help="an empty database [default: SQLite in a temporary dir]")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile N POSTs in-process instead")
+    ap.add_argument("--backlog", type=int, default=0, help="with --profile: submissions queued before")
     ap.add_argument("--out", default=None, help="where the figures go as JSON [benchmarks/out/throughput-DB.json]")
     args = ap.parse_args()
     with (private_postgres() if args.postgres else contextlib.nullcontext()) as pg:
         url = pg.url if pg is not None else args.database_url
         if args.profile:
-            profile(args.profile, url)
+            profile(args.profile, url, args.backlog)
             return 0
         figures = measure(args, url, (lambda: descendants(pg.postmaster())) if pg is not None else None)
     report(figures)

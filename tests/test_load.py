@@ -57,7 +57,8 @@ def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
     hostile = figures["hostile"]
     assert hostile["batch"]["accepted"] == 500 and hostile["statuses"]["batch"] == {"202": 1}
     polls = hostile["long_polls"]
-    assert polls["sent"] == 20 == polls["held"] + polls["answered_at_once"] == sum(hostile["statuses"]["long-poll"].values())
+    assert polls["sent"] == 20 == polls["held"] + polls["answered_at_once"] \
+        == sum(hostile["statuses"]["long-poll"].values())
     assert polls["held"] == polls["held_until_verdict"] + polls["held_until_wait_ran_out"]
     assert set(hostile["statuses"]["2 MiB patch"]) == {"413"}  # over GRADER_MAX_PATCH_BYTES: refused at intake
 
