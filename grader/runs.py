@@ -40,7 +40,7 @@ class Filters:
     since: dt.date | None = None
     until: dt.date | None = None
 
-    def keep(self, a) -> bool:
+    def keep(self, a: metrics.Attempt) -> bool:
         return (self.suite is None or a.suite == self.suite) and \
             (self.variant is None or a.prompt_variant == self.variant)
 
@@ -70,15 +70,20 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
     return f
 
 
-def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list, int]:
+def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list[metrics.Attempt], int]:
     """The finished submissions as metric attempts, and how many are still queued or running."""
-    out, pending = [], 0
+    out: list[metrics.Attempt] = []
+    pending = 0
     for sub in rows:
         if sub.status in (Status.QUEUED.value, Status.RUNNING.value):
             pending += 1
             continue
         if sub.status != Status.DONE.value or not sub.verdict:
             continue  # cancelled: never an attempt
+        suite: str | None
+        difficulty: str | None
+        language: str | None
+        created: dt.date | None
         try:
             meta = svc.task(sub.task_id).metadata
             suite, difficulty, language, created = meta.suite, meta.difficulty, meta.language, meta.created_at
@@ -92,7 +97,7 @@ def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list, int]:
     return out, pending
 
 
-def run_meta(run: Run, team: Team) -> dict:
+def run_meta(run: Run, team: Team) -> dict[str, Any]:
     return {"id": run.id, "name": run.name, "team": team.name, "method": run.method,
             "description": run.description, "project_url": run.project_url, "paper_url": run.paper_url,
             "public": run.public, "baseline": run.baseline, "hidden": run.hidden, "verified": run.verified,
@@ -102,7 +107,7 @@ def run_meta(run: Run, team: Team) -> dict:
             "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"}}
 
 
-def integrity_of(rows: list[Submission]) -> dict:
+def integrity_of(rows: list[Submission]) -> dict[str, int]:
     """For hosts: how many of a run's grades showed tampering or were flagged by the audit."""
     tampered = flagged = 0
     for sub in rows:
@@ -112,7 +117,7 @@ def integrity_of(rows: list[Submission]) -> dict:
     return {"tampered": tampered, "audit_flagged": flagged}
 
 
-def task_set(svc: Service, attempts: list, filters: Filters) -> tuple[list[str], set[str]]:
+def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) -> tuple[list[str], set[str]]:
     """The suites a run is measured over and their tasks: the filter's suite, else every
     suite its attempts belong to; only tasks created inside the filter's window."""
     suites = {filters.suite} if filters.suite else {a.suite for a in attempts if a.suite}
@@ -121,12 +126,13 @@ def task_set(svc: Service, attempts: list, filters: Filters) -> tuple[list[str],
     return sorted(suites), ids
 
 
-def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict:
+def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:
     """A run and its metrics (over the tasks it has valid trials of, and in `task_set`
     over its suites' whole task sets); `host` adds the integrity counts."""
     filters = filters or Filters()
     with svc.db.read() as s:
         team = s.get(Team, run.team_id)
+        assert team is not None  # the run's team_id is a foreign key
         rows = store_runs.submissions_of(s, run)
         meta = run_meta(run, team)
     attempts, pending = attempts_of(svc, rows)
@@ -134,7 +140,7 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bo
     suites, ids = task_set(svc, attempts, filters)
     summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids))
     errors = summary["errors"]
-    view = {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
+    view: dict[str, Any] = {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
             "complete": pending == 0 and errors == 0, "filters": plain(filters), "suites": suites,
             "metrics": summary}
     if host:
@@ -142,7 +148,7 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bo
     return view
 
 
-def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False) -> list[dict]:
+def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False) -> list[dict[str, Any]]:
     """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
     whole task set they resolve (a task not submitted is not resolved), then by solve rate
     over that set; so a run over one task cannot outrank a run that resolves more.
@@ -164,20 +170,21 @@ def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = Fa
     return ranked + sorted(unranked, key=rank_key, reverse=True)
 
 
-def rank_key(view: dict) -> tuple[float, float]:
+def rank_key(view: dict[str, Any]) -> tuple[float, float]:
     """(resolved tasks of the task set, solve rate over it): the leaderboard's order."""
     ts = view["metrics"].get("task_set") or {}
     solve = (ts.get("solve_rate") or {}).get("value")
     return (ts.get("resolved") or {}).get("numerator") or 0, solve if solve is not None else -1.0
 
 
-def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dict:
+def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dict[str, Any]:
     filters = filters or Filters()
-    out = {}
-    atts = []
+    out: dict[str, Any] = {}
+    atts: list[list[metrics.Attempt]] = []
     for key, run in (("a", a), ("b", b)):
         with svc.db.read() as s:
             team = s.get(Team, run.team_id)
+            assert team is not None  # the run's team_id is a foreign key
             rows = store_runs.submissions_of(s, run)
             out[key] = run_meta(run, team)
         attempts, _ = attempts_of(svc, rows)
@@ -190,7 +197,7 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
 def suite_tasks(svc: Service, rows: list[Submission]) -> set[str]:
     """The whole task set of the suites a run's submissions belong to: the report's
     total_instances, as SWE-bench's is the dataset's size."""
-    suites = set()
+    suites: set[str] = set()
     for sub in rows:
         try:
             suites.add(svc.task(sub.task_id).metadata.suite)
@@ -202,21 +209,21 @@ def suite_tasks(svc: Service, rows: list[Submission]) -> set[str]:
 EMPTY_PATCH_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
-def _by_task(rows: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def _by_task(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:  # oldest first
         out.setdefault(r["task_id"], []).append(r)
     return out
 
 
-def _records(rows: list[dict]) -> dict[str, metrics.TaskRecord]:
+def _records(rows: list[dict[str, Any]]) -> dict[str, metrics.TaskRecord]:
     """The rule's per-task records (grader.metrics) from submission rows: finished ones
     with a verdict are the trials, as attempts_of makes them for every other figure."""
     return metrics.task_records(metrics.Attempt(task_id=r["task_id"], verdict=r["verdict"], trial=r.get("trial"))
                                 for r in rows if r["status"] == Status.DONE.value and r["verdict"])
 
 
-def swebench_report(rows: list[dict], task_ids: set[str] | None = None) -> dict:
+def swebench_report(rows: list[dict[str, Any]], task_ids: set[str] | None = None) -> dict[str, Any]:
     """A run in SWE-bench's report format (its harness's final report): counts and id lists.
 
     `rows` are submissions (task_id, status, verdict, patch_sha256, trial), oldest first;
@@ -227,7 +234,8 @@ def swebench_report(rows: list[dict], task_ids: set[str] | None = None) -> dict:
     patch; incomplete while trials are queued or running (or none was graded); error
     when only ERRORs came back; unresolved otherwise."""
     records, by_task = _records(rows), _by_task(rows)
-    ids = {k: [] for k in ("submitted", "completed", "resolved", "unresolved", "empty_patch", "error", "incomplete")}
+    classes = ("submitted", "completed", "resolved", "unresolved", "empty_patch", "error", "incomplete")
+    ids: dict[str, list[str]] = {k: [] for k in classes}
     for task_id in sorted(by_task):
         subs, rec = by_task[task_id], records.get(task_id)
         ids["submitted"].append(task_id)
@@ -245,14 +253,14 @@ def swebench_report(rows: list[dict], task_ids: set[str] | None = None) -> dict:
         else:
             ids["completed"].append(task_id)
             ids["unresolved"].append(task_id)
-    report = {"total_instances": len(set(by_task) | (task_ids or set()))}
+    report: dict[str, Any] = {"total_instances": len(set(by_task) | (task_ids or set()))}
     report.update({f"{k}_instances": len(v) for k, v in ids.items()})
     report.update({f"{k}_ids": v for k, v in ids.items()})
     report["schema_version"] = 2
     return report
 
 
-def _standing(subs: list[dict], rec: metrics.TaskRecord | None) -> dict:
+def _standing(subs: list[dict[str, Any]], rec: metrics.TaskRecord | None) -> dict[str, Any]:
     """The submission that stands for a task in the predictions: the newest valid trial
     whose outcome is the task's (a PASS for a resolved task, not a PASS otherwise), so
     grading the predictions once gives back the report's resolved_ids; the newest
@@ -265,7 +273,7 @@ def _standing(subs: list[dict], rec: metrics.TaskRecord | None) -> dict:
     return subs[-1]
 
 
-def swebench_predictions(rows: list[dict], model: str) -> list[dict]:
+def swebench_predictions(rows: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
     """A run's patches as SWE-bench predictions, one per task (`_standing`). `rows` are
     submissions (task_id, system, patch, status, verdict, trial), oldest first;
     model_name_or_path is the submission's system, else `model` (the run's name):
