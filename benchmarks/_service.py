@@ -110,9 +110,11 @@ class Running:
             serve += ["--threads", str(self.threads)]
         self.api = subprocess.Popen(serve, env=self.env, stdout=log, stderr=log)
         self.procs.append(self.api)
+        self.grading: subprocess.Popen | None = None
         if self.workers:
-            self.procs.append(subprocess.Popen([str(BIN), "worker", "--count", str(self.workers)], env=self.env,
-                                               stdout=log, stderr=log))
+            self.grading = subprocess.Popen([str(BIN), "worker", "--count", str(self.workers)], env=self.env,
+                                            stdout=log, stderr=log)
+            self.procs.append(self.grading)
         wait_ready(self.url)
         return self
 

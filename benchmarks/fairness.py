@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import resource
 import statistics
 import sys
 import threading
@@ -40,7 +42,18 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
-from _service import ROOT, TASK, Running, cheap_patch, percentile, private_postgres
+
+from _service import (
+    ROOT,
+    TASK,
+    Running,
+    cheap_patch,
+    cpu_seconds,
+    descendants,
+    machine_cpu,
+    percentile,
+    private_postgres,
+)
 
 OUT = ROOT / "benchmarks" / "out"
 TARGET = 3.0  # the victim's p99 under attack, at most this many times its p99 idle
@@ -204,12 +217,38 @@ def main() -> int:
     with (private_postgres() if args.postgres else contextlib.nullcontext()) as pg:
         if pg is not None:
             args.database_url = pg.url
-        figures = measure(args)
+        figures = measure(args, pg)
     report(args, figures)
     return 0
 
 
-def measure(args: argparse.Namespace) -> dict:
+class Cpu:
+    """Where the machine's CPU went since the last call, as shares of all its cores: the API
+    processes, the grading worker, PostgreSQL, this process (the victim's and the hostile
+    team's clients) and everything else on the machine (other work included)."""
+
+    def __init__(self, svc: Running, pg):
+        self.parties = {"api": lambda: descendants(svc.api.pid),
+                        "worker": lambda: descendants(svc.grading.pid) if svc.grading else [],
+                        "postgres": lambda: descendants(pg.postmaster()) if pg is not None else []}
+        self.cores = os.cpu_count() or 1
+        self.last = self._now()
+
+    def _now(self) -> dict[str, float]:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        now = {name: cpu_seconds(pids()) for name, pids in self.parties.items()}
+        return {**now, "clients": me.ru_utime + me.ru_stime, "machine": machine_cpu(), "wall": time.monotonic()}
+
+    def since(self) -> dict[str, float]:
+        now, last = self._now(), self.last
+        self.last = now
+        whole = self.cores * (now["wall"] - last["wall"])
+        used = {k: (now[k] - last[k]) / whole for k in now if k != "wall"}
+        used["everything_else"] = used["machine"] - sum(v for k, v in used.items() if k != "machine")
+        return {k: round(v, 3) for k, v in used.items()}
+
+
+def measure(args: argparse.Namespace, pg=None) -> dict:
     lifted = str(10 * (args.batch + args.long_polls + 10_000))
     env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted,
            "GRADER_QUEUE_MAX": lifted}
@@ -217,18 +256,23 @@ def measure(args: argparse.Namespace) -> dict:
         victim = Victim(svc.url, svc.key("victim"))
         hostile = Hostile(svc.url, svc.key("hostile"), args)
         victim.rounds(5, 0.0, "warm")  # both API processes, the worker and the connection warm
+        cpu = Cpu(svc, pg)
         t0 = time.monotonic()
         idle = victim.rounds(args.rounds, args.interval, "idle")
         idle_s = time.monotonic() - t0
+        idle_cpu = cpu.since()
         hostile.start()
         time.sleep(args.poll_delay + 1.0)  # the attack in place: the batch going in, the long-polls sent
+        cpu.since()
         t1 = time.monotonic()
         attack = victim.rounds(args.rounds, args.interval, "attack", limit=args.attack_limit)
         attack_s = time.monotonic() - t1
+        attack_cpu = cpu.since()
         hostile.finish(timeout=240)
         figures: dict = {"database": "sqlite" if args.database_url is None else args.database_url.split(":")[0],
                          "rounds": args.rounds, "interval_s": args.interval, "idle_seconds": round(idle_s, 1),
-                         "attack_seconds": round(attack_s, 1), "target_ratio": TARGET, "victim": {}}
+                         "attack_seconds": round(attack_s, 1), "target_ratio": TARGET, "victim": {},
+                         "cpu_share": {"idle": idle_cpu, "attack": attack_cpu}}
         worst = 0.0
         for kind in KINDS:
             a, b = [ms for ms, _ in idle[kind]], [ms for ms, _ in attack[kind]]
@@ -268,6 +312,10 @@ def report(args: argparse.Namespace, figures: dict) -> None:
     worst = figures["worst_p99_ratio"]
     verdict = "met" if worst <= TARGET else "NOT met"
     print(f"worst p99(attack) / p99(idle): {worst:.1f}x; target at most {TARGET:g}x: {verdict}")
+    for phase, c in figures["cpu_share"].items():
+        print(f"CPU of the machine's {os.cpu_count()} cores, {phase:6}: busy {c['machine']:.0%}: API {c['api']:.0%}, "
+              f"worker {c['worker']:.0%}, PostgreSQL {c['postgres']:.0%}, the clients (this process) "
+              f"{c['clients']:.0%}, everything else {c['everything_else']:.0%}")
     h = figures["hostile"]
     print(f"hostile batch of {args.batch}: HTTP {h['batch'].get('status')}, accepted {h['batch'].get('accepted')} "
           f"in {h['batch'].get('seconds')} s")
