@@ -16,8 +16,8 @@ cached under build/overhead/), with the same Python minor version, the same chec
 environment as in the container (plugin auto-loading off, bytecode only from a
 precompiled cache), and its installed distributions and pytest plugins are compared with
 the instance image's before anything is timed. A baseline that differs from the image,
-or that is slower than the grade, is a broken measurement: exit status 2 and a message,
-never a figure.
+or whose fastest run is not faster than the grade's, is a broken measurement: exit
+status 2 and a message, never a figure.
 
     .venv/bin/python benchmarks/overhead.py [--rounds 30] [--runtimes runc,runsc] [--json FILE]
 """
@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "overhead"
@@ -50,7 +51,8 @@ from grader.verdict import Verdict  # noqa: E402
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
            "GIT_COMMITTER_EMAIL": "b@b", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
            "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
-TESTS = "from fast import add\n\n" + "".join(f"def test_{i}():\n    assert add({i}, 1) == {i + 1}\n\n" for i in range(20))
+TESTS = "from fast import add\n\n" + "".join(f"def test_{i}():\n    assert add({i}, 1) == {i + 1}\n\n"
+                                             for i in range(20))
 # What an interpreter would bring to a pytest run: its version, every installed
 # distribution but the installer, and the pytest plugins that auto-loading would find.
 PROBE = """\
@@ -174,8 +176,8 @@ def baseline_venv(requirements: Path, image: dict) -> Path:
 def baseline_env(python: Path, pycache: Path) -> dict[str, str]:
     """The environment the grade's check runs with (CONTAINER_ENV, then the supervisor's
     check_env: plugin auto-loading off, no PYTEST_ADDOPTS, bytecode from the cache)."""
-    return {**CONTAINER_ENV, "PATH": f"{python.parent}{os.pathsep}/usr/bin:/bin",
-            **check_env({"pycache": str(pycache)})}
+    job = SimpleNamespace(pycache=str(pycache))  # the one field of the job check_env reads
+    return {**CONTAINER_ENV, "PATH": f"{python.parent}{os.pathsep}/usr/bin:/bin", **check_env(job)}
 
 
 def same_as_image(host: dict, image: dict) -> None:
@@ -204,11 +206,13 @@ def host_run(python: Path, src: Path, env: dict[str, str]) -> float:
 
 def judge(runtime: str, host: list[float], grade: list[float]) -> None:
     """A grade runs the same tests as the baseline plus a container: a baseline that is
-    not faster runs something else, and its difference is no overhead."""
-    h, g = statistics.median(host), statistics.median(grade)
-    if h >= g:
-        raise MeasurementBroken(f"{runtime}: the host baseline (median {h:.3f} s) is not faster than the grade "
-                                f"(median {g:.3f} s) that runs the same tests in a container")
+    not faster runs something else, and its difference is no overhead. Compared by each
+    side's fastest run, the one the machine's other load disturbed least: a busy machine
+    can make a few baseline runs slow (here 0.7 s against 0.13 s quiet), never its best."""
+    if min(host) >= min(grade):
+        raise MeasurementBroken(f"{runtime}: the host baseline's fastest run ({min(host):.3f} s; median "
+                                f"{statistics.median(host):.3f} s) is not faster than the grade's ({min(grade):.3f} s; "
+                                f"median {statistics.median(grade):.3f} s), which runs the same tests in a container")
 
 
 def docker_floor(grader: Grader, image: str, runtime: str) -> float:
@@ -262,6 +266,8 @@ def measure(args: argparse.Namespace, report: dict, tmp: Path) -> None:
         row = {
             "host_median_s": statistics.median(host),
             "grade_median_s": statistics.median(grade),
+            "host_min_s": min(host),
+            "grade_min_s": min(grade),
             "container_floor_median_s": statistics.median(floor),
             "overhead_median_s": statistics.median(overhead),
             "overhead_p95_s": pct(overhead, 0.95),

@@ -29,6 +29,8 @@ def test_a_baseline_slower_than_the_grade_is_broken():
     with pytest.raises(overhead.MeasurementBroken):
         overhead.judge("runc", [0.4], [0.4])
     overhead.judge("runc", [0.2, 0.21, 0.19], [0.35, 0.34, 0.36])  # a real overhead passes
+    # a busy machine slowed two of three baseline runs: their best still says what they cost
+    overhead.judge("runc", [0.72, 0.13, 0.70], [0.68, 0.66, 0.70])
 
 
 @pytest.mark.parametrize("host, words", [
@@ -53,13 +55,14 @@ def test_the_benchmark_measures_with_the_environments_pytest(tmp_path):
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads(out.read_text())
-    pinned = [line.strip() for line in (ROOT / "environments" / "python-3.11" / "requirements.txt").read_text().splitlines()
+    requirements = ROOT / "environments" / "python-3.11" / "requirements.txt"
+    pinned = [line.strip() for line in requirements.read_text().splitlines()
               if line.strip() and not line.startswith("#")]
     assert sorted(figures["baseline"]["packages"]) == sorted(pinned)
     assert figures["baseline"]["pytest_plugins"] == []
     assert figures["baseline"]["host_python"].rsplit(".", 1)[0] == figures["baseline"]["image_python"].rsplit(".", 1)[0]
     row = figures["runtimes"]["runc"]
-    assert row["host_median_s"] < row["grade_median_s"], row
+    assert row["host_min_s"] < row["grade_min_s"], row
     assert "target" in run.stdout and "broken" not in run.stderr
 
 
