@@ -58,7 +58,8 @@ CALC_FIX = {
     "calc/__init__.py": "def mean(xs):\n    if not xs:\n        raise ValueError('mean of nothing')\n"
                         "    return sum(xs) / len(xs)\n",
     "tests/test_mean.py": "import json\nimport pathlib\n\nimport pytest\n\nfrom calc import mean\n\n"
-                          "CASES = json.loads((pathlib.Path(__file__).parent / 'data' / 'cases.json').read_text())\n\n\n"
+                          "CASES = json.loads((pathlib.Path(__file__).parent / 'data' / 'cases.json')"
+                          ".read_text())\n\n\n"
                           "def test_empty_raises():\n    with pytest.raises(ValueError):\n        mean([])\n\n\n"
                           "def test_values():\n    for xs, want in CASES:\n        assert mean(xs) == want\n",
     "tests/data/cases.json": "[[[1, 3], 2], [[5], 5]]\n",

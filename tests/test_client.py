@@ -221,7 +221,8 @@ def test_a_chunk_refused_whole_marks_its_items_rejected(api, client):
     client.batch_size = 2
     items = [{"instance_id": n, "model_patch": ""} for n in ("a", "b", "huge", "c", "d")]
     answer = client.submit_batch(items)
-    assert [it.get("id") or it["error"]["code"] for it in answer["items"]] == ["id-a", "id-b", "too_large", "too_large", "id-d"]
+    got = [it.get("id") or it["error"]["code"] for it in answer["items"]]
+    assert got == ["id-a", "id-b", "too_large", "too_large", "id-d"]
     assert (answer["accepted"], answer["rejected"]) == (3, 2)
     keys = [p.headers["idempotency-key"] for p in api.seen]
     assert len({k.rsplit(".", 1)[0] for k in keys}) == 1  # one generated key, one suffix per chunk
@@ -237,7 +238,8 @@ def test_a_chunk_refused_whole_keeps_the_servers_reason_per_item(api, client):
     api.on("POST", "/v1/submissions/batch", answer)
     client.batch_size = 2
     answer = client.submit_batch([{"instance_id": n} for n in ("a", "bad-1", "bad-2")])
-    assert [it.get("id") or it["error"]["message"] for it in answer["items"]] == ["id-a", "no such task", "no such task"]
+    got = [it.get("id") or it["error"]["message"] for it in answer["items"]]
+    assert got == ["id-a", "no such task", "no such task"]
     assert (answer["accepted"], answer["rejected"]) == (1, 2)
 
 
@@ -362,7 +364,8 @@ def cli(api, *args, input=None):
     return CliRunner().invoke(main, [*args, "--url", api.url, "--api-key", KEY], input=input, catch_exceptions=False)
 
 
-@pytest.mark.parametrize("verdict, code", [("PASS", 0), ("FAIL", 1), ("TIMED OUT", 1), ("PATCH FAILED", 1), ("ERROR", 3)])
+@pytest.mark.parametrize("verdict, code",
+                         [("PASS", 0), ("FAIL", 1), ("TIMED OUT", 1), ("PATCH FAILED", 1), ("ERROR", 3)])
 def test_submit_wait_exits_as_grade_does(api, tmp_path, verdict, code):
     api.on("POST", "/v1/submissions", (202, submission("s1")))
     api.on("GET", "/v1/submissions/s1", (200, submission("s1", "done", verdict, finished_at="2026-01-01T00:00:03+00:00",

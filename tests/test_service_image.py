@@ -45,7 +45,8 @@ def _environment(service: dict) -> dict[str, str]:
 
 
 def _volume_sources(service: dict) -> list[str]:
-    return [v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source", "")) for v in service.get("volumes") or []]
+    return [v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source", ""))
+            for v in service.get("volumes") or []]
 
 
 def test_compose_has_every_service(services):
@@ -107,7 +108,8 @@ def test_dockerignore_keeps_the_context_small():
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if check:
-        assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, (f"{' '.join(args)} exited {proc.returncode}:\n"
+                                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 
