@@ -1,4 +1,4 @@
-"""RQ entry points, the reconciler and the worker processes.
+"""RQ entry points and the reconciler.
 
 A job carries only a submission id. It claims the submission (queued -> running) with a
 compare-and-set, keeps a lease on it while the grade runs, and finishes it only if it still
@@ -9,27 +9,24 @@ The reconciler re-enqueues what the database holds as queued or running but no l
 owns: after a worker was killed (its lease runs out) or Redis lost its data, a bounded
 number of times. Together they make sure nothing accepted is lost, nothing is graded
 twice into different results, and nothing is graded forever.
+
+What follows a verdict (waking held requests, the callback) is grader/notify.py; the
+worker processes that run these jobs, and the reconciler's loop, are grader/workers.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 
-from rq import SimpleWorker
-
-from grader import blame, webhooks
+from grader import blame, notify
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.pipeline import Grader
 from grader.service import Service, host_name
 from grader.store import submissions as subs
-from grader.store.models import Status, Submission, Team, WebhookDelivery
+from grader.store.models import Status, Submission
 from grader.verdict import Provenance, Result, Verdict
 from grader.version import GRADER_VERSION
 
@@ -52,6 +49,12 @@ def use(service: Service, grader: Grader | None = None) -> None:
     """Set the process's service (tests, and `grader worker` after it migrated the schema)."""
     global _service, _grader
     _service, _grader = service, grader or Grader(service.settings)
+
+
+def release() -> None:
+    """Put this process's warm containers away (a forked worker ends without atexit)."""
+    if _grader is not None and _grader._sandbox is not None:
+        _grader._sandbox.close()
 
 
 # --- grading ---------------------------------------------------------------------------------
@@ -151,7 +154,7 @@ def grade_submission(submission_id: str) -> str:
     if result.blame is not None:
         log.warning("submission %s: %s, judged the %s's fault: %s", submission_id, result.verdict,
                     result.blame.at_fault, result.blame.reason)
-    after_finish(svc, submission_id)
+    notify.after_finish(svc, submission_id)
     return result.verdict.value
 
 
@@ -220,60 +223,12 @@ def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float
                              since=since)
 
 
-def after_finish(svc: Service, submission_id: str) -> None:
-    """Wake the requests held for its verdict, and start the callback of a finished
-    submission, if it asked for one."""
-    svc.announce_done(submission_id)
-    with svc.db.write() as s:
-        sub = s.get(Submission, submission_id)
-        if not sub.callback_url or sub.webhook_status is not None:
-            return
-        sub.webhook_status = "pending"
-    try:
-        svc.enqueue_webhook(submission_id)
-    except StoreError as exc:
-        log.warning("queueing the callback of %s failed (%s); the reconciler will", submission_id, exc)
-
-
 # --- webhooks --------------------------------------------------------------------------------
-def webhook_body(svc: Service, sub: Submission) -> bytes:
-    """The same JSON the API gives its team for GET: the callback URL is the submitter's,
-    so the body is what the task's feedback policy shows them (all of it when the
-    submitting team is a host), secrets masked the same way."""
-    from sqlalchemy.orm import object_session
-
-    from grader.views import shown_to
-    session = object_session(sub)  # the caller's, when it has one open: no second connection
-    if session is not None:
-        team = session.get(Team, sub.team_id)
-    else:
-        with svc.db.read() as s:
-            team = s.get(Team, sub.team_id)
-    view = shown_to(svc, sub, host=bool(team is not None and team.admin))
-    return json.dumps({"event": "submission.done", "submission": view}, sort_keys=True).encode()
-
-
 def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
+    """RQ's entry point for one attempt at a callback (service.WEBHOOK_JOB); grader/notify.py
+    delivers it."""
     svc, _ = context()
-    st = svc.settings
-    with svc.db.read() as s:
-        sub = s.get(Submission, submission_id)
-        if sub is None or sub.webhook_status != "pending" or not sub.callback_url:
-            return "nothing to deliver"
-        body, url = webhook_body(svc, sub), sub.callback_url
-        secret = s.get(Team, sub.team_id).webhook_secret
-    outcome = webhooks.deliver(url, body, secret, timeout=st.webhook_timeout, allow_private=st.callback_allow_private,
-                               delivery_id=f"{submission_id}.{attempt}")
-    final = outcome.ok or not outcome.retryable or attempt >= st.webhook_retries
-    with svc.db.write() as s:
-        s.add(WebhookDelivery(submission_id=submission_id, attempt=attempt, status_code=outcome.status_code,
-                              error=outcome.error, ok=outcome.ok))
-        if final:
-            s.get(Submission, submission_id).webhook_status = "delivered" if outcome.ok else "failed"
-    if not final:
-        svc.enqueue_webhook(submission_id, attempt=attempt + 1, delay=st.webhook_backoff * (2 ** attempt))
-        return f"attempt {attempt} failed ({outcome.error}); retrying"
-    return "delivered" if outcome.ok else f"failed: {outcome.error}"
+    return notify.deliver(svc, submission_id, attempt)
 
 
 # --- the reconciler --------------------------------------------------------------------------
@@ -303,7 +258,7 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
                 log.warning("submission %s: started %d times without a verdict, the last to judge it; finished as "
                             "ERROR", sid, case.attempts)
                 counts["abandoned"] += 1
-                after_finish(svc, sid)
+                notify.after_finish(svc, sid)
             continue
         job_id = subs.reassign_job(svc.db, sid, None, running_token=token)
         if job_id:
@@ -331,7 +286,7 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
             Submission.status == Status.DONE.value, Submission.callback_url.is_not(None),
             Submission.webhook_status.is_(None))))
     for sid in done_no_hook:
-        after_finish(svc, sid)
+        notify.after_finish(svc, sid)
         counts["webhooks"] += 1
     for sid in pending:  # a callback chain lost with Redis: start it again
         svc.enqueue_webhook(sid)
@@ -339,80 +294,3 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
     if any(counts.values()):
         log.info("reconciler: %s", counts)
     return counts
-
-
-# --- worker processes ------------------------------------------------------------------------
-def run_worker(svc: Service, *, burst: bool = False, name: str | None = None) -> None:
-    use(svc)
-    worker = SimpleWorker([svc.queue, svc.webhook_queue], connection=svc.redis, name=name)
-    worker.work(burst=burst, with_scheduler=True, logging_level="INFO")
-
-
-def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None) -> None:
-    """`grader worker`: `count` worker processes, restarted when one dies, and the reconciler
-    in this parent, once at start and then every `reconcile_interval` seconds."""
-    import multiprocessing as mp
-    ctx = mp.get_context("fork")
-    stop = stop or threading.Event()
-    procs: dict[int, mp.Process] = {}
-
-    def spawn(i: int) -> None:
-        svc.db.dispose()  # no pooled connection crosses a fork
-        p = ctx.Process(target=_worker_main, args=(svc.settings, i), name=f"grader-worker-{i}", daemon=False)
-        p.start()
-        procs[i] = p
-
-    def _term(signum, _frame):
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _term)
-    signal.signal(signal.SIGINT, _term)
-    for i in range(count):
-        spawn(i)
-    next_pass = next_report = 0.0
-    while not stop.is_set():
-        if time.monotonic() >= next_report:
-            report_docker(svc)
-            next_report = time.monotonic() + 10
-        for i, p in list(procs.items()):
-            if not p.is_alive():
-                log.warning("worker %d exited (%s); starting a new one", i, p.exitcode)
-                spawn(i)
-        if time.monotonic() >= next_pass:
-            try:
-                reconcile(svc)
-            except (StoreError, GraderError, Exception) as exc:  # keep supervising through outages
-                log.warning("reconciler pass failed: %s", exc)
-            next_pass = time.monotonic() + svc.settings.reconcile_interval
-        stop.wait(1.0)
-    for p in procs.values():
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGTERM)  # RQ finishes the current job, then exits
-    for p in procs.values():
-        p.join(timeout=svc.settings.job_timeout_margin)
-
-
-def report_docker(svc: Service) -> None:
-    """Tell the API (/readyz) whether this host's engine answers; the report expires with us."""
-    from grader.api.system import DOCKER_KEY
-    from grader.sandbox.docker import DockerEngine
-    engine = DockerEngine()
-    state = "ok" if engine.available() else "Docker engine does not answer"
-    try:
-        svc.redis.set(f"{DOCKER_KEY}{host_name().split(':')[0]}", state, ex=30)
-    except Exception as exc:
-        log.warning("reporting Docker's state to Redis: %s", exc)
-
-
-def _worker_main(settings, index: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; SIGTERM is RQ's warm shutdown
-    svc = Service(settings)
-    name = f"{host_name()}-{index}"
-    try:
-        run_worker(svc, name=name)
-    except Exception:
-        log.exception("worker %s crashed", name)
-        sys.exit(1)
-    finally:  # a forked child ends without atexit: put its warm containers away now
-        if _grader is not None and _grader._sandbox is not None:
-            _grader._sandbox.close()

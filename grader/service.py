@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 GRADE_JOB = "grader.jobs.grade_submission"
 WEBHOOK_JOB = "grader.jobs.deliver_webhook"
+DOCKER_KEY = "grader:docker:"  # + host: what `grader worker` last saw of its Docker engine (/readyz reads it)
 # Seconds Redis keeps a job once it ends (the database keeps the submission regardless).
 RESULT_TTL = 3600  # a grading job that finished
 FAILURE_TTL = 86400  # a job that failed (a grading or a webhook delivery), to be looked at

@@ -15,13 +15,12 @@ from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import TeamIn
 from grader.errors import StoreError
-from grader.service import Service
+from grader.service import DOCKER_KEY, Service
 from grader.store import submissions as subs
 from grader.store.keys import create_key
 from grader.store.models import Team
 
 bp = Blueprint("system", __name__)
-DOCKER_KEY = "grader:docker:"  # + host: what `grader worker` last saw of its Docker engine
 DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800]
 
 

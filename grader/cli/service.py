@@ -62,7 +62,8 @@ def worker(settings: Settings, count: int, burst: bool) -> None:
     """Run grading workers (restarted if one dies) and the reconciler."""
     import logging
 
-    from grader.jobs import reconcile, run_worker, run_workers
+    from grader.jobs import reconcile
+    from grader.workers import run_worker, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s")
     svc = _service(settings)
