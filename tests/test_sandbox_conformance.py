@@ -190,13 +190,16 @@ def test_there_is_no_network(probe):
     assert out.stdout.decode().count("refused") == 2
 
 
-def test_the_memory_limit_binds_and_an_oom_kill_is_reported(probe):
+def test_the_memory_limit_binds(probe):
+    """A run that fills memory past its limit is killed (SIGKILL: exit status 137), not
+    left to finish. `oom_killed` says so when the engine tells, but Docker's flag races
+    the exit on cgroup v2 (hashicorp/nomad#13119 saw the same): here it was missing in 3 of
+    6 runs, under runc and runsc alike. So the kill is asserted, not the flag."""
     probe.only_in_a_container("the memory cgroup")
     hog = "x = []\nwhile True:\n    x.append(bytearray(16 * 1024 * 1024))\n"
     out = probe.run(PY + [hog], limits=Limits(memory="128m", pids=64), timeout=60.0)
     assert not out.timed_out
-    assert out.exit_code != 0
-    assert out.oom_killed
+    assert out.exit_code == 137, out
 
 
 def test_the_process_limit_binds(probe):

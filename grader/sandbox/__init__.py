@@ -9,6 +9,7 @@ Docker SDK.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from grader.errors import GraderError
 from grader.sandbox.base import Limits, RunOutput, RunSpec, Sandbox, registered, sandbox_provider
@@ -24,7 +25,7 @@ def provider_names() -> list[str]:
     return sorted(set(BUILTIN) | set(registered()))
 
 
-def get_sandbox(name: str = "docker", **kwargs) -> Sandbox:
+def get_sandbox(name: str = "docker", **kwargs: Any) -> Sandbox:
     """A new sandbox of provider `name`, made with `kwargs`. Raises GraderError for a name
     no provider has."""
     if name not in registered() and name in BUILTIN:
@@ -36,7 +37,7 @@ def get_sandbox(name: str = "docker", **kwargs) -> Sandbox:
     return factory(**kwargs)
 
 
-def sandbox_for_runtime(runtime: str, **kwargs) -> Sandbox:
+def sandbox_for_runtime(runtime: str, **kwargs: Any) -> Sandbox:
     """The sandbox for an OCI runtime as the settings name it: runc is "docker", runsc is
     "gvisor"; another name is a runtime registered with the Docker engine, run by the
     "docker" provider (which refuses it at the first run when the engine has no such runtime)."""

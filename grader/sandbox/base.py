@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class Sandbox(ABC):
     - what the command did is data: its stdout and stderr as bytes (UTF-8: Docker's log
       driver replaces what is not), its exit status; a command still running at
       `spec.timeout` is stopped and comes back `timed_out` with no exit status, never
-      raised; one killed for memory comes back `oom_killed`;
+      raised; one killed for memory comes back `oom_killed` when the engine tells (Docker
+      on cgroup v2 sometimes does not: then only its exit status, 137, says it);
     - `spec.files` are in place before the command starts, root-owned (directories 0700,
       files 0600), under `spec.files_root`; it runs in `spec.workdir` with `spec.env`;
     - it runs as root with only the capabilities the supervisor needs (CHOWN,
@@ -89,10 +91,12 @@ class Sandbox(ABC):
 
 
 _PROVIDERS: dict[str, Callable[..., Sandbox]] = {}
+Factory = TypeVar("Factory", bound=Callable[..., Sandbox])
 
 
-def sandbox_provider(name: str):
-    def register(factory: Callable[..., Sandbox]):
+def sandbox_provider(name: str) -> Callable[[Factory], Factory]:
+    """Register the decorated factory as the provider `name` (made with get_sandbox's kwargs)."""
+    def register(factory: Factory) -> Factory:
         _PROVIDERS[name] = factory
         return factory
 

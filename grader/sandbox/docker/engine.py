@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
@@ -18,6 +19,7 @@ import requests.exceptions
 from grader.errors import ImageError, SandboxError
 
 API_TIMEOUT = 900  # builds stream for minutes; per-call waits pass their own timeout
+T = TypeVar("T")
 
 
 class DockerEngine:
@@ -48,10 +50,11 @@ class DockerEngine:
         except Exception:
             return False
 
-    def info(self) -> dict:
-        return self._call(self.client.info)
+    def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = self._call(self.client.info)
+        return info
 
-    def _call(self, fn, *args, **kwargs):
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             return fn(*args, **kwargs)
         except docker.errors.ImageNotFound as exc:
@@ -68,7 +71,7 @@ class DockerEngine:
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"Docker engine error: {exc}") from exc
 
-    def images(self, label: str) -> list[dict]:
+    def images(self, label: str) -> list[dict[str, Any]]:
         found = self._call(self.client.images.list, filters={"label": label})
         return [
             {"id": im.id, "tags": im.tags, "labels": im.labels or {}, "size": im.attrs.get("Size", 0),

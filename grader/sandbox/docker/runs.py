@@ -21,6 +21,7 @@ import tarfile
 import threading
 import time
 import weakref
+from typing import TYPE_CHECKING, Any, cast
 
 import docker.errors
 import requests.exceptions
@@ -29,6 +30,9 @@ from docker.types import Ulimit
 from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
 from grader.sandbox.docker.engine import DockerEngine
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 LABEL = "grader.sandbox"
 OWNER_LABEL = "grader.owner"
@@ -99,6 +103,11 @@ def _tar(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
+def _cid(container: Container) -> str:
+    """A container's id: the SDK's type allows None, which a created container never has."""
+    return cast(str, container.id)
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -111,8 +120,8 @@ class DockerSandbox(Sandbox):
                  storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024, max_warm: int = 4):
         self.engine = engine or DockerEngine()
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
-        self._warm: dict[tuple, object] = {}
-        self._unremoved: list = []  # containers the engine could not remove when asked
+        self._warm: dict[tuple[Any, ...], Container] = {}
+        self._unremoved: list[Container] = []  # containers the engine could not remove when asked
         self._cleaner: threading.Thread | None = None
         self._in_flight: set[str] = set()
         self._fault = False  # the engine failed a call: look for containers we lost track of
@@ -148,7 +157,7 @@ class DockerSandbox(Sandbox):
         self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
         self._checked = True
 
-    def _create_kwargs(self, spec: RunSpec) -> dict:
+    def _create_kwargs(self, spec: RunSpec) -> dict[str, Any]:
         memory = _parse_size(spec.limits.memory)
         host_memory, host_pids = self._host_limits(memory, spec.limits.pids)
         kwargs = dict(
@@ -186,12 +195,12 @@ class DockerSandbox(Sandbox):
 
     # --- containers started ahead of demand ------------------------------------------
     @staticmethod
-    def _shape(spec: RunSpec) -> tuple:
+    def _shape(spec: RunSpec) -> tuple[Any, ...]:
         """What a container is fixed to at creation: runs of one shape can share a pool."""
         return (spec.image, tuple(spec.command), tuple(sorted(spec.env.items())), spec.workdir, spec.limits,
                 spec.files_root, tuple(sorted(spec.labels.items())))
 
-    def _start_new(self, spec: RunSpec, files: bytes | None = None):
+    def _start_new(self, spec: RunSpec, files: bytes | None = None) -> Container:
         """Create and start a container that idles until its run's files arrive (or,
         given `files`, with them copied in before it starts)."""
         client = self.engine.client
@@ -214,7 +223,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot start the container: {exc}") from exc
         return container
 
-    def _take_warm(self, spec: RunSpec):
+    def _take_warm(self, spec: RunSpec) -> Container | None:
         with self._lock:
             return self._warm.pop(self._shape(spec), None)
 
@@ -224,7 +233,7 @@ class DockerSandbox(Sandbox):
         if not self.max_warm or not self.warm_capable:
             return
 
-        def work():
+        def work() -> None:
             try:
                 container = self._start_new(spec)
             except Exception:  # noqa: BLE001 - a failed refill only means the next run starts cold
@@ -261,7 +270,7 @@ class DockerSandbox(Sandbox):
             self._remove(c)
         self._remove_leftovers()
 
-    def _remove(self, container) -> float:
+    def _remove(self, container: Container) -> float:
         """Remove a container; if the engine cannot answer now (dockerd restarting), keep
         it to remove at the next run: the reaper spares a live owner's containers."""
         t = time.monotonic()
@@ -314,8 +323,8 @@ class DockerSandbox(Sandbox):
         known: set[str] = set()
         for sandbox in list(DockerSandbox._instances):
             with sandbox._lock:
-                known |= {c.id for c in sandbox._warm.values()} | set(sandbox._in_flight)
-                known |= {c.id for c in sandbox._unremoved}
+                known |= {_cid(c) for c in sandbox._warm.values()} | set(sandbox._in_flight)
+                known |= {_cid(c) for c in sandbox._unremoved}
         try:
             mine = self.engine.client.containers.list(all=True, ignore_removed=True,
                                                       filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
@@ -358,7 +367,7 @@ class DockerSandbox(Sandbox):
             durations.setdefault("deliver", 0.0)
         timed_out = False
         with self._lock:
-            self._in_flight.add(container.id)
+            self._in_flight.add(_cid(container))
         try:
             try:
                 t = time.monotonic()
@@ -377,7 +386,7 @@ class DockerSandbox(Sandbox):
                 t = time.monotonic()
                 stdout = container.logs(stdout=True, stderr=False)
                 stderr = container.logs(stdout=False, stderr=True, tail=200)
-                state = client.api.inspect_container(container.id)["State"]
+                state = client.api.inspect_container(_cid(container))["State"]
                 durations["collect"] = time.monotonic() - t
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 self._fault = True
@@ -385,7 +394,7 @@ class DockerSandbox(Sandbox):
         finally:
             durations["remove"] = self._remove(container)
             with self._lock:
-                self._in_flight.discard(container.id)
+                self._in_flight.discard(_cid(container))
             self._refill(spec)
         return RunOutput(
             exit_code=exit_code,
@@ -422,7 +431,7 @@ class DockerSandbox(Sandbox):
         """Every grading container of any grader on this engine, idle ones included."""
         containers = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
                                        filters={"label": LABEL})
-        return [c.id for c in containers]
+        return [_cid(c) for c in containers]
 
     def busy_containers(self) -> list[str]:
         """This process's grading containers that are not idle in one of its sandboxes,
@@ -433,10 +442,10 @@ class DockerSandbox(Sandbox):
             for t in list(sandbox._refills):
                 t.join(60)
             with sandbox._lock:
-                idle |= {c.id for c in sandbox._warm.values()}
+                idle |= {_cid(c) for c in sandbox._warm.values()}
         mine = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
                                  filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
-        return [c.id for c in mine if c.id not in idle]
+        return [_cid(c) for c in mine if _cid(c) not in idle]
 
 
 def _alive(pid: int) -> bool:
@@ -455,16 +464,16 @@ class GVisorSandbox(DockerSandbox):
 
     name = "gvisor"
 
-    def __init__(self, engine: DockerEngine | None = None, **kwargs):
+    def __init__(self, engine: DockerEngine | None = None, **kwargs: Any) -> None:
         super().__init__("runsc", engine, **kwargs)
 
 
 @sandbox_provider("docker")
-def _docker(**kwargs) -> DockerSandbox:
+def _docker(**kwargs: Any) -> DockerSandbox:
     """runc, Docker's own runtime (`runtime=` names another one the engine has registered)."""
     return DockerSandbox(**kwargs)
 
 
 @sandbox_provider("gvisor")
-def _gvisor(**kwargs) -> GVisorSandbox:
+def _gvisor(**kwargs: Any) -> GVisorSandbox:
     return GVisorSandbox(**kwargs)
