@@ -15,7 +15,9 @@ It prints p50 / p99 / max of each request type, idle and under attack, measured 
 same run, and p99(attack) / p99(idle) against the target of 3 at most; then what the
 hostile team got back: its answers by status, and its long-polls held (answered after
 their wait) or answered at once (the service would not hold them: a Grader-Wait header
-says why, or the verdict was there already).
+says why, or the verdict was there already). And where the machine's CPU went in each
+phase (the API, the worker, PostgreSQL, this process's clients, everything else): on a
+shared machine a ratio means little without how much of the machine the service had.
 
 Every patch is unique (the cache cannot answer) and cheap: refused by the vetting (a path
 outside the repository), PATCH FAILED without a container, so this measures the service.
@@ -70,7 +72,8 @@ class Victim:
         self.http.headers["Authorization"] = f"Bearer {key}"
         self.n = 0
 
-    def _timed(self, method: str, path: str, **kw) -> tuple[float, int, dict | None]:
+    def _timed(self, method: str, path: str, **kw) -> tuple[float, int, float, dict | None]:
+        """(milliseconds, status, when it was sent on the monotonic clock, the JSON body)."""
         t = time.monotonic()
         try:
             r = self.http.request(method, self.url + path, timeout=TIMEOUT, **kw)
@@ -78,25 +81,25 @@ class Victim:
                 "application/json") else None)
         except requests.RequestException:
             code, body = 0, None
-        return (time.monotonic() - t) * 1000, code, body
+        return (time.monotonic() - t) * 1000, code, t, body
 
     def rounds(self, count: int, interval: float, tag: str,
-               limit: float = float("inf")) -> dict[str, list[tuple[float, int]]]:
-        """`count` rounds, fewer if `limit` seconds run out first."""
-        out: dict[str, list[tuple[float, int]]] = {k: [] for k in KINDS}
+               limit: float = float("inf")) -> dict[str, list[tuple[float, int, float]]]:
+        """`count` rounds, fewer if `limit` seconds run out first: (ms, status, sent at) each."""
+        out: dict[str, list[tuple[float, int, float]]] = {k: [] for k in KINDS}
         start = time.monotonic()
         for i in range(count):
             if time.monotonic() - start > limit:
                 break
             time.sleep(max(0.0, start + i * interval - time.monotonic()))  # a steady rate, never a burst
             self.n += 1
-            ms, code, body = self._timed("POST", "/v1/submissions",
+            ms, code, at, body = self._timed("POST", "/v1/submissions",
                                          json={"task_id": TASK, "patch": cheap_patch(f"victim-{tag}-{self.n}")})
-            out[KINDS[0]].append((ms, code))
+            out[KINDS[0]].append((ms, code, at))
             sid = body.get("id") if isinstance(body, dict) else None
             if sid:
-                out[KINDS[1]].append(self._timed("GET", f"/v1/submissions/{sid}")[:2])
-            out[KINDS[2]].append(self._timed("GET", "/v1/account")[:2])
+                out[KINDS[1]].append(self._timed("GET", f"/v1/submissions/{sid}")[:3])
+            out[KINDS[2]].append(self._timed("GET", "/v1/account")[:3])
         return out
 
 
@@ -133,7 +136,8 @@ class Hostile:
             code, accepted = r.status_code, r.json().get("accepted")
         except (requests.RequestException, ValueError):
             code, accepted = 0, None
-        self.batch = {"status": code, "accepted": accepted, "seconds": round(time.monotonic() - t, 1)}
+        self.batch = {"status": code, "accepted": accepted, "seconds": round(time.monotonic() - t, 1),
+                      "began": t, "ended": time.monotonic()}
         self._count("batch", code)
 
     def _long_polls(self) -> None:
@@ -261,6 +265,7 @@ def measure(args: argparse.Namespace, pg=None) -> dict:
         idle = victim.rounds(args.rounds, args.interval, "idle")
         idle_s = time.monotonic() - t0
         idle_cpu = cpu.since()
+        began = time.monotonic()
         hostile.start()
         time.sleep(args.poll_delay + 1.0)  # the attack in place: the batch going in, the long-polls sent
         cpu.since()
@@ -275,14 +280,19 @@ def measure(args: argparse.Namespace, pg=None) -> dict:
                          "cpu_share": {"idle": idle_cpu, "attack": attack_cpu}}
         worst = 0.0
         for kind in KINDS:
-            a, b = [ms for ms, _ in idle[kind]], [ms for ms, _ in attack[kind]]
+            a, b = [ms for ms, _, _ in idle[kind]], [ms for ms, _, _ in attack[kind]]
             ratio = percentile(b, 0.99) / max(percentile(a, 0.99), 1e-9) if a and b else None
             worst = max(worst, ratio or 0.0)
             figures["victim"][kind] = {
                 "idle": summary(a), "attack": summary(b), "p99_ratio": round(ratio, 2) if ratio else None,
-                "statuses_idle": dict(Counter(c for _, c in idle[kind])),
-                "statuses_attack": dict(Counter(c for _, c in attack[kind]))}
+                "statuses_idle": dict(Counter(c for _, c, _ in idle[kind])),
+                "statuses_attack": dict(Counter(c for _, c, _ in attack[kind])),
+                # when the slowest were sent, in seconds after the attack began
+                "slowest_attack": [[round(ms), round(at - began, 1)] for ms, _, at in sorted(attack[kind])[-3:][::-1]]}
         figures["worst_p99_ratio"] = round(worst, 2)
+        if "ended" in hostile.batch:
+            hostile.batch["answered_at"] = round(hostile.batch.pop("ended") - began, 1)
+            hostile.batch.pop("began")
         figures["hostile"] = {"batch": hostile.batch, "statuses": {k: dict(v) for k, v in hostile.codes.items()},
                               "long_polls": held_or_not(hostile.polls, at_once=1.0)}
     return figures
@@ -306,6 +316,8 @@ def report(args: argparse.Namespace, figures: dict) -> None:
         i, a = f["idle"], f["attack"]
         ratio = f"{f['p99_ratio']:.1f}x" if f["p99_ratio"] is not None else "-"
         print(f"{kind:28} {cell(i):>26} {cell(a):>28} {ratio:>10}")
+        print(f"{'':28} slowest under attack: " + ", ".join(f"{ms:,} ms sent at +{at} s"
+                                                             for ms, at in f["slowest_attack"]))
         bad = {c: n for c, n in f["statuses_attack"].items() if not 200 <= c < 300}
         if bad:
             print(f"{'':28} under attack, answers other than 2xx: {bad} (0 = no answer within {TIMEOUT:.0f} s)")
@@ -318,7 +330,7 @@ def report(args: argparse.Namespace, figures: dict) -> None:
               f"{c['clients']:.0%}, everything else {c['everything_else']:.0%}")
     h = figures["hostile"]
     print(f"hostile batch of {args.batch}: HTTP {h['batch'].get('status')}, accepted {h['batch'].get('accepted')} "
-          f"in {h['batch'].get('seconds')} s")
+          f"in {h['batch'].get('seconds')} s (answered +{h['batch'].get('answered_at')} s after the attack began)")
     for what, codes in h["statuses"].items():
         print(f"hostile {what:12} answers by status: {dict(sorted(codes.items()))}")
     lp = h["long_polls"]
