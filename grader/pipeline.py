@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Callable
 from importlib import resources
+from typing import Any
 
 from grader.audit import audit_patch
 from grader.checks import CheckOutcome, evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
@@ -193,7 +194,7 @@ class Grader:
         return result
 
     @staticmethod
-    def _error(task: Task, provenance: Provenance, message: str, durations: dict) -> Result:
+    def _error(task: Task, provenance: Provenance, message: str, durations: dict[str, float]) -> Result:
         return Result(task_id=task.id, verdict=Verdict.ERROR, provenance=provenance, durations=durations,
                       explanation="The grading machinery failed; this attempt is not charged and can be retried.",
                       error=message)
@@ -278,7 +279,7 @@ class Grader:
         )
 
     @staticmethod
-    def _canary_job(check: TestsCheck, hidden: list[str], named: set[str], listed: list[str]) -> dict:
+    def _canary_job(check: TestsCheck, hidden: list[str], named: set[str], listed: list[str]) -> dict[str, Any]:
         """Where the canaries go (beside the hidden tests), what they are named like and
         whose imports they borrow."""
         homes = [p.rsplit("/", 1)[0] if "/" in p else "" for p in hidden + sorted(named)]
@@ -286,11 +287,11 @@ class Grader:
                 "canary_sources": hidden[:3]}
 
     def _decide(self, task: Task, prepared: PreparedTask, out: RunOutput, provenance: Provenance,
-                localization: Localization | None, durations: dict, audit: list[AuditFinding]) -> Result:
+                localization: Localization | None, durations: dict[str, float], audit: list[AuditFinding]) -> Result:
         provenance.runtime = out.runtime
         protections = Protections(runtime=out.runtime, audit_mode=self.settings.audit)
-        base = dict(task_id=task.id, provenance=provenance, localization=localization, durations=durations,
-                    audit=audit, protections=protections)
+        base: dict[str, Any] = dict(task_id=task.id, provenance=provenance, localization=localization,
+                                    durations=durations, audit=audit, protections=protections)
         limit = task.limits.timeout
         if out.timed_out:
             return Result(**base, verdict=Verdict.TIMED_OUT,
@@ -365,7 +366,7 @@ class Grader:
                       tests=outcome.tests, check={"type": task.check.type, **outcome.details})
 
     @staticmethod
-    def _check(task: Task, prepared: PreparedTask, sup: dict) -> tuple[CheckOutcome, Report | None]:
+    def _check(task: Task, prepared: PreparedTask, sup: dict[str, Any]) -> tuple[CheckOutcome, Report | None]:
         check = task.check
         if isinstance(check, TestsCheck):
             if check.runner == "pytest":
