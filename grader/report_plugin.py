@@ -27,15 +27,24 @@ It also watches the process from inside, and says what it saw on the same channe
   files is reported by name.
 """
 
+from __future__ import annotations
+
 import hashlib
 import hmac
 import json
 import os
 import sys
 import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the types are for mypy: nothing more is imported when pytest loads this
+    from collections.abc import Callable, Generator
+    from typing import Any
+
+    Emit = Callable[[dict[str, Any]], None]
 
 
-def _channel():
+def _channel() -> tuple[Emit, dict[str, Any]]:
     report_fd = int(os.environ.pop("GRADER_REPORT_FD"))
     key_fd = int(os.environ.pop("GRADER_KEY_FD"))
     secret = b""
@@ -50,7 +59,7 @@ def _channel():
     session = os.urandom(8).hex()
     chain = [b""]
 
-    def emit(record):
+    def emit(record: dict[str, Any]) -> None:
         record = dict(record, s=session)
         line = json.dumps(record, sort_keys=True, ensure_ascii=True)
         mac = hmac.new(key, chain[0] + line.encode(), hashlib.sha256).hexdigest()
@@ -62,7 +71,8 @@ def _channel():
     return emit, settings
 
 
-def _watch(emit, settings):
+def _watch(emit: Emit, settings: dict[str, Any]
+           ) -> tuple[Callable[[], None], Callable[[pytest.Item], None], list[pytest.Config]]:
     """The audit hook and the snapshot; returns the snapshot's check."""
     import sysconfig
 
@@ -72,15 +82,15 @@ def _watch(emit, settings):
     repo = settings.get("repo", "/nonexistent") + "/"
     watched_modules = ("_pytest", "pytest", "pluggy", __name__)
     snapshot_modules = ("_pytest", "pytest", "pluggy")
-    seen = set()
+    seen: set[str] = set()
     busy = [False]
 
-    def said(what):
+    def said(what: str) -> None:
         if what not in seen and len(seen) < 50:
             seen.add(what)
             emit({"t": "integrity", "what": what})
 
-    def caller():
+    def caller() -> tuple[str, int]:
         """The frame that made the audited call, past this hook's own."""
         try:
             frame = sys._getframe(2)
@@ -88,18 +98,18 @@ def _watch(emit, settings):
             return "?", 0
         return frame.f_code.co_filename, frame.f_lineno
 
-    def trusted(path):
+    def trusted(path: str) -> bool:
         return path.startswith(trusted_roots) or path.startswith("<frozen ")
 
-    def a_test(path):
+    def a_test(path: str) -> bool:
         rel = path[len(repo):] if path.startswith(repo) else None
         return rel is not None and (rel in tests or rel.startswith(tuple(t.rstrip("/") + "/" for t in tests if
                                                                          t.endswith("/"))))
 
-    def where(path, line):
+    def where(path: str, line: int) -> str:
         return f"{path[len(repo):] if path.startswith(repo) else path}:{line}"
 
-    def hook(event, args):
+    def hook(event: str, args: tuple[Any, ...]) -> None:
         if busy[0]:
             return
         busy[0] = True
@@ -135,7 +145,7 @@ def _watch(emit, settings):
 
     sys.addaudithook(hook)
 
-    snapshot = {}
+    snapshot: dict[tuple[str, str, str | None], object] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(snapshot_modules) or name == __name__:
             continue
@@ -147,25 +157,27 @@ def _watch(emit, settings):
                         if isinstance(cvalue, (types.FunctionType, classmethod, staticmethod, property)):
                             snapshot[(name, attr, cattr)] = cvalue
 
-    def origin(value):
+    def origin(value: object) -> str:
         """The file the code of a function (or method, property, class) comes from."""
         for inner in ("__func__", "fget"):
             value = getattr(value, inner, value)
         code = getattr(value, "__code__", None)
         if code is not None:
-            return code.co_filename
+            filename: str = code.co_filename
+            return filename
         module = sys.modules.get(getattr(value, "__module__", "") or "")
-        return getattr(module, "__file__", None) or "?"
+        path: str = getattr(module, "__file__", None) or "?"
+        return path
 
-    def own(path):
+    def own(path: str) -> bool:
         """Code pytest may run as part of the task: pytest's, the standard library's,
         the task's own tests and conftest files, the canaries."""
         return trusted(path) or a_test(path) or path.startswith(canary_files) or path == __file__
 
     canary_files = tuple(repo + c for c in settings.get("canaries", ()))
-    config = []
+    config: list[pytest.Config] = []
 
-    def check_hooks():
+    def check_hooks() -> None:
         """Every implementation of every hook pytest will call comes from code pytest may
         run: a flip registered from the repository (register(), or straight into pluggy's
         lists) shows here, whatever its class or module claims to be."""
@@ -181,7 +193,7 @@ def _watch(emit, settings):
                 if not own(path):
                     said(f"a {hook_name} hook from {where(path, 0).rsplit(':', 1)[0]} was registered")
 
-    def check_item(item):
+    def check_item(item: pytest.Item) -> None:
         """The test about to run is the test its module defines: not a function put in
         its place from elsewhere."""
         for obj in (getattr(item, "obj", None), getattr(item, "runtest", None)):
@@ -189,7 +201,7 @@ def _watch(emit, settings):
             if path and path != "?" and not own(path):
                 said(f"the test {item.nodeid} runs code from {where(path, 0).rsplit(':', 1)[0]}")
 
-    def check():
+    def check() -> None:
         check_hooks()
         for (name, attr, cattr), value in snapshot.items():
             module = sys.modules.get(name)
@@ -214,17 +226,18 @@ _check, _check_item, _config = _watch(_emit, _settings)
 del _watch
 
 
-def _hooks(emit, check, check_item, configs, canaries):
+def _hooks(emit: Emit, check: Callable[[], None], check_item: Callable[[pytest.Item], None],
+           configs: list[pytest.Config], canaries: tuple[str, ...]) -> tuple[Callable[..., Any], ...]:
     @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(config):
+    def pytest_configure(config: pytest.Config) -> None:
         configs.append(config)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(item):
+    def pytest_runtest_call(item: pytest.Item) -> None:
         check_item(item)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(report):
+    def pytest_runtest_logreport(report: pytest.TestReport) -> Generator[None, Any, None]:
         """Around every other plugin's: the record is written as the report arrives,
         before any of them (pytest's own session counting, the terminal) sees it."""
         emit({"t": "test", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
@@ -241,12 +254,12 @@ def _hooks(emit, check, check_item, configs, canaries):
         yield
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collectreport(report):
+    def pytest_collectreport(report: pytest.CollectReport) -> None:
         if report.failed:
             emit({"t": "collect", "id": report.nodeid, "outcome": "error"})
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(session, exitstatus):
+    def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         check()
         emit({"t": "end", "exit": int(exitstatus), "collected": int(session.testscollected)})
 

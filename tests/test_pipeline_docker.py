@@ -38,7 +38,8 @@ def test_gold_patch_passes(grader, mini_set):
     result = grade(grader, mini_set, mini_set.get("mini").gold_patch_text())
     assert result.verdict is Verdict.PASS, result.to_json()
     assert result.tests.fail_to_pass == {"success": ["tests/test_mean.py::test_empty"], "failure": []}
-    assert sorted(result.tests.pass_to_pass["success"]) == ["tests/test_basic.py::test_one", "tests/test_mean.py::test_two"]
+    assert sorted(result.tests.pass_to_pass["success"]) == ["tests/test_basic.py::test_one",
+                                                            "tests/test_mean.py::test_two"]
     assert result.apply.method == "git apply"
     assert result.apply.restored == ["tests/test_mean.py"]
     assert result.localization.f1 == 1.0
@@ -214,7 +215,8 @@ def test_rewriting_hidden_tests_at_run_time_is_caught(grader, mini, mini_set):
                 with open(os.path.join("tests", name), "w") as f:
                     f.write("def test_empty(): pass\\ndef test_two(): pass\\ndef test_one(): pass\\n")
         """
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": fixed_with(prelude).replace("raise ValueError('empty')", "return 0")}))
+    unfixed = fixed_with(prelude).replace("raise ValueError('empty')", "return 0")
+    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": unfixed}))
     assert result.verdict is Verdict.FAIL
 
 
@@ -375,7 +377,8 @@ def test_submitted_code_runs_unprivileged(grader, mini, mini_set):
 def test_symlink_to_host_files_reads_nothing(grader, mini, mini_set):
     # A symlink the patch creates points into the container's own filesystem only;
     # the hidden test path replaced by a symlink is put back as a real file.
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": FIXED}, symlinks={"tests/test_mean.py": "../README.md"}))
+    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": FIXED},
+                                               symlinks={"tests/test_mean.py": "../README.md"}))
     assert result.verdict is Verdict.PASS
     assert result.apply.restored == ["tests/test_mean.py"]
 
@@ -383,8 +386,8 @@ def test_symlink_to_host_files_reads_nothing(grader, mini, mini_set):
 def test_orphans_are_reaped(grader, settings):
     engine = DockerEngine()
     image = engine.image_id("grader/base:bookworm")
-    c = engine.client.containers.create(image, ["sleep", "60"], labels={"grader.sandbox": "1",
-                                                                          "grader.owner": f"{__import__('socket').gethostname()}:999999"})
+    owner = f"{__import__('socket').gethostname()}:999999"
+    c = engine.client.containers.create(image, ["sleep", "60"], labels={"grader.sandbox": "1", "grader.owner": owner})
     assert c.id in grader.sandbox.live_containers()
     assert grader.sandbox.reap_orphans() >= 1
     assert c.id not in grader.sandbox.live_containers()
