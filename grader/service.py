@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import socket
 import os
+import socket
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -82,7 +82,7 @@ class Service:
     def task(self, task_id: str) -> Task:
         return self.tasks.get(task_id)
 
-    @functools.lru_cache(maxsize=4096)
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one Service a process, kept for its life: the cache holds it no longer)
     def task_hash(self, task_id: str) -> str:
         return self.task(task_id).definition_hash()
 
@@ -144,7 +144,8 @@ class Service:
         kwargs = dict(job_timeout=int(self.settings.webhook_timeout * 3 + 30), result_ttl=600, failure_ttl=FAILURE_TTL)
         try:
             if delay > 0:
-                self.webhook_queue.enqueue_in(dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt, **kwargs)
+                self.webhook_queue.enqueue_in(dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt,
+                                              **kwargs)
             else:
                 self.webhook_queue.enqueue(WEBHOOK_JOB, submission_id, attempt, **kwargs)
         except RedisError as exc:

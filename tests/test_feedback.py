@@ -16,10 +16,10 @@ import threading
 
 import pytest
 
-from grader.views.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
-from grader.views.redact import MASK, redact, secret_lines
 from grader.api.schemas import SubmissionOut, VerdictOnly
 from grader.verdict import Result
+from grader.views.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
+from grader.views.redact import MASK, redact, secret_lines
 
 F2P = "tests/test_mean.py::test_empty"
 P2P = ["tests/test_mean.py::test_two", "tests/test_basic.py::test_one"]
@@ -44,7 +44,8 @@ def full_result(**over) -> dict:
         "apply": {"method": "git apply", "neutralized": ["conftest.py"],
                   "restored": ["tests/test_mean.py", "tests/test_hidden_extra.py"],
                   "attempts": [{"method": "git apply", "command": "git apply -v", "exit_code": 0,
-                                "output": "Checking patch calc/__init__.py...\nApplied patch calc/__init__.py cleanly."}]},
+                                "output": "Checking patch calc/__init__.py...\n"
+                                          "Applied patch calc/__init__.py cleanly."}]},
         "output": SECRET_OUTPUT,
         "durations": {"validate": 0.01, "apply": 0.2, "check": 0.9, "total": 1.5},
         "localization": {"precision": 1.0, "recall": 0.5, "f1": 0.667, "patch_files": ["calc/__init__.py"],
@@ -116,7 +117,8 @@ def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
                          "gold_files": []},
         "protections": {"protected_restored": ["tests/test_basic.py"], "bytecode_removed": ["calc/__pycache__/x.pyc"],
                         "report_channel": "signed", "audit_mode": "flag", "runtime": "runc",
-                        "hidden_tests": ["tests/test_mean.py"], "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1}},
+                        "hidden_tests": ["tests/test_mean.py"],
+                        "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1}},
         "tampered": [TAMPERED_EVIDENCE],
         "audit": [{"rule": "runner-internals", "path": "calc/__init__.py"}],
     }
@@ -402,7 +404,7 @@ def world(tmp_path_factory, redis_server, settings, mini):
     from grader import jobs
     from grader.app import create_app
     from grader.pipeline import Grader
-    from service_helpers import ROOT, Api, make_service, new_key
+    from service_helpers import Api, make_service, new_key
     from test_jobs_docker import _Receiver, work
 
     tasks = tmp_path_factory.mktemp("feedback-tasks")

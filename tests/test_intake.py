@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from service_helpers import ROOT, Api, api_process, make_service, new_key
 from sqlalchemy import event, func, select
 
 from grader.app import create_app
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
 from grader.version import GRADER_VERSION
+from service_helpers import ROOT, Api, api_process, make_service, new_key
 
 pytestmark = pytest.mark.service
 GOLD = (ROOT / "tasks/examples/calc-mean-empty/gold.patch").read_text()
@@ -159,9 +159,9 @@ def test_a_large_batch_is_stored_in_bounded_transactions_in_order(api, svc, monk
     items[600] = {"task_id": "no-such-task", "patch": GOLD}
     r = api.post("/v1/submissions/batch", json=items, headers={"Idempotency-Key": "big"})
     assert r.status_code == 202 and r.json["accepted"] == 1200
-    stored = [n for n in sizes if n]
-    print(f"\nrows per write transaction of a 1,201-item batch: {stored}")
-    assert sum(stored) == 1200 and max(stored) <= 500
+    per_write = [n for n in sizes if n]
+    print(f"\nrows per write transaction of a 1,201-item batch: {per_write}")
+    assert sum(per_write) == 1200 and max(per_write) <= 500
     answered = [it["id"] for it in r.json["items"] if "id" in it]
     assert answered == sorted(answered) and r.json["items"][600]["error"]["code"] == "unknown_task"
     with svc.db.read() as s:

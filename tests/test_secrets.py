@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import select
 
 from grader import jobs
+from grader.api.openapi import query_names
 from grader.app import create_app
 from grader.pipeline import Grader
-from grader.api.openapi import query_names
 from grader.store.models import Run, Submission
 from grader.views.redact import MASK
-from service_helpers import ROOT, Api, make_service, new_key
+from service_helpers import Api, make_service, new_key
 from test_jobs_docker import _Receiver, work
 
 pytestmark = [pytest.mark.docker, pytest.mark.service]

@@ -12,11 +12,11 @@ import re
 import pytest
 
 from grader.app import create_app
-from grader.views.redact import MASK, own_lines, redact
 from grader.store import submissions as subs
 from grader.store.models import Submission
 from grader.verdict import Provenance, Result, Verdict
 from grader.verdict import TestOutcomes as Outcomes
+from grader.views.redact import MASK, own_lines, redact
 from service_helpers import Api, make_service, new_key
 
 pytestmark = pytest.mark.service

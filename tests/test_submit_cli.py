@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from grader.app import create_app
-from grader.views.redact import MASK
 from grader.cli import main
 from grader.store import submissions as subs
 from grader.store.models import Run, Submission
 from grader.verdict import Provenance, Result, Verdict
+from grader.views.redact import MASK
 from service_helpers import Api, make_service, new_key
 
 pytestmark = pytest.mark.service
