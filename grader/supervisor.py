@@ -50,22 +50,26 @@ import tempfile
 import threading
 import time
 import traceback
+import types
+from typing import TYPE_CHECKING
 
 
-def _shipped(name: str):
+def _shipped(name: str) -> types.ModuleType:
     """A module shipped beside this file, in the root-only run directory, loaded from its
     path: never by a name the environment's sys.path (the repository, an editable
     install) could answer to."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
     spec = importlib.util.spec_from_file_location("grader_" + name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the classes are made
     spec.loader.exec_module(module)
     return module
 
 
-if __package__:  # imported on the host, as grader.supervisor (the tests)
+if TYPE_CHECKING or __package__:  # imported on the host, as grader.supervisor (the tests)
     from grader.jobspec import CheckSpec, JobSpec, ProtectSpec
 else:  # run in the container as a script
     _jobspec = _shipped("jobspec")
@@ -967,6 +971,8 @@ def check_env(job: JobSpec) -> dict:
 
 def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
     check = job.check
+    if job.pytest_config is None or check.args is None:
+        raise ValueError("a pytest check needs its arguments and the base commit's configuration")
     suffix, data = job.pytest_config
     cfg = TRUSTED_CONFIG + suffix
     tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
@@ -996,6 +1002,8 @@ def run_command(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -
     decides, as for the pytest runner; a command that runs no pytest is decided by its
     JUnit file, or its exit status alone (the task's public view says which)."""
     check = job.check
+    if check.command is None:
+        raise ValueError("a command check needs its command")
     plugin_dir, module = write_plugin(job)
     channel = Channel(job, plugin_settings(job, canaries))
     addopts = ["-p", "no:cacheprovider", "-p", module]
@@ -1044,6 +1052,8 @@ def run_check(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> 
         run_command(job, tree, result, canaries)
         return
     if kind == "output":
+        if check.command is None:
+            raise ValueError("an output check needs its command")
         run = run_as_user(job, ["sh", "-c", check.command], timeout=remaining(job),
                           stdout_limit=job.report_limit, separate_stderr=True, env=check_env(job))
         finish_run(result, run)
