@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import socket
+from collections.abc import Sequence
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -108,7 +109,7 @@ class Service:
         except RedisError as exc:
             raise StoreError(f"redis: {exc}") from exc
 
-    def enqueue_many(self, items: list[tuple[str, str, str]]) -> None:
+    def enqueue_many(self, items: Sequence[tuple[str, str | None, str]]) -> None:
         """(submission id, job id, task id) each; one round trip."""
         try:
             data = [Queue.prepare_data(GRADE_JOB, args=(sid,), job_id=jid, timeout=self.job_timeout(tid),
