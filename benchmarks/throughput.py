@@ -255,7 +255,7 @@ def main() -> int:
     ap.add_argument("--client-processes", type=int, default=4, help="processes the clients' threads run in")
     ap.add_argument("--seconds", type=float, default=20.0, help="the measured window")
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of the same load before the window")
-    ap.add_argument("--teams", type=int, default=1, help="the clients' teams (clients are spread over them)")
+    ap.add_argument("--teams", type=int, default=4, help="the clients' teams (clients are spread over them; one team may have at most GRADER_MAX_INFLIGHT_PER_TEAM requests in progress on an API process, so 32 clients of one team would measure that bound's 429s)")
     ap.add_argument("--serve-processes", type=int, default=2, help="gunicorn processes (`grader serve --workers`)")
     ap.add_argument("--threads", type=int, default=None, help="threads per gunicorn process [serve's default]")
     ap.add_argument("--postgres", action="store_true", help="on a private PostgreSQL server (fsync off)")

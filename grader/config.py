@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
     queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
     max_wait: float = Field(60.0, description="the longest ?wait= a request may hold for its verdict, in seconds")
+    max_inflight_per_team: int = Field(
+        12, ge=1, description="requests of one team in progress at once on one API process; past it "
+                              "429 at once, so that the process's other threads stay free for other teams; "
+                              "`grader serve` keeps it at least 4 below its threads")
     max_waiting_per_team: int = Field(
         8, ge=0, description="requests of one team held for their verdict at once, across the service; past it "
                              "?wait= is answered at once (202, header Grader-Wait) and the client polls")

@@ -230,7 +230,10 @@ def served(database_url, redis_url, tmp_path):
     """`grader serve` alone (no worker: what is accepted stays queued), on this test's database."""
     svc = make_service(database_url, redis_url)
     try:
-        with api_process(database_url, redis_url, tmp_path) as url:
+        # these races test the store's atomicity: one team's requests must all be in progress
+        # at once, so the per-team bound on threads (grader/api/inflight.py) is lifted here
+        with api_process(database_url, redis_url, tmp_path, "--workers", "2", "--threads", "68",
+                         GRADER_MAX_INFLIGHT_PER_TEAM="64") as url:
             yield svc, url
     finally:
         svc.close()

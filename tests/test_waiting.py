@@ -114,16 +114,36 @@ def test_a_wait_ends_at_its_deadline_and_reads_once_more(redis_url):
     assert w._events == {}
 
 
+# --- one team's share of a process's threads ------------------------------------------------------------
+def test_a_team_past_its_places_is_answered_429_at_once_and_others_are_not_counted():
+    from grader.api.errors import ApiError
+    from grader.api.inflight import InFlight
+
+    places = InFlight(2)
+    with places.hold(1), places.hold(1):
+        with pytest.raises(ApiError) as refused:
+            with places.hold(1):
+                pass
+        assert refused.value.status == 429 and refused.value.code == "too_many_requests"
+        with places.hold(2):  # another team has places of its own
+            pass
+    for _ in range(10):  # an honest client, one request after another, never meets the bound
+        with places.hold(1):
+            pass
+    assert not places._count
+
+
 # --- through gunicorn ---------------------------------------------------------------------------------
 def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis_url, tmp_path):
-    """One gunicorn process of 8 threads: 40 long-polls of one team would hold all 8 for a
-    minute without the bounds. With them at most 4 are held (threads - 4), the rest are
+    """One gunicorn process of 12 threads: 40 long-polls of one team would hold all 12 for a
+    minute without the bounds. With them at most 4 are held (GRADER_MAX_WAITING_PER_PROCESS),
+    the team has at most 8 requests in progress (threads - 4), every other long-poll is
     answered at once saying why, and the other team is served while the held ones still wait."""
     svc = make_service(database_url, redis_url)
     hostile, victim = new_key(svc, "hostile"), new_key(svc, "victim")
     try:
-        with api_process(database_url, redis_url, tmp_path, "--workers", "1", "--threads", "8",
-                         GRADER_MAX_WAIT="60") as url:
+        with api_process(database_url, redis_url, tmp_path, "--workers", "1", "--threads", "12",
+                         GRADER_MAX_WAIT="60", GRADER_MAX_WAITING_PER_PROCESS="4") as url:
             def long_poll(i: int) -> requests.Response:
                 return requests.post(f"{url}/v1/submissions?wait=60", timeout=180,
                                      headers={"Authorization": f"Bearer {hostile}"},
@@ -143,13 +163,16 @@ def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis
                 still_held = [f for f in polls if not f.done()]
                 assert account.status_code == 200 and posted.status_code == 202
                 assert len(still_held) == 4  # the victim was served while they still held their threads
-                for f in answered_at_once:
-                    r = f.result()
-                    assert r.status_code == 202 and r.json()["status"] == "queued"
-                    assert r.headers["Grader-Wait"].startswith("not held: ")
+                not_held = [f.result() for f in answered_at_once if f.result().status_code == 202]
+                refused = [f.result() for f in answered_at_once if f.result().status_code == 429]
+                assert len(not_held) + len(refused) == 36
+                for r in not_held:  # stored, queued, and told why it was not held
+                    assert r.json()["status"] == "queued" and r.headers["Grader-Wait"].startswith("not held: ")
                     assert r.headers["Retry-After"] == "2"
+                for r in refused:  # refused before any work: nothing stored
+                    assert r.json()["error"]["code"] == "too_many_requests" and r.headers["Retry-After"] == "1"
                 # the held ones are woken by a cancel (announced as a finished grade is)
-                others = {f.result().json()["id"] for f in answered_at_once} | {posted.json()["id"]}
+                others = {r.json()["id"] for r in not_held} | {posted.json()["id"]}
                 with svc.db.read() as s:
                     held_ids = set(s.scalars(select(Submission.id))) - others
                 assert len(held_ids) == 4

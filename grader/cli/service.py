@@ -34,9 +34,11 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     from grader.app import create_app
 
     _service(settings).close()
-    # requests that do not wait must always find a thread: held requests leave at least 4
-    settings = settings.model_copy(update={"max_waiting_per_process": max(0, min(settings.max_waiting_per_process,
-                                                                                threads - 4))})
+    # other requests, and other teams, must always find a thread: neither the requests held
+    # for their verdict nor one team's requests in progress may take the last 4
+    settings = settings.model_copy(update={
+        "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
+        "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4))})
 
     class _App(BaseApplication):
         def load_config(self):
