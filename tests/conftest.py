@@ -4,6 +4,7 @@ tiny repository written by the fixture: hostile patches are made against it."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import textwrap
 import uuid
@@ -56,10 +57,23 @@ def pytest_addoption(parser):
     parser.addoption("--disruptive", action="store_true", default=False,
                      help="run only the tests marked disruptive (left out otherwise); scripts/test.sh runs them "
                           "after the others")
+    parser.addoption("--shuffle", type=int, metavar="SEED", default=None,
+                     help="run the tests in an order drawn from SEED (the modules, and the tests in each), to "
+                          "check that no test needs another to run before it; slower: shared fixtures are "
+                          "set up more than once")
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m: counts only what they left
 def pytest_collection_modifyitems(config, items):
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        rng = random.Random(seed)
+        modules: dict[str, list] = {}
+        for item in items:
+            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+        order = list(modules)
+        rng.shuffle(order)
+        items[:] = [item for name in order for item in rng.sample(modules[name], len(modules[name]))]
     wanted = config.getoption("--disruptive")
     keep, left = [], []
     for item in items:
