@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
     queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
     max_wait: float = Field(60.0, description="the longest ?wait= a request may hold for its verdict, in seconds")
+    ingest_bytes_per_second: float = Field(
+        8 * 1024 * 1024, ge=0, description="bytes of request bodies a team may send a second, across the service, "
+                                           "after a burst of max_request_bytes (0: no bound); past it 429 before "
+                                           "the body is read, Retry-After saying when it would fit")
     max_inflight_per_team: int = Field(
         12, ge=1, description="requests of one team in progress at once on one API process; past it "
                               "429 at once, so that the process's other threads stay free for other teams; "

@@ -60,7 +60,11 @@ def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
     assert polls["sent"] == 20 == polls["held"] + polls["answered_at_once"] \
         == sum(hostile["statuses"]["long-poll"].values())
     assert polls["held"] == polls["held_until_verdict"] + polls["held_until_wait_ran_out"]
-    assert set(hostile["statuses"]["2 MiB patch"]) == {"413"}  # over GRADER_MAX_PATCH_BYTES: refused at intake
+    # over GRADER_MAX_PATCH_BYTES: refused at intake (413), or before the body is read when the
+    # team is past its requests in progress or its bytes a second (429; the client may then see
+    # its connection closed under the body it was still sending: 0); never accepted
+    patches = hostile["statuses"]["2 MiB patch"]
+    assert "413" in patches and set(patches) <= {"413", "429", "0"}, patches
 
 
 def test_throughput_counts_every_accepted_post_stored_and_queued(tmp_path):

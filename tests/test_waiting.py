@@ -185,3 +185,65 @@ def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis
                 assert all("Grader-Wait" not in r.headers for r in held)
     finally:
         svc.close()
+
+
+# --- one team's bytes a second ----------------------------------------------------------------------------
+def test_a_teams_bodies_draw_on_its_bucket_and_past_it_wait_their_turn(redis_url):
+    from grader.api.errors import ApiError
+    from grader.api.inflight import Ingest
+
+    bucket = Ingest(Redis.from_url(redis_url), "test", rate=10.0, burst=100)
+    bucket.charge(1, 60)  # a full bucket pays for a burst
+    with pytest.raises(ApiError) as refused:
+        bucket.charge(1, 60)  # 40 left (and a little refilled): 60 does not fit
+    assert refused.value.status == 429 and refused.value.code == "too_many_bytes"
+    assert refused.value.retry_after in (1, 2, 3)  # about (60 - 40) / 10 s
+    bucket.charge(2, 100)  # another team has a bucket of its own
+    bucket.charge(1, 30)  # what fits is taken: a refusal took nothing
+    bucket.charge(1, None)  # no body, no charge
+    with pytest.raises(ApiError):
+        bucket.charge(1, 200)  # bigger than the burst: only from a full bucket
+    off = Ingest(Redis.from_url(redis_url), "test", rate=0, burst=100)
+    for _ in range(5):
+        off.charge(1, 10**9)
+
+
+def test_the_byte_bound_lets_a_body_through_when_redis_is_down():
+    from grader.api.inflight import Ingest
+
+    bucket = Ingest(Redis(host="127.0.0.1", port=1, socket_connect_timeout=1), "test", rate=1.0, burst=1)
+    bucket.charge(1, 10**6)  # the per-process bound on requests still holds
+
+
+def test_a_body_past_the_teams_bytes_is_refused_before_it_is_sent(database_url, redis_url, tmp_path):
+    """Through gunicorn: with a bucket of 256 KiB a second, after a burst of 4 MiB, a team's
+    request announcing 4 MiB more is answered 429 from its headers alone; the body is never
+    read (the client has not sent it). Another team's small request is served as always."""
+    import socket
+    from urllib.parse import urlparse
+
+    svc = make_service(database_url, redis_url)
+    greedy, other = new_key(svc, "greedy"), new_key(svc, "other")
+    try:
+        with api_process(database_url, redis_url, tmp_path, GRADER_INGEST_BYTES_PER_SECOND=str(2**18),
+                         GRADER_MAX_REQUEST_BYTES=str(4 * 2**20)) as url:
+            big = {"task_id": "calc-mean-empty", "patch": "x" * (2 * 2**20)}
+            first = requests.post(f"{url}/v1/submissions", json=big, timeout=60,
+                                  headers={"Authorization": f"Bearer {greedy}"})
+            assert first.status_code == 413  # read, and over the patch limit: the bucket paid for it
+            u = urlparse(url)
+            with socket.create_connection((u.hostname, u.port), timeout=30) as conn:
+                conn.sendall((f"POST /v1/submissions HTTP/1.1\r\nHost: {u.netloc}\r\n"
+                              f"Authorization: Bearer {greedy}\r\nContent-Type: application/json\r\n"
+                              f"Content-Length: {4 * 2**20}\r\nConnection: close\r\n\r\n").encode())
+                answer = b""
+                while chunk := conn.recv(65536):  # no body sent: only an answer from the headers can come
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 429"), answer[:300]
+            assert b"too_many_bytes" in body and b"Retry-After: " in head
+            served = requests.post(f"{url}/v1/submissions", timeout=60, headers={"Authorization": f"Bearer {other}"},
+                                   json={"task_id": "calc-mean-empty", "patch": GOLD})
+            assert served.status_code == 202
+    finally:
+        svc.close()

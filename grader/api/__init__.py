@@ -13,7 +13,7 @@ def init_app(app: Flask) -> None:
     extensions["grader"] is the service. The resources are imported here, not when the
     package is: importing one module of api/ (the schemas, the examples) stays light."""
     from grader.api import errors, logs, openapi, runs, submissions, system, tasks
-    from grader.api.inflight import InFlight
+    from grader.api.inflight import InFlight, Ingest
     from grader.api.waiting import Waits
 
     svc = app.extensions["grader"]
@@ -21,6 +21,8 @@ def init_app(app: Flask) -> None:
     app.extensions["grader.waits"] = Waits(svc.redis, svc.done_channel, per_process=settings.max_waiting_per_process,
                                            per_team=settings.max_waiting_per_team, max_wait=settings.max_wait)
     app.extensions["grader.inflight"] = InFlight(settings.max_inflight_per_team)
+    app.extensions["grader.ingest"] = Ingest(svc.redis, settings.queue_name, rate=settings.ingest_bytes_per_second,
+                                             burst=settings.max_request_bytes)
     errors.init_app(app)
     openapi.init_app(app)
     for module in (submissions, tasks, runs, logs, system, openapi):

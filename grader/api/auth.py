@@ -37,13 +37,15 @@ def current() -> Caller:
 
 
 def required(view):
-    """A team's key, and one of the team's places on this process (grader/api/inflight.py)."""
+    """A team's key, one of the team's places on this process, and its body paid for from
+    the team's bytes a second (grader/api/inflight.py)."""
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
         g.caller = current()
         if g.caller.admin:
             return view(*args, **kwargs)
         with current_app.extensions["grader.inflight"].hold(g.caller.team_id):
+            current_app.extensions["grader.ingest"].charge(g.caller.team_id, request.content_length)
             return view(*args, **kwargs)
     return wrapper
 

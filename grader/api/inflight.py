@@ -1,4 +1,5 @@
-"""How many of one API process's request threads one team may hold at once.
+"""What one team may take of the API: threads of a process (InFlight), and bytes of
+request bodies a second across the service (Ingest).
 
 gunicorn gives each process a fixed pool of threads, served in the order requests arrive.
 A team that sends hundreds of requests at once (long-polls, large bodies, a loop without
@@ -15,9 +16,14 @@ Hosts (admin keys) are not bound.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
+
+from redis import Redis
+from redis.exceptions import RedisError
 
 from grader.api.errors import ApiError
 
@@ -46,3 +52,53 @@ class InFlight:
                 self._count[team_id] -= 1
                 if self._count[team_id] <= 0:
                     del self._count[team_id]
+
+
+# A token bucket per team, in Redis (shared by every API process and host): it refills at
+# `rate` bytes a second up to `burst`; a request takes its body's length. Answers 0 if taken,
+# else the seconds until there would be enough (nothing is taken then).
+_TAKE_BYTES = """
+local rate, burst, now, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local have = tonumber(redis.call('HGET', KEYS[1], 'tokens') or burst)
+local at = tonumber(redis.call('HGET', KEYS[1], 'at') or now)
+have = math.min(burst, have + math.max(0, now - at) * rate)
+if cost > have then
+  redis.call('HSET', KEYS[1], 'tokens', have, 'at', now)
+  redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+  return tostring((cost - have) / rate)
+end
+redis.call('HSET', KEYS[1], 'tokens', have - cost, 'at', now)
+redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+return '0'
+"""
+
+
+class Ingest:
+    """How many bytes of request bodies a team may send a second, across the service.
+
+    Reading and parsing a body costs the API CPU in proportion to its size, and a 413 for a
+    patch over the limit is only known once it is read: a team streaming large bodies takes
+    the cores from everyone else. Each team's bodies draw on a bucket that refills at `rate`
+    bytes a second up to `burst` (at least the largest request allowed, so a full-size batch
+    always goes through a full bucket). A body the bucket cannot pay for is answered 429
+    before it is read, with the seconds until it could be in Retry-After. If Redis cannot be
+    reached the body is let through: the per-process bound on requests still holds."""
+
+    def __init__(self, redis: Redis, prefix: str, *, rate: float, burst: int):
+        self.redis, self.prefix, self.rate, self.burst = redis, prefix, rate, burst
+        self._take = redis.register_script(_TAKE_BYTES)
+
+    def charge(self, team_id: int, size: int | None) -> None:
+        """Take `size` bytes from the team's bucket, or raise ApiError 429."""
+        if not size or self.rate <= 0:
+            return
+        try:
+            wait = float(self._take(keys=[f"{self.prefix}:ingest:{team_id}"],
+                                    args=[self.rate, max(self.burst, size), time.time(), size]))
+        except RedisError:
+            return
+        if wait > 0:
+            raise ApiError(429, "too_many_bytes",
+                           f"your team has sent more than {self.burst} bytes of requests at "
+                           f"{self.rate / 2**20:g} MiB/s; this one ({size} bytes) fits in {wait:.1f} s",
+                           retry_after=max(1, math.ceil(wait)))
