@@ -32,7 +32,9 @@ def _json(model, description: str) -> dict:
 def _errors(*codes: int) -> dict:
     text = {400: "malformed request", 401: "missing or invalid API key", 403: "needs an admin key",
             404: "not found (or another team's)", 409: "conflict", 413: "body too large",
-            422: "invalid fields", 429: "over quota (see Retry-After)", 503: "queue full or storage down (see Retry-After)"}
+            422: "invalid fields",
+            429: "over quota, or past the team's requests in progress or bytes a second (see Retry-After)",
+            503: "queue full or storage down (see Retry-After)"}
     return {str(c): _json(m.ErrorOut, text[c]) for c in codes}
 
 
