@@ -74,15 +74,27 @@ class Running:
     grading workers (none: what is accepted stays queued), with `env` over this process's
     environment. `appendonly`: Redis keeps an AOF (as a deployment would)."""
 
-    def __init__(self, env: dict[str, str] | None = None, *, database_url: str | None = None, workers: int = 0,
-                 processes: int = 2, threads: int | None = None, appendonly: bool = True,
-                 prefix: str = "grader-bench."):
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        *,
+        database_url: str | None = None,
+        workers: int = 0,
+        processes: int = 2,
+        threads: int | None = None,
+        appendonly: bool = True,
+        prefix: str = "grader-bench.",
+    ):
         self.state = Path(tempfile.mkdtemp(prefix=prefix))
         self.redis_port, self.api_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.database_url = database_url or f"sqlite:///{self.state}/grader.db"
-        self.env = {**os.environ, "GRADER_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-                    "GRADER_DATABASE_URL": self.database_url, **(env or {})}
+        self.env = {
+            **os.environ,
+            "GRADER_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "GRADER_DATABASE_URL": self.database_url,
+            **(env or {}),
+        }
         self.workers, self.processes, self.threads, self.appendonly = workers, processes, threads, appendonly
         self.procs: list[subprocess.Popen] = []
         self.api: subprocess.Popen | None = None
@@ -99,9 +111,22 @@ class Running:
         self.stop()
 
     def start(self) -> Running:
-        self.redis = subprocess.Popen(["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-                                       "--dir", str(self.state), "--save", "",
-                                       "--appendonly", "yes" if self.appendonly else "no"], stdout=subprocess.DEVNULL)
+        self.redis = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.state),
+                "--save",
+                "",
+                "--appendonly",
+                "yes" if self.appendonly else "no",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         self.procs.append(self.redis)
         subprocess.run([str(BIN), "db", "upgrade"], env=self.env, check=True, capture_output=True)
         log = open(self.state / "service.log", "wb")
@@ -112,16 +137,18 @@ class Running:
         self.procs.append(self.api)
         self.grading: subprocess.Popen | None = None
         if self.workers:
-            self.grading = subprocess.Popen([str(BIN), "worker", "--count", str(self.workers)], env=self.env,
-                                            stdout=log, stderr=log)
+            self.grading = subprocess.Popen(
+                [str(BIN), "worker", "--count", str(self.workers)], env=self.env, stdout=log, stderr=log
+            )
             self.procs.append(self.grading)
         wait_ready(self.url)
         return self
 
     def key(self, team: str, *extra: str) -> str:
         """A new key of `team` (made if new); `extra`: options of `grader keys create`."""
-        return subprocess.run([str(BIN), "keys", "create", team, *extra], env=self.env, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            [str(BIN), "keys", "create", team, *extra], env=self.env, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -40,8 +40,12 @@ def main() -> int:
     ap.add_argument("--patch-bytes", type=int, default=0, help="pad each of the batch's patches to about this size")
     ap.add_argument("--idle", type=int, default=40, help="victim POSTs timed on the idle service")
     args = ap.parse_args()
-    env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": str(args.count * 2),
-           "GRADER_QUEUED_QUOTA": str(args.count * 2), "GRADER_QUEUE_MAX": str(args.count * 4)}
+    env = {
+        "GRADER_CACHE": "false",
+        "GRADER_DAILY_QUOTA": str(args.count * 2),
+        "GRADER_QUEUED_QUOTA": str(args.count * 2),
+        "GRADER_QUEUE_MAX": str(args.count * 4),
+    }
     with Running(env, appendonly=False, prefix="grader-fairness.") as svc:
         keys = {team: svc.key(team) for team in ("bulk", "victim")}
         url = svc.url
@@ -53,8 +57,9 @@ def main() -> int:
         def one() -> tuple[float, int]:
             n[0] += 1
             t = time.monotonic()
-            r = victim.post(f"{url}/v1/submissions", json={"task_id": TASK, "patch": patch("victim", n[0])},
-                            timeout=120)
+            r = victim.post(
+                f"{url}/v1/submissions", json={"task_id": TASK, "patch": patch("victim", n[0])}, timeout=120
+            )
             return (time.monotonic() - t) * 1000, r.status_code
 
         for _ in range(5):  # warm both API processes
@@ -65,8 +70,12 @@ def main() -> int:
 
         def bulk() -> None:
             t = time.monotonic()
-            r = requests.post(f"{url}/v1/submissions/batch", json=items, timeout=600,
-                              headers={"Authorization": f"Bearer {keys['bulk']}"})
+            r = requests.post(
+                f"{url}/v1/submissions/batch",
+                json=items,
+                timeout=600,
+                headers={"Authorization": f"Bearer {keys['bulk']}"},
+            )
             answer.update(status=r.status_code, accepted=r.json().get("accepted"), seconds=time.monotonic() - t)
 
         waits: list[float] = []
@@ -94,8 +103,10 @@ def main() -> int:
             codes.append(code)
         thread.join()
         prober.join()
-        print(f"batch of {args.count}: HTTP {answer.get('status')}, accepted {answer.get('accepted')} "
-              f"in {answer.get('seconds', 0):.1f} s")
+        print(
+            f"batch of {args.count}: HTTP {answer.get('status')}, accepted {answer.get('accepted')} "
+            f"in {answer.get('seconds', 0):.1f} s"
+        )
         print(f"victim single POST, idle:         {figures(idle)}")
         print(f"victim single POST, during batch: {figures(busy)}; answers {sorted(set(codes))}")
         print(f"wait for SQLite's write lock, during batch: {figures(waits)}")

@@ -77,14 +77,17 @@ class Victim:
         t = time.monotonic()
         try:
             r = self.http.request(method, self.url + path, timeout=TIMEOUT, **kw)
-            code, body = r.status_code, (r.json() if r.headers.get("Content-Type", "").startswith(
-                "application/json") else None)
+            code, body = (
+                r.status_code,
+                (r.json() if r.headers.get("Content-Type", "").startswith("application/json") else None),
+            )
         except requests.RequestException:
             code, body = 0, None
         return (time.monotonic() - t) * 1000, code, t, body
 
-    def rounds(self, count: int, interval: float, tag: str,
-               limit: float = float("inf")) -> dict[str, list[tuple[float, int, float]]]:
+    def rounds(
+        self, count: int, interval: float, tag: str, limit: float = float("inf")
+    ) -> dict[str, list[tuple[float, int, float]]]:
         """`count` rounds, fewer if `limit` seconds run out first: (ms, status, sent at) each."""
         out: dict[str, list[tuple[float, int, float]]] = {k: [] for k in KINDS}
         start = time.monotonic()
@@ -93,8 +96,9 @@ class Victim:
                 break
             time.sleep(max(0.0, start + i * interval - time.monotonic()))  # a steady rate, never a burst
             self.n += 1
-            ms, code, at, body = self._timed("POST", "/v1/submissions",
-                                         json={"task_id": TASK, "patch": cheap_patch(f"victim-{tag}-{self.n}")})
+            ms, code, at, body = self._timed(
+                "POST", "/v1/submissions", json={"task_id": TASK, "patch": cheap_patch(f"victim-{tag}-{self.n}")}
+            )
             out[KINDS[0]].append((ms, code, at))
             sid = body.get("id") if isinstance(body, dict) else None
             if sid:
@@ -118,8 +122,9 @@ class Hostile:
 
     def start(self) -> None:
         self.threads = [threading.Thread(target=self._batch, daemon=True)]
-        self.threads += [threading.Thread(target=self._stream, args=(s,), daemon=True)
-                         for s in range(self.args.streams)]
+        self.threads += [
+            threading.Thread(target=self._stream, args=(s,), daemon=True) for s in range(self.args.streams)
+        ]
         self.threads.append(threading.Thread(target=self._long_polls, daemon=True))
         for t in self.threads:
             t.start()
@@ -136,8 +141,13 @@ class Hostile:
             code, accepted = r.status_code, r.json().get("accepted")
         except (requests.RequestException, ValueError):
             code, accepted = 0, None
-        self.batch = {"status": code, "accepted": accepted, "seconds": round(time.monotonic() - t, 1),
-                      "began": t, "ended": time.monotonic()}
+        self.batch = {
+            "status": code,
+            "accepted": accepted,
+            "seconds": round(time.monotonic() - t, 1),
+            "began": t,
+            "ended": time.monotonic(),
+        }
         self._count("batch", code)
 
     def _long_polls(self) -> None:
@@ -149,8 +159,12 @@ class Hostile:
         http = requests.Session()  # a connection of its own, as 200 clients would have
         t = time.monotonic()
         try:
-            r = http.post(f"{self.url}/v1/submissions?wait=60", json={"task_id": TASK,
-                          "patch": cheap_patch(f"hostile-poll-{i}")}, headers=self.headers, timeout=180)
+            r = http.post(
+                f"{self.url}/v1/submissions?wait=60",
+                json={"task_id": TASK, "patch": cheap_patch(f"hostile-poll-{i}")},
+                headers=self.headers,
+                timeout=180,
+            )
             code, why = r.status_code, r.headers.get("Grader-Wait")
         except requests.RequestException:
             code, why = 0, None
@@ -166,8 +180,12 @@ class Hostile:
             n += 1
             body = json.dumps({"task_id": TASK, "patch": cheap_patch(f"hostile-big-{s}-{n}", pad=2 * 2**20)})
             try:
-                code = http.post(f"{self.url}/v1/submissions", data=body, timeout=180,
-                                 headers={**self.headers, "Content-Type": "application/json"}).status_code
+                code = http.post(
+                    f"{self.url}/v1/submissions",
+                    data=body,
+                    timeout=180,
+                    headers={**self.headers, "Content-Type": "application/json"},
+                ).status_code
             except requests.RequestException:
                 code = 0
             self._count("2 MiB patch", code)
@@ -182,8 +200,12 @@ class Hostile:
 def summary(ms: list[float]) -> dict:
     if not ms:
         return {"n": 0}
-    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1), "p99_ms": round(percentile(ms, 0.99), 1),
-            "max_ms": round(max(ms), 1)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(percentile(ms, 0.99), 1),
+        "max_ms": round(max(ms), 1),
+    }
 
 
 def held_or_not(polls: list[dict], at_once: float) -> dict:
@@ -195,11 +217,14 @@ def held_or_not(polls: list[dict], at_once: float) -> dict:
         "held": len(held),
         "held_until_verdict": sum(1 for p in held if p["status"] == 200),
         "held_until_wait_ran_out": sum(1 for p in held if p["status"] == 202),
-        "held_seconds_p50_max": [round(statistics.median(p["seconds"] for p in held), 1),
-                                 round(max(p["seconds"] for p in held), 1)] if held else None,
+        "held_seconds_p50_max": [
+            round(statistics.median(p["seconds"] for p in held), 1),
+            round(max(p["seconds"] for p in held), 1),
+        ]
+        if held
+        else None,
         "answered_at_once": len(not_held),
-        "why_not_held": dict(Counter(p["not_held"] or f"HTTP {p['status']} within {at_once:g} s"
-                                     for p in not_held)),
+        "why_not_held": dict(Counter(p["not_held"] or f"HTTP {p['status']} within {at_once:g} s" for p in not_held)),
     }
 
 
@@ -211,14 +236,18 @@ def main() -> int:
     ap.add_argument("--long-polls", type=int, default=200, help="the hostile team's concurrent ?wait=60 POSTs")
     ap.add_argument("--streams", type=int, default=2, help="senders of 2 MiB patches, one after another each")
     ap.add_argument("--poll-delay", type=float, default=0.5, help="seconds after the batch the long-polls start")
-    ap.add_argument("--attack-limit", type=float, default=150.0,
-                    help="seconds after which the victim's rounds under attack stop, however many are done")
+    ap.add_argument(
+        "--attack-limit",
+        type=float,
+        default=150.0,
+        help="seconds after which the victim's rounds under attack stop, however many are done",
+    )
     ap.add_argument("--workers", type=int, default=1, help="grading worker processes")
     ap.add_argument("--postgres", action="store_true", help="on a private PostgreSQL server (fsync off)")
     ap.add_argument("--database-url", default=None, help="an empty database [default: SQLite in a temporary dir]")
     ap.add_argument("--out", default=str(OUT / "fairness.json"), help="where the figures are written as JSON")
     args = ap.parse_args()
-    with (private_postgres() if args.postgres else contextlib.nullcontext()) as pg:
+    with private_postgres() if args.postgres else contextlib.nullcontext() as pg:
         if pg is not None:
             args.database_url = pg.url
         figures = measure(args, pg)
@@ -232,9 +261,11 @@ class Cpu:
     team's clients) and everything else on the machine (other work included)."""
 
     def __init__(self, svc: Running, pg):
-        self.parties = {"api": lambda: descendants(svc.api.pid),
-                        "worker": lambda: descendants(svc.grading.pid) if svc.grading else [],
-                        "postgres": lambda: descendants(pg.postmaster()) if pg is not None else []}
+        self.parties = {
+            "api": lambda: descendants(svc.api.pid),
+            "worker": lambda: descendants(svc.grading.pid) if svc.grading else [],
+            "postgres": lambda: descendants(pg.postmaster()) if pg is not None else [],
+        }
         self.cores = os.cpu_count() or 1
         self.last = self._now()
 
@@ -254,8 +285,12 @@ class Cpu:
 
 def measure(args: argparse.Namespace, pg=None) -> dict:
     lifted = str(10 * (args.batch + args.long_polls + 10_000))
-    env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted,
-           "GRADER_QUEUE_MAX": lifted}
+    env = {
+        "GRADER_CACHE": "false",
+        "GRADER_DAILY_QUOTA": lifted,
+        "GRADER_QUEUED_QUOTA": lifted,
+        "GRADER_QUEUE_MAX": lifted,
+    }
     with Running(env, database_url=args.database_url, workers=args.workers, prefix="grader-fairness.") as svc:
         victim = Victim(svc.url, svc.key("victim"))
         hostile = Hostile(svc.url, svc.key("hostile"), args)
@@ -274,27 +309,39 @@ def measure(args: argparse.Namespace, pg=None) -> dict:
         attack_s = time.monotonic() - t1
         attack_cpu = cpu.since()
         hostile.finish(timeout=240)
-        figures: dict = {"database": "sqlite" if args.database_url is None else args.database_url.split(":")[0],
-                         "rounds": args.rounds, "interval_s": args.interval, "idle_seconds": round(idle_s, 1),
-                         "attack_seconds": round(attack_s, 1), "target_ratio": TARGET, "victim": {},
-                         "cpu_share": {"idle": idle_cpu, "attack": attack_cpu}}
+        figures: dict = {
+            "database": "sqlite" if args.database_url is None else args.database_url.split(":")[0],
+            "rounds": args.rounds,
+            "interval_s": args.interval,
+            "idle_seconds": round(idle_s, 1),
+            "attack_seconds": round(attack_s, 1),
+            "target_ratio": TARGET,
+            "victim": {},
+            "cpu_share": {"idle": idle_cpu, "attack": attack_cpu},
+        }
         worst = 0.0
         for kind in KINDS:
             a, b = [ms for ms, _, _ in idle[kind]], [ms for ms, _, _ in attack[kind]]
             ratio = percentile(b, 0.99) / max(percentile(a, 0.99), 1e-9) if a and b else None
             worst = max(worst, ratio or 0.0)
             figures["victim"][kind] = {
-                "idle": summary(a), "attack": summary(b), "p99_ratio": round(ratio, 2) if ratio else None,
+                "idle": summary(a),
+                "attack": summary(b),
+                "p99_ratio": round(ratio, 2) if ratio else None,
                 "statuses_idle": dict(Counter(c for _, c, _ in idle[kind])),
                 "statuses_attack": dict(Counter(c for _, c, _ in attack[kind])),
                 # when the slowest were sent, in seconds after the attack began
-                "slowest_attack": [[round(ms), round(at - began, 1)] for ms, _, at in sorted(attack[kind])[-3:][::-1]]}
+                "slowest_attack": [[round(ms), round(at - began, 1)] for ms, _, at in sorted(attack[kind])[-3:][::-1]],
+            }
         figures["worst_p99_ratio"] = round(worst, 2)
         if "ended" in hostile.batch:
             hostile.batch["answered_at"] = round(hostile.batch.pop("ended") - began, 1)
             hostile.batch.pop("began")
-        figures["hostile"] = {"batch": hostile.batch, "statuses": {k: dict(v) for k, v in hostile.codes.items()},
-                              "long_polls": held_or_not(hostile.polls, at_once=1.0)}
+        figures["hostile"] = {
+            "batch": hostile.batch,
+            "statuses": {k: dict(v) for k, v in hostile.codes.items()},
+            "long_polls": held_or_not(hostile.polls, at_once=1.0),
+        }
     return figures
 
 
@@ -308,16 +355,20 @@ def report(args: argparse.Namespace, figures: dict) -> None:
     with open(out, "w") as f:
         json.dump(figures, f, indent=1)
 
-    print(f"victim: a round (POST, GET, GET) every {args.interval:g} s, {args.rounds} rounds idle "
-          f"({figures['idle_seconds']} s) and {figures['victim'][KINDS[2]]['attack']['n']} under attack "
-          f"({figures['attack_seconds']} s); database {figures['database']}")
+    print(
+        f"victim: a round (POST, GET, GET) every {args.interval:g} s, {args.rounds} rounds idle "
+        f"({figures['idle_seconds']} s) and {figures['victim'][KINDS[2]]['attack']['n']} under attack "
+        f"({figures['attack_seconds']} s); database {figures['database']}"
+    )
     print(f"{'request':28} {'idle p50 / p99 / max ms':>26} {'attack p50 / p99 / max ms':>28} {'p99 ratio':>10}")
     for kind, f in figures["victim"].items():
         i, a = f["idle"], f["attack"]
         ratio = f"{f['p99_ratio']:.1f}x" if f["p99_ratio"] is not None else "-"
         print(f"{kind:28} {cell(i):>26} {cell(a):>28} {ratio:>10}")
-        print(f"{'':28} slowest under attack: " + ", ".join(f"{ms:,} ms sent at +{at} s"
-                                                             for ms, at in f["slowest_attack"]))
+        print(
+            f"{'':28} slowest under attack: "
+            + ", ".join(f"{ms:,} ms sent at +{at} s" for ms, at in f["slowest_attack"])
+        )
         bad = {c: n for c, n in f["statuses_attack"].items() if not 200 <= c < 300}
         if bad:
             print(f"{'':28} under attack, answers other than 2xx: {bad} (0 = no answer within {TIMEOUT:.0f} s)")
@@ -325,18 +376,24 @@ def report(args: argparse.Namespace, figures: dict) -> None:
     verdict = "met" if worst <= TARGET else "NOT met"
     print(f"worst p99(attack) / p99(idle): {worst:.1f}x; target at most {TARGET:g}x: {verdict}")
     for phase, c in figures["cpu_share"].items():
-        print(f"CPU of the machine's {os.cpu_count()} cores, {phase:6}: busy {c['machine']:.0%}: API {c['api']:.0%}, "
-              f"worker {c['worker']:.0%}, PostgreSQL {c['postgres']:.0%}, the clients (this process) "
-              f"{c['clients']:.0%}, everything else {c['everything_else']:.0%}")
+        print(
+            f"CPU of the machine's {os.cpu_count()} cores, {phase:6}: busy {c['machine']:.0%}: API {c['api']:.0%}, "
+            f"worker {c['worker']:.0%}, PostgreSQL {c['postgres']:.0%}, the clients (this process) "
+            f"{c['clients']:.0%}, everything else {c['everything_else']:.0%}"
+        )
     h = figures["hostile"]
-    print(f"hostile batch of {args.batch}: HTTP {h['batch'].get('status')}, accepted {h['batch'].get('accepted')} "
-          f"in {h['batch'].get('seconds')} s (answered +{h['batch'].get('answered_at')} s after the attack began)")
+    print(
+        f"hostile batch of {args.batch}: HTTP {h['batch'].get('status')}, accepted {h['batch'].get('accepted')} "
+        f"in {h['batch'].get('seconds')} s (answered +{h['batch'].get('answered_at')} s after the attack began)"
+    )
     for what, codes in h["statuses"].items():
         print(f"hostile {what:12} answers by status: {dict(sorted(codes.items()))}")
     lp = h["long_polls"]
-    print(f"hostile long-polls: {lp['sent']} sent; held {lp['held']} ({lp['held_until_verdict']} until the verdict, "
-          f"{lp['held_until_wait_ran_out']} until the wait ran out; seconds p50 / max "
-          f"{lp['held_seconds_p50_max']}); answered at once {lp['answered_at_once']}: {lp['why_not_held']}")
+    print(
+        f"hostile long-polls: {lp['sent']} sent; held {lp['held']} ({lp['held_until_verdict']} until the verdict, "
+        f"{lp['held_until_wait_ran_out']} until the wait ran out; seconds p50 / max "
+        f"{lp['held_seconds_p50_max']}); answered at once {lp['answered_at_once']}: {lp['why_not_held']}"
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ def patch(i: int, gold: str | None = None) -> str:
     patch and a new file of its own, so that no two share a cache entry."""
     if gold is None:
         return cheap_patch(i)
-    return (gold + f"diff --git a/load/{i}.txt b/load/{i}.txt\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/load/{i}.txt\n@@ -0,0 +1 @@\n+{i}\n")
+    return (
+        gold + f"diff --git a/load/{i}.txt b/load/{i}.txt\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/load/{i}.txt\n@@ -0,0 +1 @@\n+{i}\n"
+    )
 
 
 def rss_of(pattern: str) -> int:
@@ -73,12 +75,17 @@ def main() -> int:
     args = ap.parse_args()
     from grader.config import get_settings
     from grader.tasks.loader import TaskSet
+
     settings = get_settings(tasks_dir=ROOT / "tasks")
     task = TaskSet(settings.tasks_dir).get(TASK)
     gold = task.gold_patch_text().decode() if args.containers else None
 
-    env = {"GRADER_CACHE": "false", "GRADER_DAILY_QUOTA": str(args.count * 2),
-           "GRADER_QUEUED_QUOTA": str(args.count * 2), "GRADER_QUEUE_MAX": str(args.count * 2)}
+    env = {
+        "GRADER_CACHE": "false",
+        "GRADER_DAILY_QUOTA": str(args.count * 2),
+        "GRADER_QUEUED_QUOTA": str(args.count * 2),
+        "GRADER_QUEUE_MAX": str(args.count * 2),
+    }
     with Running(env, workers=args.workers, prefix="grader-load.") as svc:
         key = svc.key("load")
         url = svc.url
@@ -93,9 +100,10 @@ def main() -> int:
         t0 = time.monotonic()
         accepted, rejected, ids = 0, 0, []
         for start in range(0, args.count, args.batch):
-            items = [{"task_id": TASK, "patch": patch(i, gold)} for i in range(start, min(args.count, start + args.batch))]
-            r = session.post(f"{url}/v1/submissions/batch", json={"run_id": "load", "submissions": items},
-                             timeout=300)
+            items = [
+                {"task_id": TASK, "patch": patch(i, gold)} for i in range(start, min(args.count, start + args.batch))
+            ]
+            r = session.post(f"{url}/v1/submissions/batch", json={"run_id": "load", "submissions": items}, timeout=300)
             r.raise_for_status()
             body = r.json()
             accepted += body["accepted"]
@@ -116,6 +124,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT))
         from grader.store.db import Database
         from grader.store.models import Submission
+
         db = Database(svc.database_url)
         with db.read() as s:
             rows = s.query(Submission.status, Submission.verdict, Submission.queued_at, Submission.finished_at).all()
@@ -127,23 +136,45 @@ def main() -> int:
             verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
         # baseline: the same kind of patch graded by the core in this process
         from grader.pipeline import Grader
+
         grader = Grader(settings)
         b0 = time.monotonic()
         for i in range(args.baseline):
             grader.grade(task, patch(args.count + i, gold).encode())
         base_rate = args.baseline / (time.monotonic() - b0)
         figures = {
-            "count": args.count, "workers": args.workers, "containers": args.containers, "accepted": accepted, "rejected": rejected,
-            "submit_seconds": round(submit_s, 2), "accept_rate_per_s": round(accepted / submit_s, 1),
-            "total_seconds": round(total_s, 2), "graded_per_s": round(len(done) / total_s, 1),
+            "count": args.count,
+            "workers": args.workers,
+            "containers": args.containers,
+            "accepted": accepted,
+            "rejected": rejected,
+            "submit_seconds": round(submit_s, 2),
+            "accept_rate_per_s": round(accepted / submit_s, 1),
+            "total_seconds": round(total_s, 2),
+            "graded_per_s": round(len(done) / total_s, 1),
             "latency_p50_s": round(statistics.median(latencies), 2) if latencies else None,
             "latency_p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2) if latencies else None,
-            "in_database": in_db, "done": len(done), "verdicts": verdicts,
-            "lost": accepted - len(done), "reconciles": accepted == in_db == len(done) and len(set(ids)) == accepted,
-            "rss_api_mib": {k: round(v / 2**20, 1) for k, v in (("start", samples[0]["api"]),
-                            ("peak", max(x["api"] for x in samples)), ("end", samples[-1]["api"]))},
-            "rss_workers_mib": {k: round(v / 2**20, 1) for k, v in (("start", samples[0]["workers"]),
-                                ("peak", max(x["workers"] for x in samples)), ("end", samples[-1]["workers"]))},
+            "in_database": in_db,
+            "done": len(done),
+            "verdicts": verdicts,
+            "lost": accepted - len(done),
+            "reconciles": accepted == in_db == len(done) and len(set(ids)) == accepted,
+            "rss_api_mib": {
+                k: round(v / 2**20, 1)
+                for k, v in (
+                    ("start", samples[0]["api"]),
+                    ("peak", max(x["api"] for x in samples)),
+                    ("end", samples[-1]["api"]),
+                )
+            },
+            "rss_workers_mib": {
+                k: round(v / 2**20, 1)
+                for k, v in (
+                    ("start", samples[0]["workers"]),
+                    ("peak", max(x["workers"] for x in samples)),
+                    ("end", samples[-1]["workers"]),
+                )
+            },
             "baseline_in_process_per_s": round(base_rate, 1),
             "service_vs_in_process": round((len(done) / total_s) / base_rate, 2),
         }

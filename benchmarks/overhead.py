@@ -48,11 +48,18 @@ from grader.supervisor import check_env  # noqa: E402
 from grader.tasks.loader import TaskSet  # noqa: E402
 from grader.verdict import Verdict  # noqa: E402
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@b", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
-TESTS = "from fast import add\n\n" + "".join(f"def test_{i}():\n    assert add({i}, 1) == {i + 1}\n\n"
-                                             for i in range(20))
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "b",
+    "GIT_AUTHOR_EMAIL": "b@b",
+    "GIT_COMMITTER_NAME": "b",
+    "GIT_COMMITTER_EMAIL": "b@b",
+    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+}
+TESTS = "from fast import add\n\n" + "".join(
+    f"def test_{i}():\n    assert add({i}, 1) == {i + 1}\n\n" for i in range(20)
+)
 # What an interpreter would bring to a pytest run: its version, every installed
 # distribution but the installer, and the pytest plugins that auto-loading would find.
 PROBE = """\
@@ -71,8 +78,14 @@ class MeasurementBroken(Exception):
 
 
 def git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=GIT_ENV, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def make_task(root: Path) -> tuple[Path, Path]:
@@ -95,7 +108,8 @@ def make_task(root: Path) -> tuple[Path, Path]:
     (tasks / "fast" / "task.yaml").write_text(
         f"id: fast\ninstruction: fix add\nrepo: {{bundle: ../fast.bundle, commit: {base}}}\nenvironment: python-3.11\n"
         "check:\n  type: tests\n  hidden_tests: {tests/test_fast.py: test_fast.py}\n"
-        "limits: {timeout: 60, memory: 512m}\ngold_patch: gold.patch\n")
+        "limits: {timeout: 60, memory: 512m}\ngold_patch: gold.patch\n"
+    )
     # the host copy the baseline runs: same code, same tests, same pytest configuration
     (src / "fast.py").write_text("def add(a, b):\n    return a + b\n")
     (src / "tests").mkdir()
@@ -112,6 +126,7 @@ def pct(values: list[float], q: float) -> float:
 
 # --- the baseline: the environment's own pytest, on the host ----------------------------
 
+
 def probe_host(python: Path, env: dict[str, str], cwd: Path) -> dict:
     run = subprocess.run([str(python), "-c", PROBE], env=env, cwd=cwd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -121,8 +136,9 @@ def probe_host(python: Path, env: dict[str, str], cwd: Path) -> dict:
 
 def probe_image(grader: Grader, image: str) -> dict:
     client = grader.sandbox.engine.client
-    out = client.containers.run(image, ["python", "-c", PROBE], remove=True, network_mode="none",
-                                environment=CONTAINER_ENV)
+    out = client.containers.run(
+        image, ["python", "-c", PROBE], remove=True, network_mode="none", environment=CONTAINER_ENV
+    )
     return json.loads(out)
 
 
@@ -145,10 +161,16 @@ def baseline_venv(requirements: Path, image: dict) -> Path:
     minor = image["python"].rsplit(".", 1)[0]
     candidates = host_pythons(minor)
     if not candidates:
-        raise MeasurementBroken(f"the image runs Python {image['python']} and this host has no python{minor} "
-                                "to build the baseline's virtualenv with")
-    versions = {exe: subprocess.run([str(exe), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                    capture_output=True, text=True).stdout.strip() for exe in candidates}
+        raise MeasurementBroken(
+            f"the image runs Python {image['python']} and this host has no python{minor} "
+            "to build the baseline's virtualenv with"
+        )
+    versions = {
+        exe: subprocess.run(
+            [str(exe), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], capture_output=True, text=True
+        ).stdout.strip()
+        for exe in candidates
+    }
     python = next((exe for exe, v in versions.items() if v == image["python"]), candidates[0])
     key = hashlib.sha256(requirements.read_bytes() + f"\0{python}\0{versions[python]}".encode()).hexdigest()[:12]
     venv = BUILD / f"venv-{requirements.parent.name}-{key}"
@@ -158,17 +180,24 @@ def baseline_venv(requirements: Path, image: dict) -> Path:
         if (venv / "ready").is_file():
             return venv
         shutil.rmtree(venv, ignore_errors=True)
-        print(f"building the baseline's virtualenv {venv.relative_to(ROOT)} from {requirements.relative_to(ROOT)} "
-              f"with {python} ({versions[python]})", flush=True)
+        print(
+            f"building the baseline's virtualenv {venv.relative_to(ROOT)} from {requirements.relative_to(ROOT)} "
+            f"with {python} ({versions[python]})",
+            flush=True,
+        )
         subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(requirements)],
-                       check=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(requirements)], check=True
+        )
         # the image compiles its stdlib and venv into /opt/pycache and the check reads
         # bytecode only from there (PYTHONPYCACHEPREFIX): the same here, or every baseline
         # run would compile pytest from source
         stdlib = probe_host(venv / "bin" / "python", {"PATH": os.environ["PATH"]}, venv)["stdlib"]
-        subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j0", stdlib, str(venv / "lib")],
-                       env={**os.environ, "PYTHONPYCACHEPREFIX": str(venv / "pycache")}, capture_output=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j0", stdlib, str(venv / "lib")],
+            env={**os.environ, "PYTHONPYCACHEPREFIX": str(venv / "pycache")},
+            capture_output=True,
+        )
         (venv / "ready").write_text(versions[python] + "\n")
     return venv
 
@@ -188,16 +217,22 @@ def same_as_image(host: dict, image: dict) -> None:
         only_host = sorted(set(host[field]) - set(image[field]))
         only_image = sorted(set(image[field]) - set(host[field]))
         if only_host or only_image:
-            raise MeasurementBroken(f"the baseline's {what} are not the image's: only in the baseline "
-                                    f"{only_host or 'none'}; only in the image {only_image or 'none'}")
+            raise MeasurementBroken(
+                f"the baseline's {what} are not the image's: only in the baseline "
+                f"{only_host or 'none'}; only in the image {only_image or 'none'}"
+            )
 
 
 def host_run(python: Path, src: Path, env: dict[str, str]) -> float:
     """The suite run directly, with the options the supervisor gives pytest (less its
     report plugin, which is part of what a grade costs)."""
     t = time.perf_counter()
-    proc = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "console_output_style=classic",
-                           "tests"], cwd=src, env=env, capture_output=True)
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "console_output_style=classic", "tests"],
+        cwd=src,
+        env=env,
+        capture_output=True,
+    )
     elapsed = time.perf_counter() - t
     if proc.returncode != 0:
         raise MeasurementBroken(f"the baseline's tests did not pass:\n{proc.stdout.decode()[-2000:]}")
@@ -210,9 +245,11 @@ def judge(runtime: str, host: list[float], grade: list[float]) -> None:
     side's fastest run, the one the machine's other load disturbed least: a busy machine
     can make a few baseline runs slow (here 0.7 s against 0.13 s quiet), never its best."""
     if min(host) >= min(grade):
-        raise MeasurementBroken(f"{runtime}: the host baseline's fastest run ({min(host):.3f} s; median "
-                                f"{statistics.median(host):.3f} s) is not faster than the grade's ({min(grade):.3f} s; "
-                                f"median {statistics.median(grade):.3f} s), which runs the same tests in a container")
+        raise MeasurementBroken(
+            f"{runtime}: the host baseline's fastest run ({min(host):.3f} s; median "
+            f"{statistics.median(host):.3f} s) is not faster than the grade's ({min(grade):.3f} s; "
+            f"median {statistics.median(grade):.3f} s), which runs the same tests in a container"
+        )
 
 
 def docker_floor(grader: Grader, image: str, runtime: str) -> float:
@@ -244,9 +281,13 @@ def measure(args: argparse.Namespace, report: dict, tmp: Path) -> None:
             on_host = probe_host(python, env, src)  # where the baseline runs: cwd is on sys.path
             same_as_image(on_host, in_image)
             baseline = (python, env)
-            report["baseline"] = {"python": str(python), "host_python": on_host["python"],
-                                  "image_python": in_image["python"], "packages": on_host["packages"],
-                                  "pytest_plugins": on_host["pytest11"]}
+            report["baseline"] = {
+                "python": str(python),
+                "host_python": on_host["python"],
+                "image_python": in_image["python"],
+                "packages": on_host["packages"],
+                "pytest_plugins": on_host["pytest11"],
+            }
         python, env = baseline
         for _ in range(3):  # warm caches: page cache, image layers, Python bytecode
             host_run(python, src, env)
@@ -276,10 +317,13 @@ def measure(args: argparse.Namespace, report: dict, tmp: Path) -> None:
         }
         row["meets_target"] = row["overhead_median_s"] <= row["target_s"]
         report["runtimes"][runtime] = row
-        print(f"{runtime:6} host {row['host_median_s']:.3f}s  grade {row['grade_median_s']:.3f}s  "
-              f"overhead median {row['overhead_median_s']:.3f}s p95 {row['overhead_p95_s']:.3f}s  "
-              f"ratio {row['ratio_median']:.2f}x  (empty container run: {row['container_floor_median_s']:.3f}s; "
-              f"target {row['target_s']}s: {'met' if row['meets_target'] else 'NOT met'})", flush=True)
+        print(
+            f"{runtime:6} host {row['host_median_s']:.3f}s  grade {row['grade_median_s']:.3f}s  "
+            f"overhead median {row['overhead_median_s']:.3f}s p95 {row['overhead_p95_s']:.3f}s  "
+            f"ratio {row['ratio_median']:.2f}x  (empty container run: {row['container_floor_median_s']:.3f}s; "
+            f"target {row['target_s']}s: {'met' if row['meets_target'] else 'NOT met'})",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,9 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--runtimes", default="runc,runsc")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "overhead.json")
-    ap.add_argument("--baseline-python", type=Path,
-                    help="run the baseline with this interpreter instead of the environment's virtualenv "
-                         "(it must bring the image's packages and plugins all the same)")
+    ap.add_argument(
+        "--baseline-python",
+        type=Path,
+        help="run the baseline with this interpreter instead of the environment's virtualenv "
+        "(it must bring the image's packages and plugins all the same)",
+    )
     args = ap.parse_args(argv)
     report: dict = {"rounds": args.rounds, "runtimes": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -55,8 +55,9 @@ from _service import (
 OUT = ROOT / "benchmarks" / "out"
 
 
-def _client_process(port: int, key: str, threads: int, tag: str, start_at: float, stop_at: float, warm_until: float,
-                    results) -> None:
+def _client_process(
+    port: int, key: str, threads: int, tag: str, start_at: float, stop_at: float, warm_until: float, results
+) -> None:
     """`threads` clients, each POSTing one submission after another until stop_at; sends
     back (latency ms, status, measured) for each request."""
     out: list[tuple[float, int, bool]] = []
@@ -96,29 +97,53 @@ def _client_process(port: int, key: str, threads: int, tag: str, start_at: float
 def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict:
     lifted = "10000000"
     env = {"GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted, "GRADER_QUEUE_MAX": lifted}
-    with Running(env, database_url=database_url, processes=args.serve_processes, threads=args.threads,
-                 appendonly=True, prefix="grader-throughput.") as svc:
+    with Running(
+        env,
+        database_url=database_url,
+        processes=args.serve_processes,
+        threads=args.threads,
+        appendonly=True,
+        prefix="grader-throughput.",
+    ) as svc:
         keys = [svc.key(f"team-{t}") for t in range(args.teams)]
         ctx = multiprocessing.get_context("fork")
         results = ctx.Queue()
-        per = [args.clients // args.client_processes + (1 if i < args.clients % args.client_processes else 0)
-               for i in range(args.client_processes)]
+        per = [
+            args.clients // args.client_processes + (1 if i < args.clients % args.client_processes else 0)
+            for i in range(args.client_processes)
+        ]
         start_at = time.time() + 1.0
         warm_until, stop_at = start_at + args.warmup, start_at + args.warmup + args.seconds
         port = int(svc.url.rsplit(":", 1)[1])
-        procs = [ctx.Process(target=_client_process, args=(port, keys[i % len(keys)], n, f"p{i}", start_at, stop_at,
-                                                         warm_until, results)) for i, n in enumerate(per) if n]
+        procs = [
+            ctx.Process(
+                target=_client_process,
+                args=(port, keys[i % len(keys)], n, f"p{i}", start_at, stop_at, warm_until, results),
+            )
+            for i, n in enumerate(per)
+            if n
+        ]
         children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         for p in procs:
             p.start()
         time.sleep(max(0.0, warm_until - time.time()))
         api_pids, redis_pids = descendants(svc.api.pid), [svc.redis.pid]
         dbp = db_pids() if db_pids else []
-        t0, api0, redis0, db0, busy0 = time.time(), cpu_seconds(api_pids), cpu_seconds(redis_pids), \
-            cpu_seconds(dbp), machine_cpu()
+        t0, api0, redis0, db0, busy0 = (
+            time.time(),
+            cpu_seconds(api_pids),
+            cpu_seconds(redis_pids),
+            cpu_seconds(dbp),
+            machine_cpu(),
+        )
         time.sleep(max(0.0, stop_at - time.time()))
-        t1, api1, redis1, db1, busy1 = time.time(), cpu_seconds(api_pids), cpu_seconds(redis_pids), \
-            cpu_seconds(dbp), machine_cpu()
+        t1, api1, redis1, db1, busy1 = (
+            time.time(),
+            cpu_seconds(api_pids),
+            cpu_seconds(redis_pids),
+            cpu_seconds(dbp),
+            machine_cpu(),
+        )
         dbp_after = db_pids() if db_pids else []
         db1 += cpu_seconds([p for p in dbp_after if p not in dbp])  # connections opened meanwhile
         samples: list[tuple[float, int, bool]] = []
@@ -134,6 +159,7 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
 
         from grader.store.db import Database
         from grader.store.models import Submission
+
         db = Database(svc.database_url)
         with db.read() as s:
             in_db = s.query(Submission).count()
@@ -154,49 +180,74 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
     per_post = round((api + rds + dbc + client_w) * 1000 / len(ok), 2) if ok else None
     return {
         "database": "sqlite" if database_url is None else database_url.split(":")[0],
-        "clients": args.clients, "client_processes": args.client_processes, "teams": args.teams,
-        "api_processes": args.serve_processes, "api_threads": args.threads or "default",
-        "seconds": window, "accepted": len(ok), "accepted_per_s": round(len(ok) / window, 1),
+        "clients": args.clients,
+        "client_processes": args.client_processes,
+        "teams": args.teams,
+        "api_processes": args.serve_processes,
+        "api_threads": args.threads or "default",
+        "seconds": window,
+        "accepted": len(ok),
+        "accepted_per_s": round(len(ok) / window, 1),
         "p50_ms": round(statistics.median(ok), 1) if ok else None,
         "p99_ms": round(percentile(ok, 0.99), 1) if ok else None,
         "max_ms": round(ok[-1], 1) if ok else None,
         "statuses": {str(k): v for k, v in sorted(codes.items())},
         "cores": cores,
-        "cpu_s": {"machine": round(machine, 2), "clients": round(client_w, 2), "api": round(api, 2),
-                  "redis": round(rds, 2), "postgres": round(dbc, 2) if db_pids else None,
-                  "everything_else": round(machine - client_w - api - rds - (dbc if db_pids else 0), 2)},
+        "cpu_s": {
+            "machine": round(machine, 2),
+            "clients": round(client_w, 2),
+            "api": round(api, 2),
+            "redis": round(rds, 2),
+            "postgres": round(dbc, 2) if db_pids else None,
+            "everything_else": round(machine - client_w - api - rds - (dbc if db_pids else 0), 2),
+        },
         "machine_busy_share": round(machine / (cores * window), 3),
         "client_share_of_machine": round(client_w / (cores * window), 3),
         "api_cpu_ms_per_accepted": round(api * 1000 / len(ok), 2) if ok else None,
         "client_cpu_ms_per_request": round(client_cpu * 1000 / max(len(samples), 1), 3),
-        "cpu_ms_per_post": per_post, "ceiling_per_s": round(cores * 1000 / per_post) if per_post else None,
-        "accepted_all": accepted_all, "in_database": in_db, "on_queue": queued,
+        "cpu_ms_per_post": per_post,
+        "ceiling_per_s": round(cores * 1000 / per_post) if per_post else None,
+        "accepted_all": accepted_all,
+        "in_database": in_db,
+        "on_queue": queued,
         "reconciles": accepted_all == in_db == queued,
     }
 
 
 def report(f: dict) -> None:
-    print(f"{f['clients']} clients ({f['client_processes']} processes, {f['teams']} team(s)) for {f['seconds']:g} s, "
-          f"database {f['database']}, API {f['api_processes']} processes x {f['api_threads']} threads")
-    print(f"accepted {f['accepted']} ({f['accepted_per_s']:.0f}/s); latency of an accepted POST p50 {f['p50_ms']} ms, "
-          f"p99 {f['p99_ms']} ms, max {f['max_ms']} ms; answers by status {f['statuses']}")
+    print(
+        f"{f['clients']} clients ({f['client_processes']} processes, {f['teams']} team(s)) for {f['seconds']:g} s, "
+        f"database {f['database']}, API {f['api_processes']} processes x {f['api_threads']} threads"
+    )
+    print(
+        f"accepted {f['accepted']} ({f['accepted_per_s']:.0f}/s); latency of an accepted POST p50 {f['p50_ms']} ms, "
+        f"p99 {f['p99_ms']} ms, max {f['max_ms']} ms; answers by status {f['statuses']}"
+    )
     c, cores = f["cpu_s"], f["cores"]
 
     def share(s: float | None) -> str:
         return f"{s / (cores * f['seconds']):.0%}" if s is not None else "-"
 
-    print(f"CPU over the window ({cores:g} cores x {f['seconds']:g} s = {cores * f['seconds']:.0f} s): machine busy "
-          f"{c['machine']} s ({share(c['machine'])}): clients {c['clients']} s ({share(c['clients'])}), "
-          f"API {c['api']} s ({share(c['api'])}), Redis {c['redis']} s ({share(c['redis'])}), PostgreSQL "
-          f"{c['postgres'] if c['postgres'] is not None else '-'} s ({share(c['postgres'])}), "
-          f"everything else {c['everything_else']} s ({share(c['everything_else'])})")
-    print(f"per accepted POST: API {f['api_cpu_ms_per_accepted']} ms of CPU; per request: client "
-          f"{f['client_cpu_ms_per_request']} ms of CPU")
+    print(
+        f"CPU over the window ({cores:g} cores x {f['seconds']:g} s = {cores * f['seconds']:.0f} s): machine busy "
+        f"{c['machine']} s ({share(c['machine'])}): clients {c['clients']} s ({share(c['clients'])}), "
+        f"API {c['api']} s ({share(c['api'])}), Redis {c['redis']} s ({share(c['redis'])}), PostgreSQL "
+        f"{c['postgres'] if c['postgres'] is not None else '-'} s ({share(c['postgres'])}), "
+        f"everything else {c['everything_else']} s ({share(c['everything_else'])})"
+    )
+    print(
+        f"per accepted POST: API {f['api_cpu_ms_per_accepted']} ms of CPU; per request: client "
+        f"{f['client_cpu_ms_per_request']} ms of CPU"
+    )
     if f["ceiling_per_s"]:
-        print(f"ceiling: {f['cpu_ms_per_post']} ms of CPU per POST (API, clients, Redis, PostgreSQL), so {cores:g} "
-              f"cores doing nothing else could accept at most {f['ceiling_per_s']:.0f}/s")
-    print(f"bookkeeping: accepted {f['accepted_all']} (warm-up included) = in the database {f['in_database']} = "
-          f"on the queue {f['on_queue']}: {'yes' if f['reconciles'] else 'NO'}")
+        print(
+            f"ceiling: {f['cpu_ms_per_post']} ms of CPU per POST (API, clients, Redis, PostgreSQL), so {cores:g} "
+            f"cores doing nothing else could accept at most {f['ceiling_per_s']:.0f}/s"
+        )
+    print(
+        f"bookkeeping: accepted {f['accepted_all']} (warm-up included) = in the database {f['in_database']} = "
+        f"on the queue {f['on_queue']}: {'yes' if f['reconciles'] else 'NO'}"
+    )
 
 
 def profile(n: int, database_url: str | None, backlog: int = 0) -> None:
@@ -213,9 +264,15 @@ def profile(n: int, database_url: str | None, backlog: int = 0) -> None:
 
     with Running(prefix="grader-profile.", database_url=database_url) as svc:  # Redis (and a database)
         state = Path(tempfile.mkdtemp(dir=svc.state))
-        settings = get_settings(database_url=svc.database_url, redis_url=svc.env["GRADER_REDIS_URL"],
-                                tasks_dir=ROOT / "tasks", cache_dir=state, daily_quota=10**7, queued_quota=10**7,
-                                queue_max=10**7)
+        settings = get_settings(
+            database_url=svc.database_url,
+            redis_url=svc.env["GRADER_REDIS_URL"],
+            tasks_dir=ROOT / "tasks",
+            cache_dir=state,
+            daily_quota=10**7,
+            queued_quota=10**7,
+            queue_max=10**7,
+        )
         app = create_app(settings)
         with app.extensions["grader"].db.write() as s:
             key = create_key(s, "profile")
@@ -223,13 +280,19 @@ def profile(n: int, database_url: str | None, backlog: int = 0) -> None:
         headers = {"Authorization": f"Bearer {key}"}
 
         def post(i: int) -> None:
-            r = client.post("/v1/submissions", json={"task_id": TASK, "patch": cheap_patch(f"profile-{i}")},
-                            headers=headers)
+            r = client.post(
+                "/v1/submissions", json={"task_id": TASK, "patch": cheap_patch(f"profile-{i}")}, headers=headers
+            )
             assert r.status_code == 202, r.data
 
         for at in range(0, backlog, 1000):
-            r = client.post("/v1/submissions/batch", headers=headers, json=[
-                {"task_id": TASK, "patch": cheap_patch(f"backlog-{j}")} for j in range(at, min(backlog, at + 1000))])
+            r = client.post(
+                "/v1/submissions/batch",
+                headers=headers,
+                json=[
+                    {"task_id": TASK, "patch": cheap_patch(f"backlog-{j}")} for j in range(at, min(backlog, at + 1000))
+                ],
+            )
             assert r.status_code == 202, r.data
         for i in range(50):
             post(-1 - i)
@@ -243,8 +306,10 @@ def profile(n: int, database_url: str | None, backlog: int = 0) -> None:
             for i in range(n, 2 * n):
                 post(i)
             prof.disable()
-    print(f"{n} POSTs in-process through the real app, {backlog} queued before: {plain * 1000:.2f} ms each "
-          "without the profiler")
+    print(
+        f"{n} POSTs in-process through the real app, {backlog} queued before: {plain * 1000:.2f} ms each "
+        "without the profiler"
+    )
     stats = pstats.Stats(prof)
     stats.sort_stats("cumulative").print_stats(r"grader/|redis/client|sqlalchemy/engine/base.*execute\b|pydantic", 40)
 
@@ -255,7 +320,12 @@ def main() -> int:
     ap.add_argument("--client-processes", type=int, default=4, help="processes the clients' threads run in")
     ap.add_argument("--seconds", type=float, default=20.0, help="the measured window")
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds of the same load before the window")
-    ap.add_argument("--teams", type=int, default=4, help="the clients' teams (clients are spread over them; one team may have at most GRADER_MAX_INFLIGHT_PER_TEAM requests in progress on an API process, so 32 clients of one team would measure that bound's 429s)")
+    ap.add_argument(
+        "--teams",
+        type=int,
+        default=4,
+        help="the clients' teams (clients are spread over them; one team may have at most GRADER_MAX_INFLIGHT_PER_TEAM requests in progress on an API process, so 32 clients of one team would measure that bound's 429s)",
+    )
     ap.add_argument("--serve-processes", type=int, default=2, help="gunicorn processes (`grader serve --workers`)")
     ap.add_argument("--threads", type=int, default=None, help="threads per gunicorn process [serve's default]")
     ap.add_argument("--postgres", action="store_true", help="on a private PostgreSQL server (fsync off)")
@@ -264,7 +334,7 @@ def main() -> int:
     ap.add_argument("--backlog", type=int, default=0, help="with --profile: submissions queued before")
     ap.add_argument("--out", default=None, help="where the figures go as JSON [benchmarks/out/throughput-DB.json]")
     args = ap.parse_args()
-    with (private_postgres() if args.postgres else contextlib.nullcontext()) as pg:
+    with private_postgres() if args.postgres else contextlib.nullcontext() as pg:
         url = pg.url if pg is not None else args.database_url
         if args.profile:
             profile(args.profile, url, args.backlog)

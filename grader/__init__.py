@@ -40,21 +40,27 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name in ("Settings", "get_settings"):
         from grader import config
+
         value = getattr(config, name)
     elif name in ("GraderError", "ImageError", "SandboxError", "TaskError", "TaskNotFound"):
         from grader import errors
+
         value = getattr(errors, name)
     elif name == "Grader":
         from grader import pipeline
+
         value = getattr(pipeline, name)
     elif name == "TaskSet":
         from grader.tasks import loader
+
         value = getattr(loader, name)
     elif name == "Task":
         from grader.tasks import model
+
         value = getattr(model, name)
     elif name in ("Result", "Verdict"):
         from grader import verdict
+
         value = getattr(verdict, name)
     else:
         raise AttributeError(f"module 'grader' has no attribute {name!r}")

@@ -111,14 +111,16 @@ class GoldCache:
         if raw is None:
             return None
         d = json.loads(raw)
-        return GoldAnswer(verdict=Verdict(d["verdict"]), at=d["at"], error=d.get("error"), result=d.get("result"),
-                          cached=True)
+        return GoldAnswer(
+            verdict=Verdict(d["verdict"]), at=d["at"], error=d.get("error"), result=d.get("result"), cached=True
+        )
 
     def put(self, key: str, answer: GoldAnswer) -> None:
         if self.ttl <= 0:
             return
-        body = json.dumps({"verdict": answer.verdict.value, "at": answer.at, "error": answer.error,
-                           "result": answer.result})
+        body = json.dumps(
+            {"verdict": answer.verdict.value, "at": answer.at, "error": answer.error, "result": answer.result}
+        )
         try:
             self.redis.set(self.prefix + key, body, ex=max(1, int(self.ttl)))
         except RedisError as exc:
@@ -153,8 +155,7 @@ class RetryBudget:
     edge; that is still a bound, and one INCR is all it costs. Redis being away grants the
     retry (the reconciler re-enqueues whatever could not be queued anyway)."""
 
-    def __init__(self, redis: Redis, prefix: str, budget: int, window: float,
-                 clock: Callable[[], float] = time.time):
+    def __init__(self, redis: Redis, prefix: str, budget: int, window: float, clock: Callable[[], float] = time.time):
         self.redis, self.prefix, self.budget, self.window, self.clock = redis, prefix, budget, window, clock
 
     def take(self) -> bool:
@@ -184,8 +185,9 @@ class Next(str, Enum):
         return self.value
 
 
-def after_error(*, errors: int, attempts: int, max_retries: int, max_attempts: int, broken: bool,
-                budget: Callable[[], bool]) -> Next:
+def after_error(
+    *, errors: int, attempts: int, max_retries: int, max_attempts: int, broken: bool, budget: Callable[[], bool]
+) -> Next:
     """`errors`: the submission's ERRORs, this one included; `attempts`: its grades
     started, this one included. `budget` is asked last, only when a retry is otherwise due,
     so that a refused retry is the only one it counts."""
@@ -242,9 +244,11 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 def _what_happened(c: Case) -> str:
     if c.lost:
         lost = c.attempts - 1 - c.errors
-        return (f"its grade was started {c.attempts - 1} times without a verdict ("
-                + (f"{c.errors} ended in ERROR, {lost} lost their worker)" if c.errors else
-                   "the worker grading it was lost each time)"))
+        return f"its grade was started {c.attempts - 1} times without a verdict (" + (
+            f"{c.errors} ended in ERROR, {lost} lost their worker)"
+            if c.errors
+            else "the worker grading it was lost each time)"
+        )
     why = _first_line(c.last.error if c.last else None)
     return f"its grade failed in the machinery on {c.errors} attempt(s)" + (f" ({why})" if why else "")
 
@@ -252,25 +256,46 @@ def _what_happened(c: Case) -> str:
 _NOT_CHARGED = "; this attempt is not charged."
 
 
-def _final(c: Case, verdict: Verdict, at_fault: Literal["submission", "machinery"], reason: str, explanation: str,
-           answer: GoldAnswer | None) -> Result:
+def _final(
+    c: Case,
+    verdict: Verdict,
+    at_fault: Literal["submission", "machinery"],
+    reason: str,
+    explanation: str,
+    answer: GoldAnswer | None,
+) -> Result:
     """The submission's final result: its last grade's record (or a new one when its grades
     were lost), with the verdict, the explanation and the blame."""
     error = c.last.error if c.last is not None else None
-    base = c.last or Result(task_id=c.task_id, verdict=verdict, explanation="",
-                            provenance=Provenance(patch_sha256=c.patch_sha256, task_hash=c.task_hash,
-                                                  grader_version=c.grader_version))
+    base = c.last or Result(
+        task_id=c.task_id,
+        verdict=verdict,
+        explanation="",
+        provenance=Provenance(patch_sha256=c.patch_sha256, task_hash=c.task_hash, grader_version=c.grader_version),
+    )
     update: dict[str, Any] = {
-        "verdict": verdict, "explanation": explanation,
+        "verdict": verdict,
+        "explanation": explanation,
         "error": (error or reason) if verdict is Verdict.ERROR else None,  # a FAIL keeps it in `blame`
-        "blame": Blame(at_fault=at_fault, reason=reason, error=error, attempts=c.attempts, errors=c.errors,
-                       gold=answer.verdict.value if answer else None, gold_cached=bool(answer and answer.cached)),
+        "blame": Blame(
+            at_fault=at_fault,
+            reason=reason,
+            error=error,
+            attempts=c.attempts,
+            errors=c.errors,
+            gold=answer.verdict.value if answer else None,
+            gold_cached=bool(answer and answer.cached),
+        ),
     }
     if c.last is None and answer is not None and answer.result is not None:
         gold_prov = answer.result.get("provenance", {})  # the machinery it was judged on
-        update["provenance"] = base.provenance.model_copy(update={
-            "image_id": gold_prov.get("image_id"), "runtime": gold_prov.get("runtime"),
-            "task_hash": c.task_hash or gold_prov.get("task_hash")})
+        update["provenance"] = base.provenance.model_copy(
+            update={
+                "image_id": gold_prov.get("image_id"),
+                "runtime": gold_prov.get("runtime"),
+                "task_hash": c.task_hash or gold_prov.get("task_hash"),
+            }
+        )
     return base.model_copy(update=update)
 
 
@@ -281,15 +306,30 @@ def judge(c: Case, gold: Callable[[float | None], GoldAnswer | None]) -> Judgmen
     for a fresh one only when the answer may charge the submission."""
     if not c.reached_sandbox:
         reason = "The machinery failed before the patch reached the sandbox, so nothing the submission did caused it."
-        return Judgment(result=_final(c, Verdict.ERROR, "machinery", reason,
-                                      f"The grading machinery failed ({_what_happened(c)}) before the patch ran"
-                                      + _NOT_CHARGED, None))
+        return Judgment(
+            result=_final(
+                c,
+                Verdict.ERROR,
+                "machinery",
+                reason,
+                f"The grading machinery failed ({_what_happened(c)}) before the patch ran" + _NOT_CHARGED,
+                None,
+            )
+        )
     answer = gold(c.failing_since if c.may_be_charged else None)
     if answer is None:
         reason = "The task has no gold patch to tell a broken harness from a broken machine."
-        return Judgment(result=_final(c, Verdict.ERROR, "machinery", reason,
-                                      f"The grading machinery failed: {_what_happened(c)}; the task has no gold "
-                                      "patch to show that the machinery works" + _NOT_CHARGED, None))
+        return Judgment(
+            result=_final(
+                c,
+                Verdict.ERROR,
+                "machinery",
+                reason,
+                f"The grading machinery failed: {_what_happened(c)}; the task has no gold "
+                "patch to show that the machinery works" + _NOT_CHARGED,
+                None,
+            )
+        )
     if answer.result is not None and answer.result.get("provenance", {}).get("patch_sha256") == c.patch_sha256:
         # the submission is the gold patch: its grade is the gold's, whatever that was
         return Judgment(result=Result.model_validate(answer.result), gold=answer)
@@ -298,28 +338,47 @@ def judge(c: Case, gold: Callable[[float | None], GoldAnswer | None]) -> Judgmen
     if not c.may_be_charged:
         return Judgment(retry=True, gold=answer)
     reason = "The task's gold patch grades cleanly on the same machinery, after the submission first failed."
-    return Judgment(result=_final(c, Verdict.FAIL, "submission", reason,
-                                  f"The submission broke the grading harness: {_what_happened(c)}, while the task's "
-                                  "gold patch grades cleanly on the same machinery.", answer), gold=answer)
+    return Judgment(
+        result=_final(
+            c,
+            Verdict.FAIL,
+            "submission",
+            reason,
+            f"The submission broke the grading harness: {_what_happened(c)}, while the task's "
+            "gold patch grades cleanly on the same machinery.",
+            answer,
+        ),
+        gold=answer,
+    )
 
 
 def broken(c: Case, answer: GoldAnswer) -> Result:
     """ERROR, the machinery's: the gold patch does not grade cleanly on it either."""
     reason = f"The task's gold patch does not grade cleanly on this machinery either ({answer.verdict.value})."
-    return _final(c, Verdict.ERROR, "machinery", reason,
-                  f"The grading machinery failed: {_what_happened(c)}, and the task's gold patch is "
-                  f"{answer.verdict.value} on it too, so the machinery is at fault" + _NOT_CHARGED, answer)
+    return _final(
+        c,
+        Verdict.ERROR,
+        "machinery",
+        reason,
+        f"The grading machinery failed: {_what_happened(c)}, and the task's gold patch is "
+        f"{answer.verdict.value} on it too, so the machinery is at fault" + _NOT_CHARGED,
+        answer,
+    )
 
 
 def abandoned(c: Case, reason: str | None = None) -> Result:
     """The judging attempt itself was lost (or failed): nothing of the submission ran in
     it, so the machinery is at fault. Written by the reconciler instead of re-queueing once
     more."""
-    reason = reason or (f"The grade that was to judge it (attempt {c.attempts}) was lost too, and it runs nothing "
-                        "of the submission.")
-    return Result(task_id=c.task_id, verdict=Verdict.ERROR, error=reason,
-                  explanation=f"The grading machinery failed: the submission's grade was started {c.attempts} "
-                              "times and never finished; this attempt is not charged.",
-                  provenance=Provenance(patch_sha256=c.patch_sha256, task_hash=c.task_hash,
-                                        grader_version=c.grader_version),
-                  blame=Blame(at_fault="machinery", reason=reason, attempts=c.attempts, errors=c.errors))
+    reason = reason or (
+        f"The grade that was to judge it (attempt {c.attempts}) was lost too, and it runs nothing of the submission."
+    )
+    return Result(
+        task_id=c.task_id,
+        verdict=Verdict.ERROR,
+        error=reason,
+        explanation=f"The grading machinery failed: the submission's grade was started {c.attempts} "
+        "times and never finished; this attempt is not charged.",
+        provenance=Provenance(patch_sha256=c.patch_sha256, task_hash=c.task_hash, grader_version=c.grader_version),
+        blame=Blame(at_fault="machinery", reason=reason, attempts=c.attempts, errors=c.errors),
+    )

@@ -78,10 +78,22 @@ class Client:
     """One grader service, one API key. `session`, `sleep` and `clock` are injectable
     (connection pooling, proxies, tests); everything else has a documented default."""
 
-    def __init__(self, url: str, api_key: Any = None, *, timeout: float = 30, session: requests.Session | None = None,
-                 max_retries: int = 5, batch_size: int = DEFAULT_BATCH_SIZE, backoff: float = 0.5,
-                 max_retry_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, connect_timeout: float = 3.0, connect_retries: int = 2):
+    def __init__(
+        self,
+        url: str,
+        api_key: Any = None,
+        *,
+        timeout: float = 30,
+        session: requests.Session | None = None,
+        max_retries: int = 5,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        backoff: float = 0.5,
+        max_retry_wait: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        connect_timeout: float = 3.0,
+        connect_retries: int = 2,
+    ):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.url = url.rstrip("/")
@@ -104,24 +116,58 @@ class Client:
         return f"Client({self.url!r})"
 
     # --- submissions ---------------------------------------------------------------------
-    def submit(self, task_id: str, patch: str | bytes, *, run_id: str | None = None, system: str | None = None,
-               trial: int | None = None, prompt_variant: str | None = None, metadata: dict[str, Any] | None = None,
-               callback_url: str | None = None, wait: float | None = None,
-               idempotency_key: str | None = None) -> Submission:
+    def submit(
+        self,
+        task_id: str,
+        patch: str | bytes,
+        *,
+        run_id: str | None = None,
+        system: str | None = None,
+        trial: int | None = None,
+        prompt_variant: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        callback_url: str | None = None,
+        wait: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
         seconds for the verdict. Returns the submission (check its `status`)."""
         if isinstance(patch, bytes):
             patch = patch.decode("utf-8", errors="surrogateescape")
-        body = _without_none({"task_id": task_id, "patch": patch, "run_id": run_id, "system": system, "trial": trial,
-                              "prompt_variant": prompt_variant, "metadata": metadata, "callback_url": callback_url})
+        body = _without_none(
+            {
+                "task_id": task_id,
+                "patch": patch,
+                "run_id": run_id,
+                "system": system,
+                "trial": trial,
+                "prompt_variant": prompt_variant,
+                "metadata": metadata,
+                "callback_url": callback_url,
+            }
+        )
         params = {"wait": _seconds(wait)} if wait else None
-        return self._object("POST", "/v1/submissions", params=params, json_body=body,
-                             idempotency_key=idempotency_key, extra_timeout=wait or 0)
+        return self._object(
+            "POST",
+            "/v1/submissions",
+            params=params,
+            json_body=body,
+            idempotency_key=idempotency_key,
+            extra_timeout=wait or 0,
+        )
 
-    def submit_batch(self, items: Iterable[dict[str, Any]], *, run_id: str | None = None, system: str | None = None,
-                     trial: int | None = None, prompt_variant: str | None = None,
-                     metadata: dict[str, Any] | None = None, callback_url: str | None = None,
-                     idempotency_key: str | None = None) -> dict[str, Any]:
+    def submit_batch(
+        self,
+        items: Iterable[dict[str, Any]],
+        *,
+        run_id: str | None = None,
+        system: str | None = None,
+        trial: int | None = None,
+        prompt_variant: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        callback_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
         `system`, `trial`, `prompt_variant`, `metadata` and `callback_url` are given to
@@ -139,9 +185,18 @@ class Client:
         chunks = range(0, len(items), self.batch_size)
         combined: dict[str, Any] = {"items": [], "accepted": 0, "rejected": 0, "run_id": run_id}
         for n, start in enumerate(chunks):
-            chunk = items[start:start + self.batch_size]
-            body = _without_none({"run_id": run_id, "system": system, "trial": trial, "prompt_variant": prompt_variant,
-                                  "metadata": metadata, "callback_url": callback_url, "submissions": chunk})
+            chunk = items[start : start + self.batch_size]
+            body = _without_none(
+                {
+                    "run_id": run_id,
+                    "system": system,
+                    "trial": trial,
+                    "prompt_variant": prompt_variant,
+                    "metadata": metadata,
+                    "callback_url": callback_url,
+                    "submissions": chunk,
+                }
+            )
             chunk_key = key if len(chunks) == 1 else _chunk_key(key, n)
             try:
                 answer = self._request("POST", "/v1/submissions/batch", json_body=body, idempotency_key=chunk_key)
@@ -152,8 +207,11 @@ class Client:
                         exc.partial = combined if start else None
                         raise
                     error = {"code": exc.code, "message": exc.message}
-                    answer = {"items": [{"index": i, "error": error} for i in range(len(chunk))],
-                              "accepted": 0, "rejected": len(chunk)}
+                    answer = {
+                        "items": [{"index": i, "error": error} for i in range(len(chunk))],
+                        "accepted": 0,
+                        "rejected": len(chunk),
+                    }
             for item in sorted(answer["items"], key=lambda it: it["index"]):
                 combined["items"].append({**item, "index": item["index"] + start})
             combined["accepted"] += answer.get("accepted", 0)
@@ -165,8 +223,14 @@ class Client:
         """One submission, with its result once done."""
         return self._object("GET", f"/v1/submissions/{id}")
 
-    def list(self, run_id: str | None = None, status: str | None = None, limit: int | None = None, *,
-             page_size: int | None = None) -> Iterator[Submission]:
+    def list(
+        self,
+        run_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        *,
+        page_size: int | None = None,
+    ) -> Iterator[Submission]:
         """Every matching submission (without `result`), following `next_cursor` across
         pages. `limit` caps how many are yielded; `page_size` is the server's `?limit=`."""
         if limit is not None and limit <= 0:
@@ -189,9 +253,16 @@ class Client:
         """Cancel a queued submission; ApiError 409 if it is already running or done."""
         return self._object("DELETE", f"/v1/submissions/{id}")
 
-    def wait(self, ids: Iterable[str], *, timeout: float | None = None, poll: float = 1.0,
-             on_done: Callable[[Submission], None] | None = None, run_id: str | None = None,
-             max_poll: float = 10.0) -> dict[str, Submission]:
+    def wait(
+        self,
+        ids: Iterable[str],
+        *,
+        timeout: float | None = None,
+        poll: float = 1.0,
+        on_done: Callable[[Submission], None] | None = None,
+        run_id: str | None = None,
+        max_poll: float = 10.0,
+    ) -> dict[str, Submission]:
         """Poll until every submission is done or cancelled, or `timeout` seconds pass.
 
         Returns id -> the latest submission seen, in the order of `ids`; after a timeout
@@ -261,15 +332,23 @@ class Client:
                     digest.update(chunk)
                     size += len(chunk)
             if digest.hexdigest() != want:
-                raise ApiError(resp.status_code, "bad_response", f"GET {path}: the bundle's sha256 is "
-                               f"{digest.hexdigest()}, the service said {want or 'nothing'} (X-Content-SHA256)")
+                raise ApiError(
+                    resp.status_code,
+                    "bad_response",
+                    f"GET {path}: the bundle's sha256 is "
+                    f"{digest.hexdigest()}, the service said {want or 'nothing'} (X-Content-SHA256)",
+                )
             tmp.replace(dest)
         except RETRY_EXCEPTIONS as exc:
             raise ApiError(None, "unreachable", f"GET {self.url}{path} broke off: {exc}") from exc
         finally:
             tmp.unlink(missing_ok=True)
-        return {"sha256": want, "size": size, "commit": resp.headers.get("X-Grader-Commit"),
-                "merge": resp.headers.get("X-Grader-Merge")}
+        return {
+            "sha256": want,
+            "size": size,
+            "commit": resp.headers.get("X-Grader-Commit"),
+            "merge": resp.headers.get("X-Grader-Merge"),
+        }
 
     def account(self) -> dict[str, Any]:
         """The team, whether the key is an admin's, its quotas and usage."""
@@ -319,8 +398,13 @@ class Client:
         as one archive to `dest`; returns its size in bytes. Written beside `dest` first
         and moved into place whole, so an interrupted download leaves no partial archive."""
         dest = Path(dest)
-        resp = self._send("GET", f"/v1/runs/{ref}/logs", params={"format": fmt}, stream=True,
-                          accept="application/gzip, application/zip, application/json")
+        resp = self._send(
+            "GET",
+            f"/v1/runs/{ref}/logs",
+            params={"format": fmt},
+            stream=True,
+            accept="application/gzip, application/zip, application/json",
+        )
         tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
         size = 0
         try:
@@ -336,21 +420,50 @@ class Client:
         return size
 
     # --- transport -----------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
-                 idempotency_key: str | None = None, extra_timeout: float = 0) -> Any:
-        resp = self._send(method, path, params=params, json_body=json_body, idempotency_key=idempotency_key,
-                          extra_timeout=extra_timeout)
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        idempotency_key: str | None = None,
+        extra_timeout: float = 0,
+    ) -> Any:
+        resp = self._send(
+            method,
+            path,
+            params=params,
+            json_body=json_body,
+            idempotency_key=idempotency_key,
+            extra_timeout=extra_timeout,
+        )
         try:
             return resp.json()
         except ValueError as exc:
-            raise ApiError(resp.status_code, "bad_response",
-                           f"{method} {path} answered {resp.status_code} without JSON") from exc
+            raise ApiError(
+                resp.status_code, "bad_response", f"{method} {path} answered {resp.status_code} without JSON"
+            ) from exc
 
-    def _object(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
-                idempotency_key: str | None = None, extra_timeout: float = 0) -> dict[str, Any]:
+    def _object(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        idempotency_key: str | None = None,
+        extra_timeout: float = 0,
+    ) -> dict[str, Any]:
         """_request for an endpoint that answers a JSON object."""
-        answer: dict[str, Any] = self._request(method, path, params=params, json_body=json_body,
-                                               idempotency_key=idempotency_key, extra_timeout=extra_timeout)
+        answer: dict[str, Any] = self._request(
+            method,
+            path,
+            params=params,
+            json_body=json_body,
+            idempotency_key=idempotency_key,
+            extra_timeout=extra_timeout,
+        )
         return answer
 
     def _items(self, method: str, path: str, *, params: dict[str, Any] | None = None) -> Records:
@@ -358,9 +471,18 @@ class Client:
         items: Records = self._object(method, path, params=params).get("items", [])
         return items
 
-    def _send(self, method: str, path: str, *, params: dict[str, Any] | None = None, json_body: Any = None,
-              idempotency_key: str | None = None, extra_timeout: float = 0, stream: bool = False,
-              accept: str = "application/json") -> requests.Response:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        idempotency_key: str | None = None,
+        extra_timeout: float = 0,
+        stream: bool = False,
+        accept: str = "application/json",
+    ) -> requests.Response:
         """The first 2xx answer, after the retries; an error answer raises ApiError."""
         headers = {"Accept": accept}
         if self._key:
@@ -371,14 +493,21 @@ class Client:
         attempt = 0
         while True:
             try:
-                resp = self.session.request(method, self.url + path, params=params, json=json_body, headers=headers,
-                                            timeout=(self.connect_timeout, self.timeout + extra_timeout),
-                                            stream=stream)
+                resp = self.session.request(
+                    method,
+                    self.url + path,
+                    params=params,
+                    json=json_body,
+                    headers=headers,
+                    timeout=(self.connect_timeout, self.timeout + extra_timeout),
+                    stream=stream,
+                )
             except RETRY_EXCEPTIONS as exc:
                 refused = _connect_failure(exc)
                 if refused and attempt >= min(self.connect_retries, self.max_retries):
-                    raise ApiError(None, "unreachable",
-                                   f"cannot reach {self.url}: is `grader serve` running? ({refused})") from exc
+                    raise ApiError(
+                        None, "unreachable", f"cannot reach {self.url}: is `grader serve` running? ({refused})"
+                    ) from exc
                 if attempt >= self.max_retries:
                     raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc
                 self._sleep(self._backoff(attempt))
@@ -396,7 +525,7 @@ class Client:
 
     def _backoff(self, attempt: int) -> float:
         """Exponential with jitter, so that many clients refused together do not return together."""
-        growth: float = 2 ** attempt
+        growth: float = 2**attempt
         return min(self.max_retry_wait, self.backoff * growth) * random.uniform(0.5, 1.0)
 
 

@@ -47,8 +47,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GRADER_", extra="ignore")
 
     tasks_dir: Path = Field(Path("tasks"), description="where task YAML files are found (searched recursively)")
-    environments_dir: Path = Field(Path("environments"),
-                                   description="one sub-directory per environment, each with a Dockerfile")
+    environments_dir: Path = Field(
+        Path("environments"), description="one sub-directory per environment, each with a Dockerfile"
+    )
     cache_dir: Path = Field(Path.home() / ".cache" / "grader", description="prepared task checkouts and build contexts")
     runtime: str = Field("runc", description="the OCI runtime for grading containers: runc, or runsc for gVisor")
     max_patch_bytes: int = Field(1024 * 1024, description="larger patches are PATCH FAILED without being looked at")
@@ -58,72 +59,101 @@ class Settings(BaseSettings):
         default_factory=_default_ca_bundle,
         description="PEM bundle given to image builds (pip behind a TLS-intercepting proxy); empty to give none",
     )
-    debian_mirror: str | None = Field(None,
-                                      description="mirror for `images bootstrap`; default: read from apt's sources")
+    debian_mirror: str | None = Field(
+        None, description="mirror for `images bootstrap`; default: read from apt's sources"
+    )
     tmpfs_size: str = Field("256m", description="size of the writable /tmp inside grading containers")
     storage_size: str = Field("2G", description="writable-layer cap, applied where the storage driver supports it")
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
     prewarm: int = Field(4, description="run shapes (task and limits) kept started ahead of demand; 0 turns it off")
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
     audit: Literal["flag", "fail"] = Field(
-        "flag", description="what the static audit's findings (a patch reaching into the test runner or the "
-                            "interpreter) do: flag records them on the result, fail also makes the verdict FAIL")
+        "flag",
+        description="what the static audit's findings (a patch reaching into the test runner or the "
+        "interpreter) do: flag records them on the result, fail also makes the verdict FAIL",
+    )
 
     # --- the service -------------------------------------------------------------------
     mode: Literal["development", "production"] = Field(
-        "development", description="production refuses to start without its secrets set and hides error details")
+        "development", description="production refuses to start without its secrets set and hides error details"
+    )
     secret_key: SecretStr | None = Field(
-        None, description="signs portal sessions; required in production (no default is shipped)")
-    database_url: str = Field(default_factory=_default_database_url,
-                              description="SQLAlchemy URL; SQLite (WAL mode) by default, "
-                                          "postgresql+psycopg://... for several hosts")
+        None, description="signs portal sessions; required in production (no default is shipped)"
+    )
+    database_url: str = Field(
+        default_factory=_default_database_url,
+        description="SQLAlchemy URL; SQLite (WAL mode) by default, postgresql+psycopg://... for several hosts",
+    )
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="the Redis server that holds the queue")
     queue_name: str = Field("grader", description="the RQ queue of grading jobs (webhooks use NAME-webhooks)")
     queue_max: int = Field(50_000, description="submissions queued at once across all teams; above it POST answers 503")
     max_wait: float = Field(60.0, description="the longest ?wait= a request may hold for its verdict, in seconds")
     ingest_bytes_per_second: float = Field(
-        8 * 1024 * 1024, ge=0, description="bytes of request bodies a team may send a second, across the service, "
-                                           "after a burst of max_request_bytes (0: no bound); past it 429 before "
-                                           "the body is read, Retry-After saying when it would fit")
+        8 * 1024 * 1024,
+        ge=0,
+        description="bytes of request bodies a team may send a second, across the service, "
+        "after a burst of max_request_bytes (0: no bound); past it 429 before "
+        "the body is read, Retry-After saying when it would fit",
+    )
     max_inflight_per_team: int = Field(
-        12, ge=1, description="requests of one team in progress at once on one API process; past it "
-                              "429 at once, so that the process's other threads stay free for other teams; "
-                              "`grader serve` keeps it at least 4 below its threads")
+        12,
+        ge=1,
+        description="requests of one team in progress at once on one API process; past it "
+        "429 at once, so that the process's other threads stay free for other teams; "
+        "`grader serve` keeps it at least 4 below its threads",
+    )
     max_waiting_per_team: int = Field(
-        8, ge=0, description="requests of one team held for their verdict at once, across the service; past it "
-                             "?wait= is answered at once (202, header Grader-Wait) and the client polls")
+        8,
+        ge=0,
+        description="requests of one team held for their verdict at once, across the service; past it "
+        "?wait= is answered at once (202, header Grader-Wait) and the client polls",
+    )
     max_waiting_per_process: int = Field(
-        8, ge=0, description="requests held for their verdict at once by one API process; `grader serve` keeps it "
-                             "at least 4 below its threads, so requests that do not wait always find one")
-    max_request_bytes: int = Field(64 * 1024 * 1024,
-                                   description="largest request body (a batch of patches); larger is 413")
+        8,
+        ge=0,
+        description="requests held for their verdict at once by one API process; `grader serve` keeps it "
+        "at least 4 below its threads, so requests that do not wait always find one",
+    )
+    max_request_bytes: int = Field(
+        64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
+    )
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")
     max_retries: int = Field(3, description="times an ERROR is retried before the gold patch judges whose fault it is")
     retry_backoff: float = Field(10.0, description="seconds before the first ERROR retry; doubled each time")
     max_attempts: int = Field(
-        5, description="grades started per submission (ERROR retries and re-queues after a lost worker alike); "
-                       "past it the submission is judged by the gold patch without another grade")
+        5,
+        description="grades started per submission (ERROR retries and re-queues after a lost worker alike); "
+        "past it the submission is judged by the gold patch without another grade",
+    )
     retry_budget: int = Field(
-        100, description="ERROR retries across the service per retry_window; past it an ERROR is judged at once")
+        100, description="ERROR retries across the service per retry_window; past it an ERROR is judged at once"
+    )
     retry_window: float = Field(60.0, gt=0, description="seconds of the retry budget's window")
     gold_ttl: float = Field(
-        300.0, description="seconds a gold patch's grade (per host, task, image, grader version) answers whose fault "
-                           "an ERROR is, and a gold that ERRORed keeps that task's ERRORs from retrying; 0: no reuse")
-    job_timeout_margin: float = Field(900.0,
-                                      description="added to a task's timeout for the RQ job (image builds, start-up)")
+        300.0,
+        description="seconds a gold patch's grade (per host, task, image, grader version) answers whose fault "
+        "an ERROR is, and a gold that ERRORed keeps that task's ERRORs from retrying; 0: no reuse",
+    )
+    job_timeout_margin: float = Field(
+        900.0, description="added to a task's timeout for the RQ job (image builds, start-up)"
+    )
     lease_seconds: float = Field(
-        60.0, description="a running submission whose worker has not renewed it this long is re-queued")
+        60.0, description="a running submission whose worker has not renewed it this long is re-queued"
+    )
     reconcile_interval: float = Field(30.0, description="seconds between reconciler passes in `grader worker`")
     cache: bool = Field(
-        True, description="answer a submission from an identical finished grade (same task, patch, image, version)")
+        True, description="answer a submission from an identical finished grade (same task, patch, image, version)"
+    )
     webhook_timeout: float = Field(10.0, description="seconds a callback POST may take")
     webhook_retries: int = Field(
-        6, description="callback attempts after the first, on timeouts, connection errors, 429 and 5xx")
+        6, description="callback attempts after the first, on timeouts, connection errors, 429 and 5xx"
+    )
     webhook_backoff: float = Field(5.0, description="seconds before the first callback retry; doubled each time")
     callback_allow_private: bool = Field(
-        False, description="allow callback URLs that resolve to loopback, private or link-local addresses")
+        False, description="allow callback URLs that resolve to loopback, private or link-local addresses"
+    )
     api_url: str = Field(f"http://{API_BIND}", description="where `grader submit` and `grader status` find the service")
     api_key: SecretStr | None = Field(None, description="the key `grader submit` and `grader status` send")
 

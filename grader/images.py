@@ -149,8 +149,12 @@ class Images:
             info = tarfile.TarInfo(CA_FILE)
             info.size = len(ca)
             tar.addfile(info, io.BytesIO(ca))
-        return self.engine.build(buf.getvalue(), tag, log=log,
-                                 labels={KIND_LABEL: "env", "grader.env": name, "grader.hash": tag.rsplit(":", 1)[1]})
+        return self.engine.build(
+            buf.getvalue(),
+            tag,
+            log=log,
+            labels={KIND_LABEL: "env", "grader.env": name, "grader.hash": tag.rsplit(":", 1)[1]},
+        )
 
     # --- offline base images ----------------------------------------------------------
     def bootstrap(self, suite: str, *, force: bool = False, log: Log = _quiet) -> str:
@@ -164,8 +168,14 @@ class Images:
         log(f"bootstrapping {ref} from {mirror} with debootstrap (about a minute)")
         with tempfile.TemporaryDirectory(prefix="grader-bootstrap-") as tmp:
             rootfs = Path(tmp) / "rootfs"
-            cmd = ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,git,patch,ca-certificates",
-                   suite, str(rootfs), mirror]
+            cmd = [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-venv,git,patch,ca-certificates",
+                suite,
+                str(rootfs),
+                mirror,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode:
                 raise ImageError(f"debootstrap failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -176,7 +186,9 @@ class Images:
             tarball = Path(tmp) / "rootfs.tar"
             subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True)
             return self.engine.import_rootfs(
-                tarball, BASE_REPO, suite,
+                tarball,
+                BASE_REPO,
+                suite,
                 changes=[f"LABEL {KIND_LABEL}=base grader.suite={suite}", "ENV LANG=C.UTF-8", 'CMD ["/bin/bash"]'],
             )
 
@@ -185,8 +197,9 @@ class Images:
         h = hashlib.sha256(f"{prepared.task_hash}\0{env_image_id}\0{LAYOUT_VERSION}".encode()).hexdigest()[:16]
         return f"grader/task-{prepared.task.id.lower()}:{h}"
 
-    def instance_image(self, task: Task, *, build: bool = True, log: Log = _quiet,
-                       task_hash: str | None = None) -> tuple[str, PreparedTask]:
+    def instance_image(
+        self, task: Task, *, build: bool = True, log: Log = _quiet, task_hash: str | None = None
+    ) -> tuple[str, PreparedTask]:
         """The instance image id for `task` (built if missing and `build`), and the prepared task."""
         prepared = prepare(task, self.settings.cache_dir, task_hash)
         env = self.environment(task.environment)
@@ -213,8 +226,9 @@ class Images:
         ]
         if prepared.task.install:
             lines.append(f"RUN {prepared.task.install}")
-        lines.append(f"RUN chown -R {UID}:{UID} {REPO_DIR}"
-                     f" && chown -R 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}")
+        lines.append(
+            f"RUN chown -R {UID}:{UID} {REPO_DIR} && chown -R 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}"
+        )
         dockerfile = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -223,9 +237,16 @@ class Images:
             tar.addfile(info, io.BytesIO(dockerfile))
             tar.add(prepared.repo, arcname="repo")
             tar.add(prepared.hidden, arcname="hidden")
-        return self.engine.build(buf.getvalue(), tag, log=log, labels={
-            KIND_LABEL: "task", "grader.task": prepared.task.id, "grader.task_hash": prepared.task_hash,
-        })
+        return self.engine.build(
+            buf.getvalue(),
+            tag,
+            log=log,
+            labels={
+                KIND_LABEL: "task",
+                "grader.task": prepared.task.id,
+                "grader.task_hash": prepared.task_hash,
+            },
+        )
 
     # --- listing and pruning ------------------------------------------------------------
     def listing(self) -> list[dict[str, Any]]:

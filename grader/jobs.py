@@ -78,6 +78,7 @@ class _Lease(threading.Thread):
 
 def grade_submission(submission_id: str) -> str:
     from rq import get_current_job
+
     svc, grader = context()
     st = svc.settings
     job = get_current_job()
@@ -106,16 +107,26 @@ def grade_submission(submission_id: str) -> str:
                 return Result.model_validate(hit.result)
 
         def case(**kw) -> blame.Case:
-            return blame.Case(task_id=task_id, patch_sha256=sha, grader_version=GRADER_VERSION,
-                              attempts=claim.attempts, max_attempts=st.max_attempts, **kw)
+            return blame.Case(
+                task_id=task_id,
+                patch_sha256=sha,
+                grader_version=GRADER_VERSION,
+                attempts=claim.attempts,
+                max_attempts=st.max_attempts,
+                **kw,
+            )
 
         try:
             task = svc.task(task_id)
         except TaskNotFound as exc:  # removed since it was accepted: the service's fault, not theirs
             task = None
-            result = Result(task_id=task_id, verdict=Verdict.ERROR, error=str(exc),
-                            explanation="The task is no longer defined on this grader; this attempt is not charged.",
-                            provenance=Provenance(patch_sha256=sha, grader_version=GRADER_VERSION))
+            result = Result(
+                task_id=task_id,
+                verdict=Verdict.ERROR,
+                error=str(exc),
+                explanation="The task is no longer defined on this grader; this attempt is not charged.",
+                provenance=Provenance(patch_sha256=sha, grader_version=GRADER_VERSION),
+            )
         if task is not None and claim.attempts > st.max_attempts:
             # started too often without a verdict (its workers were lost): judged without
             # running the patch again, so this attempt cannot be lost the same way
@@ -140,20 +151,31 @@ def grade_submission(submission_id: str) -> str:
         if new_job is None:
             return "claim lost; the retry is someone else's"
         delay = st.retry_backoff * (2 ** min(errors, 16))
-        log.warning("submission %s: ERROR (%s); retry %d in %.0f s", submission_id,
-                    (result.error or "").splitlines()[0] if result.error else "", errors + 1, delay)
+        log.warning(
+            "submission %s: ERROR (%s); retry %d in %.0f s",
+            submission_id,
+            (result.error or "").splitlines()[0] if result.error else "",
+            errors + 1,
+            delay,
+        )
         try:
             svc.enqueue(submission_id, new_job, task_id, delay=delay)
         except StoreError as exc:
             log.warning("re-enqueueing %s failed (%s); the reconciler will", submission_id, exc)
         return f"ERROR, retry {errors + 1} queued"
     if not subs.finish(svc.db, claim, result, cached=cached, errored=errored):
-        log.warning("submission %s: claim lost before finishing; this grade (%s) is discarded",
-                    submission_id, result.verdict)
+        log.warning(
+            "submission %s: claim lost before finishing; this grade (%s) is discarded", submission_id, result.verdict
+        )
         return "claim lost; result discarded"
     if result.blame is not None:
-        log.warning("submission %s: %s, judged the %s's fault: %s", submission_id, result.verdict,
-                    result.blame.at_fault, result.blame.reason)
+        log.warning(
+            "submission %s: %s, judged the %s's fault: %s",
+            submission_id,
+            result.verdict,
+            result.blame.at_fault,
+            result.blame.reason,
+        )
     notify.after_finish(svc, submission_id)
     return result.verdict.value
 
@@ -166,21 +188,35 @@ def _epoch(t: dt.datetime | None) -> float | None:
     return t.timestamp()
 
 
-def _after_error(svc: Service, grader: Grader, task, result: Result, case, errors: int,
-                 first_error: float | None) -> tuple[bool, Result]:
+def _after_error(
+    svc: Service, grader: Grader, task, result: Result, case, errors: int, first_error: float | None
+) -> tuple[bool, Result]:
     """(retry?, the result to finish with) after a grade that ERRORed: grader/blame.py's
     policy. `errors`: the submission's ERRORs before this one; `first_error`: when the
     first of them was (None: this is the first)."""
     st = svc.settings
     p = result.provenance
-    c = case(errors=errors + 1, last=result, task_hash=p.task_hash,
-             failing_since=first_error if first_error is not None else time.time())
-    key = (blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
-           if p.image_id is not None and p.task_hash is not None else None)
+    c = case(
+        errors=errors + 1,
+        last=result,
+        task_hash=p.task_hash,
+        failing_since=first_error if first_error is not None else time.time(),
+    )
+    key = (
+        blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
+        if p.image_id is not None and p.task_hash is not None
+        else None
+    )
     breaker = blame.known_broken(_gold_cache(svc), key)
     budget = blame.RetryBudget(svc.redis, f"{st.queue_name}:retry-budget:", st.retry_budget, st.retry_window)
-    step = blame.after_error(errors=c.errors, attempts=c.attempts, max_retries=st.max_retries,
-                             max_attempts=st.max_attempts, broken=breaker is not None, budget=budget.take)
+    step = blame.after_error(
+        errors=c.errors,
+        attempts=c.attempts,
+        max_retries=st.max_retries,
+        max_attempts=st.max_attempts,
+        broken=breaker is not None,
+        budget=budget.take,
+    )
     if step is blame.Next.RETRY:
         return True, result
     if step is blame.Next.BROKEN:
@@ -209,8 +245,9 @@ def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float
     task_hash = task.definition_hash()
     if image_id is None:  # judging lost grades: find the image the gold would run on
         try:
-            image_id, _ = grader.images.instance_image(task, build=svc.settings.build_missing_images,
-                                                       task_hash=task_hash)
+            image_id, _ = grader.images.instance_image(
+                task, build=svc.settings.build_missing_images, task_hash=task_hash
+            )
         except GraderError as exc:
             return blame.GoldAnswer(verdict=Verdict.ERROR, at=time.time(), error=str(exc))
 
@@ -219,8 +256,9 @@ def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float
         log.info("grading the gold patch of %s to judge an ERROR", task.id)
         return blame.GoldAnswer.of(grader.grade(task, gold), at)
 
-    return blame.gold_answer(_gold_cache(svc), blame.gold_key(_host(), task_hash, image_id, GRADER_VERSION), grade,
-                             since=since)
+    return blame.gold_answer(
+        _gold_cache(svc), blame.gold_key(_host(), task_hash, image_id, GRADER_VERSION), grade, since=since
+    )
 
 
 # --- webhooks --------------------------------------------------------------------------------
@@ -250,13 +288,23 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
     for sid, token in expired:
         with svc.db.read() as s:
             sub = s.get(Submission, sid)
-            case = blame.Case(task_id=sub.task_id, patch_sha256=sub.patch_sha256, grader_version=GRADER_VERSION,
-                              errors=sub.errors, attempts=sub.attempts, max_attempts=svc.settings.max_attempts,
-                              lost=True, task_hash=sub.task_hash)
+            case = blame.Case(
+                task_id=sub.task_id,
+                patch_sha256=sub.patch_sha256,
+                grader_version=GRADER_VERSION,
+                errors=sub.errors,
+                attempts=sub.attempts,
+                max_attempts=svc.settings.max_attempts,
+                lost=True,
+                task_hash=sub.task_hash,
+            )
         if case.attempts > svc.settings.max_attempts:
             if subs.finish_abandoned(svc.db, sid, token, blame.abandoned(case)):
-                log.warning("submission %s: started %d times without a verdict, the last to judge it; finished as "
-                            "ERROR", sid, case.attempts)
+                log.warning(
+                    "submission %s: started %d times without a verdict, the last to judge it; finished as ERROR",
+                    sid,
+                    case.attempts,
+                )
                 counts["abandoned"] += 1
                 notify.after_finish(svc, sid)
             continue
@@ -267,8 +315,11 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
             counts["requeued_expired_leases"] += 1
     with svc.db.read() as s:
         # give a just-accepted submission a moment to reach Redis before calling its job lost
-        queued = [(r.id, r.job_id, r.task_id) for r in subs.queued_or_running(
-            s, older_than=now - dt.timedelta(seconds=grace)) if r.status == Status.QUEUED.value]
+        queued = [
+            (r.id, r.job_id, r.task_id)
+            for r in subs.queued_or_running(s, older_than=now - dt.timedelta(seconds=grace))
+            if r.status == Status.QUEUED.value
+        ]
     for sid, job_id, task_id in queued:
         if svc.job_alive(job_id):
             continue
@@ -280,11 +331,23 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
         svc.enqueue_many(todo)
     with svc.db.read() as s:
         from sqlalchemy import select
-        pending = list(s.scalars(select(Submission.id).where(
-            Submission.webhook_status == "pending", Submission.finished_at < now - dt.timedelta(minutes=30))))
-        done_no_hook = list(s.scalars(select(Submission.id).where(
-            Submission.status == Status.DONE.value, Submission.callback_url.is_not(None),
-            Submission.webhook_status.is_(None))))
+
+        pending = list(
+            s.scalars(
+                select(Submission.id).where(
+                    Submission.webhook_status == "pending", Submission.finished_at < now - dt.timedelta(minutes=30)
+                )
+            )
+        )
+        done_no_hook = list(
+            s.scalars(
+                select(Submission.id).where(
+                    Submission.status == Status.DONE.value,
+                    Submission.callback_url.is_not(None),
+                    Submission.webhook_status.is_(None),
+                )
+            )
+        )
     for sid in done_no_hook:
         notify.after_finish(svc, sid)
         counts["webhooks"] += 1

@@ -61,8 +61,9 @@ from grader.verdict import Verdict
 T = TypeVar("T")
 
 
-def file_localization(patch_files: Iterable[str],
-                      gold_files: Iterable[str]) -> tuple[float | None, float | None, float | None]:
+def file_localization(
+    patch_files: Iterable[str], gold_files: Iterable[str]
+) -> tuple[float | None, float | None, float | None]:
     """File-level precision, recall and F1 of the files a patch touches against the files
     the real change touched (the time-consistent benchmark's localization metric).
 
@@ -188,8 +189,14 @@ def rate(successes: float, n: int) -> Figure:
     return Figure(successes / n if n else None, successes, n, wilson_interval(successes, n))
 
 
-def bootstrap_ci(items: Sequence[T], statistic: Callable[[list[T]], float | None], *, resamples: int = 2000,
-                 seed: int = 0, alpha: float = 0.05) -> tuple[float, float] | None:
+def bootstrap_ci(
+    items: Sequence[T],
+    statistic: Callable[[list[T]], float | None],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of `statistic` over `items` resampled with replacement.
 
     The items are tasks (or pairs of a task's outcomes), not attempts: trials of one task
@@ -239,7 +246,7 @@ def pass_ks(trials: int) -> list[int]:
     k from 1 to the trials run, thinned above 10 to 1, 2, 3, 5, 10, 20, 50, 100... and n."""
     if trials <= 10:
         return list(range(1, max(trials, 1) + 1))
-    steps = [1, 2, 3, 5] + [m * 10 ** e for e in range(1, len(str(trials))) for m in (1, 2, 5)]
+    steps = [1, 2, 3, 5] + [m * 10**e for e in range(1, len(str(trials))) for m in (1, 2, 5)]
     return sorted({k for k in steps if k < trials} | {trials})
 
 
@@ -333,17 +340,26 @@ def task_records(attempts: Iterable[Attempt]) -> dict[str, TaskRecord]:
         verdicts = [a.verdict for a in trials]
         valid = [v for v in verdicts if v != ERROR]
         n, c = len(valid), sum(v == PASS for v in valid)
-        out[task_id] = TaskRecord(n, c, sum(v in VALID_GRADED for v in valid), len(verdicts) - n, resolved(n, c),
-                                  stability(verdicts), verdicts)
+        out[task_id] = TaskRecord(
+            n,
+            c,
+            sum(v in VALID_GRADED for v in valid),
+            len(verdicts) - n,
+            resolved(n, c),
+            stability(verdicts),
+            verdicts,
+        )
     return out
 
 
 def _rate_figures(records: dict[str, TaskRecord]) -> tuple[Figure, Figure, Figure]:
     """resolved, solve rate and success rate over the tasks with a valid trial."""
     valid = [r for r in records.values() if r.n]
-    return (rate(sum(r.resolved for r in valid), len(valid)),
-            rate(math.fsum(r.c / r.n for r in valid), len(valid)),
-            rate(math.fsum(r.graded / r.n for r in valid), len(valid)))
+    return (
+        rate(sum(r.resolved for r in valid), len(valid)),
+        rate(math.fsum(r.c / r.n for r in valid), len(valid)),
+        rate(math.fsum(r.graded / r.n for r in valid), len(valid)),
+    )
 
 
 def _rates(records: dict[str, TaskRecord]) -> dict[str, Figure | int]:
@@ -357,13 +373,21 @@ def over_task_set(records: dict[str, TaskRecord], task_ids: Iterable[str]) -> Ta
     graded that is not in the set still counts (never more resolved than tasks)."""
     universe = set(task_ids) | {t for t, r in records.items() if r.n}
     valid = [r for t, r in records.items() if r.n]
-    return TaskSetFigures(tasks=len(universe), attempted=len(valid),
-                          resolved=rate(sum(r.resolved for r in valid), len(universe)),
-                          solve_rate=rate(math.fsum(r.c / r.n for r in valid), len(universe)))
+    return TaskSetFigures(
+        tasks=len(universe),
+        attempted=len(valid),
+        resolved=rate(sum(r.resolved for r in valid), len(universe)),
+        solve_rate=rate(math.fsum(r.c / r.n for r in valid), len(universe)),
+    )
 
 
-def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None, until: dt.date | None = None,
-                task_set: Iterable[str] | None = None) -> RunSummary:
+def run_summary(
+    attempts: Iterable[Attempt],
+    *,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    task_set: Iterable[str] | None = None,
+) -> RunSummary:
     """Every figure of a run, under the rule of the module docstring.
 
     ERROR is a fault of the grading machinery, never the submitter's: those attempts leave
@@ -397,13 +421,23 @@ def run_summary(attempts: Iterable[Attempt], *, since: dt.date | None = None, un
         localization[name] = Figure(sum(values) / len(values) if values else None, sum(values), len(values))
     all_resolved, all_solve_rate, all_success_rate = _rate_figures(tasks)
     return RunSummary(
-        attempts=len(kept), valid=len(valid), errors=len(kept) - len(valid), incomplete=len(kept) > len(valid),
+        attempts=len(kept),
+        valid=len(valid),
+        errors=len(kept) - len(valid),
+        incomplete=len(kept) > len(valid),
         window={"since": since.isoformat() if since else None, "until": until.isoformat() if until else None},
-        trials=trials, tasks=len(attempted), resolved=all_resolved, solve_rate=all_solve_rate,
-        one_attempt_success=all_solve_rate, success_rate=all_success_rate,
+        trials=trials,
+        tasks=len(attempted),
+        resolved=all_resolved,
+        solve_rate=all_solve_rate,
+        one_attempt_success=all_solve_rate,
+        success_rate=all_success_rate,
         pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in pass_ks(trials)},
         pass_any_at_n=rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
-        stability=classes, per_task=tasks, breakdowns=breakdowns, localization=localization,
+        stability=classes,
+        per_task=tasks,
+        breakdowns=breakdowns,
+        localization=localization,
         task_set=over_task_set(tasks, task_set) if task_set is not None else None,
     )
 
@@ -418,7 +452,7 @@ def mcnemar_exact(b01: int, b10: int) -> float:
     n = b01 + b10
     if n == 0:
         return 1.0
-    tail: float = sum(math.comb(n, i) for i in range(min(b01, b10) + 1)) / 2 ** n
+    tail: float = sum(math.comb(n, i) for i in range(min(b01, b10) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -459,12 +493,26 @@ def paired_comparison(a_attempts: Iterable[Attempt], b_attempts: Iterable[Attemp
         wins += int(x and not y)
         losses += int(y and not x)
         diffs.append(a.c / a.n - b.c / b.n)
-        per_task[t] = {"a": "resolved" if x else "unresolved", "b": "resolved" if y else "unresolved",
-                       "outcome": outcome[(x, y)], "a_passed": a.c, "a_trials": a.n, "b_passed": b.c,
-                       "b_trials": b.n}
+        per_task[t] = {
+            "a": "resolved" if x else "unresolved",
+            "b": "resolved" if y else "unresolved",
+            "outcome": outcome[(x, y)],
+            "a_passed": a.c,
+            "a_trials": a.n,
+            "b_passed": b.c,
+            "b_trials": b.n,
+        }
+
     def mean(s: list[float]) -> float:
         return sum(s) / len(s)
 
     difference = Figure(mean(diffs) if diffs else None, math.fsum(diffs), len(diffs), bootstrap_ci(diffs, mean))
-    return Comparison(len(common), wins, losses, len(common) - wins - losses, difference,
-                      mcnemar_exact(wins, losses) if common else None, per_task)
+    return Comparison(
+        len(common),
+        wins,
+        losses,
+        len(common) - wins - losses,
+        difference,
+        mcnemar_exact(wins, losses) if common else None,
+        per_task,
+    )

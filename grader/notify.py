@@ -62,15 +62,28 @@ def deliver(svc: Service, submission_id: str, attempt: int = 0) -> str:
             return "nothing to deliver"
         body, url = webhook_body(svc, sub), sub.callback_url
         secret = s.get(Team, sub.team_id).webhook_secret
-    outcome = webhooks.deliver(url, body, secret, timeout=st.webhook_timeout, allow_private=st.callback_allow_private,
-                               delivery_id=f"{submission_id}.{attempt}")
+    outcome = webhooks.deliver(
+        url,
+        body,
+        secret,
+        timeout=st.webhook_timeout,
+        allow_private=st.callback_allow_private,
+        delivery_id=f"{submission_id}.{attempt}",
+    )
     final = outcome.ok or not outcome.retryable or attempt >= st.webhook_retries
     with svc.db.write() as s:
-        s.add(WebhookDelivery(submission_id=submission_id, attempt=attempt, status_code=outcome.status_code,
-                              error=outcome.error, ok=outcome.ok))
+        s.add(
+            WebhookDelivery(
+                submission_id=submission_id,
+                attempt=attempt,
+                status_code=outcome.status_code,
+                error=outcome.error,
+                ok=outcome.ok,
+            )
+        )
         if final:
             s.get(Submission, submission_id).webhook_status = "delivered" if outcome.ok else "failed"
     if not final:
-        svc.enqueue_webhook(submission_id, attempt=attempt + 1, delay=st.webhook_backoff * (2 ** attempt))
+        svc.enqueue_webhook(submission_id, attempt=attempt + 1, delay=st.webhook_backoff * (2**attempt))
         return f"attempt {attempt} failed ({outcome.error}); retrying"
     return "delivered" if outcome.ok else f"failed: {outcome.error}"

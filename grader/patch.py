@@ -74,8 +74,10 @@ def path_problem(name: str) -> str | None:
         return f"{name!r}: absolute paths are refused; paths must be relative to the repository root"
     parts = PurePosixPath(name).parts
     if len(parts) > MAX_PATH_PARTS or len(name.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
-        return (f"{name[:80]!r}...: paths deeper than {MAX_PATH_PARTS} directories or longer than "
-                f"{MAX_PATH_BYTES} bytes are refused")
+        return (
+            f"{name[:80]!r}...: paths deeper than {MAX_PATH_PARTS} directories or longer than "
+            f"{MAX_PATH_BYTES} bytes are refused"
+        )
     if ".." in parts:
         return f"{name!r}: '..' in a path is refused"
     if ".git" in parts:
@@ -93,7 +95,7 @@ def _header_paths(text: str) -> list[str]:
             continue
         for head in _PATH_HEADERS:
             if line.startswith(head):
-                names.append(line[len(head):].strip())
+                names.append(line[len(head) :].strip())
         if line.startswith(("--- ", "+++ ")):
             names.append(_strip_prefix(line[4:]))
     return names

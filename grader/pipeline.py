@@ -1,12 +1,12 @@
 """grade(task, patch) -> Result: the one place a verdict is decided.
 
-    validate the patch (unidiff) -> PATCH FAILED on a refusal
-    find / build the instance image
-    one container run: the supervisor applies, restores, runs (see supervisor.py)
-    -> TIMED OUT past the wall-clock limit
-    -> PATCH FAILED when no step of the apply chain applies it
-    -> the task's check turns the run into PASS or FAIL
-    any fault of the machinery on the way -> ERROR (never FAIL, never charged)
+validate the patch (unidiff) -> PATCH FAILED on a refusal
+find / build the instance image
+one container run: the supervisor applies, restores, runs (see supervisor.py)
+-> TIMED OUT past the wall-clock limit
+-> PATCH FAILED when no step of the apply chain applies it
+-> the task's check turns the run into PASS or FAIL
+any fault of the machinery on the way -> ERROR (never FAIL, never charged)
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ CONTAINER_ENV = {
 APPLY_CHAIN = [
     ("git apply", ["git", "apply", "--verbose"]),
     ("git apply --3way", ["git", "apply", "--verbose", "--3way"]),
-    ("patch --fuzz", ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch",
-                      "--reject-file=-"]),
+    (
+        "patch --fuzz",
+        ["patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch", "--reject-file=-"],
+    ),
 ]
 # What a runner or the interpreter loads by itself from the repository: restored to the
 # base whatever the task says (a patch that was only a conftest.py was once scored as
@@ -122,8 +124,14 @@ def _margin(timeout: float) -> float:
 class Grader:
     """Grades patches against tasks with one sandbox and one image store."""
 
-    def __init__(self, settings: Settings | None = None, *, sandbox: Sandbox | None = None,
-                 images: Images | None = None, runtime: str | None = None):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        sandbox: Sandbox | None = None,
+        images: Images | None = None,
+        runtime: str | None = None,
+    ):
         self.settings = settings or get_settings()
         self.runtime = runtime or self.settings.runtime
         self.images = images or Images(self.settings)
@@ -133,8 +141,13 @@ class Grader:
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
             s = self.settings
-            self._sandbox = sandbox_for_runtime(self.runtime, tmpfs_size=s.tmpfs_size, storage_size=s.storage_size,
-                                                file_size_limit=s.file_size_limit, max_warm=s.prewarm)
+            self._sandbox = sandbox_for_runtime(
+                self.runtime,
+                tmpfs_size=s.tmpfs_size,
+                storage_size=s.storage_size,
+                file_size_limit=s.file_size_limit,
+                max_warm=s.prewarm,
+            )
             # containers of graders on this host that died mid-run go first; housekeeping
             # that fails (the engine is away) leaves the grade to find out for itself
             try:
@@ -159,14 +172,21 @@ class Grader:
             provenance.task_hash = task.definition_hash()
             localization = self._localization(task, info)
             if not info.ok:
-                return self._finish(Result(
-                    task_id=task.id, verdict=Verdict.PATCH_FAILED, provenance=provenance, localization=localization,
-                    explanation="The patch was refused before it was applied: " + "; ".join(info.problems) + ".",
-                    durations=durations,
-                ), started)
+                return self._finish(
+                    Result(
+                        task_id=task.id,
+                        verdict=Verdict.PATCH_FAILED,
+                        provenance=provenance,
+                        localization=localization,
+                        explanation="The patch was refused before it was applied: " + "; ".join(info.problems) + ".",
+                        durations=durations,
+                    ),
+                    started,
+                )
             t = time.monotonic()
-            image_id, prepared = self.images.instance_image(task, build=self.settings.build_missing_images,
-                                                            task_hash=provenance.task_hash)
+            image_id, prepared = self.images.instance_image(
+                task, build=self.settings.build_missing_images, task_hash=provenance.task_hash
+            )
             provenance.image_id = image_id
             durations["image"] = time.monotonic() - t
             earlier = lookup(provenance) if lookup is not None else None
@@ -195,9 +215,14 @@ class Grader:
 
     @staticmethod
     def _error(task: Task, provenance: Provenance, message: str, durations: dict[str, float]) -> Result:
-        return Result(task_id=task.id, verdict=Verdict.ERROR, provenance=provenance, durations=durations,
-                      explanation="The grading machinery failed; this attempt is not charged and can be retried.",
-                      error=message)
+        return Result(
+            task_id=task.id,
+            verdict=Verdict.ERROR,
+            provenance=provenance,
+            durations=durations,
+            explanation="The grading machinery failed; this attempt is not charged and can be retried.",
+            error=message,
+        )
 
     @staticmethod
     def _localization(task: Task, info: PatchInfo) -> Localization | None:
@@ -216,19 +241,33 @@ class Grader:
         if isinstance(check, TestsCheck):
             listed = check.fail_to_pass + check.pass_to_pass
         if isinstance(check, TestsCheck) and check.runner == "pytest":
-            hidden = sorted(p for p, d in manifest.items()
-                            if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES)
+            hidden = sorted(
+                p
+                for p, d in manifest.items()
+                if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES
+            )
             named = {_test_file(tid) for tid in listed}
             paths = check.paths or sorted(set(hidden) | named)
             if not paths:
                 raise GraderError(f"task {task.id}: a pytest check needs paths or hidden test files")
-            check_job = CheckSpec(kind="pytest", args=[*check.pytest_args, *paths], plugins=check.plugins,
-                                  **self._canary_job(check, hidden, named, listed))
+            check_job = CheckSpec(
+                kind="pytest",
+                args=[*check.pytest_args, *paths],
+                plugins=check.plugins,
+                **self._canary_job(check, hidden, named, listed),
+            )
         elif isinstance(check, TestsCheck):
-            hidden = sorted(p for p, d in manifest.items()
-                            if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES)
-            check_job = CheckSpec(kind="command", command=check.command, junit=check.junit,
-                                  **self._canary_job(check, hidden, {_test_file(tid) for tid in listed}, listed))
+            hidden = sorted(
+                p
+                for p, d in manifest.items()
+                if d is not None and p.endswith(".py") and p.rsplit("/", 1)[-1] not in NOT_TEST_FILES
+            )
+            check_job = CheckSpec(
+                kind="command",
+                command=check.command,
+                junit=check.junit,
+                **self._canary_job(check, hidden, {_test_file(tid) for tid in listed}, listed),
+            )
         elif isinstance(check, OutputCheck):
             check_job = CheckSpec(kind="output", command=check.command)
         else:
@@ -268,8 +307,12 @@ class Grader:
         return RunSpec(
             image=image_id,
             command=["python3", "-I", f"{RUN_DIR}/supervisor.py"],
-            files={"run/job.json": job.to_json().encode(), "run/jobspec.py": _shipped("jobspec.py"),
-                   "run/supervisor.py": _shipped("supervisor.py"), "run/submission.patch": patch},
+            files={
+                "run/job.json": job.to_json().encode(),
+                "run/jobspec.py": _shipped("jobspec.py"),
+                "run/supervisor.py": _shipped("supervisor.py"),
+                "run/submission.patch": patch,
+            },
             files_root=GRADER_DIR,
             env=CONTAINER_ENV,
             workdir=REPO_DIR,
@@ -283,27 +326,53 @@ class Grader:
         """Where the canaries go (beside the hidden tests), what they are named like and
         whose imports they borrow."""
         homes = [p.rsplit("/", 1)[0] if "/" in p else "" for p in hidden + sorted(named)]
-        return {"canaries": check.canaries, "canary_dir": homes[0] if homes else "", "canary_words": _words(listed),
-                "canary_sources": hidden[:3]}
+        return {
+            "canaries": check.canaries,
+            "canary_dir": homes[0] if homes else "",
+            "canary_words": _words(listed),
+            "canary_sources": hidden[:3],
+        }
 
-    def _decide(self, task: Task, prepared: PreparedTask, out: RunOutput, provenance: Provenance,
-                localization: Localization | None, durations: dict[str, float], audit: list[AuditFinding]) -> Result:
+    def _decide(
+        self,
+        task: Task,
+        prepared: PreparedTask,
+        out: RunOutput,
+        provenance: Provenance,
+        localization: Localization | None,
+        durations: dict[str, float],
+        audit: list[AuditFinding],
+    ) -> Result:
         provenance.runtime = out.runtime
         protections = Protections(runtime=out.runtime, audit_mode=self.settings.audit)
-        base: dict[str, Any] = dict(task_id=task.id, provenance=provenance, localization=localization,
-                                    durations=durations, audit=audit, protections=protections)
+        base: dict[str, Any] = dict(
+            task_id=task.id,
+            provenance=provenance,
+            localization=localization,
+            durations=durations,
+            audit=audit,
+            protections=protections,
+        )
         limit = task.limits.timeout
         if out.timed_out:
-            return Result(**base, verdict=Verdict.TIMED_OUT,
-                          explanation=f"The run passed its {limit:g} s wall-clock limit and was killed.")
+            return Result(
+                **base,
+                verdict=Verdict.TIMED_OUT,
+                explanation=f"The run passed its {limit:g} s wall-clock limit and was killed.",
+            )
         try:
             sup = json.loads(out.stdout.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             if out.oom_killed:
-                return Result(**base, verdict=Verdict.FAIL,
-                              explanation=f"The run exceeded its {task.limits.memory} memory limit and was killed.")
-            raise SandboxError(f"the supervisor produced no result (exit {out.exit_code}): "
-                               f"{out.stderr.decode(errors='replace')[-2000:]}") from None
+                return Result(
+                    **base,
+                    verdict=Verdict.FAIL,
+                    explanation=f"The run exceeded its {task.limits.memory} memory limit and was killed.",
+                )
+            raise SandboxError(
+                f"the supervisor produced no result (exit {out.exit_code}): "
+                f"{out.stderr.decode(errors='replace')[-2000:]}"
+            ) from None
         if sup.get("error"):
             raise SandboxError(f"the supervisor failed: {sup['error']}")
         for stage in ("snapshot", "apply", "place_tests", "check", "verify"):
@@ -324,32 +393,51 @@ class Grader:
         base["output"] = sup.get("output", "")
         tree_error = sup.get("tree_error")
         if sup.get("timed_out"):
-            return Result(**base, verdict=Verdict.TIMED_OUT,
-                          explanation=f"The run passed its {limit:g} s wall-clock limit and was stopped.")
+            return Result(
+                **base,
+                verdict=Verdict.TIMED_OUT,
+                explanation=f"The run passed its {limit:g} s wall-clock limit and was stopped.",
+            )
         if tree_error and tree_error["stage"] == "apply":
-            return Result(**base, verdict=Verdict.PATCH_FAILED,
-                          explanation=f"Applying the patch left a file tree that could not be undone: "
-                                      f"{tree_error['message']}.")
+            return Result(
+                **base,
+                verdict=Verdict.PATCH_FAILED,
+                explanation=f"Applying the patch left a file tree that could not be undone: {tree_error['message']}.",
+            )
         if sup.get("apply_refused"):
-            return Result(**base, verdict=Verdict.PATCH_FAILED,
-                          explanation=f"The patch was refused after it was applied: {sup['apply_refused']}.")
+            return Result(
+                **base,
+                verdict=Verdict.PATCH_FAILED,
+                explanation=f"The patch was refused after it was applied: {sup['apply_refused']}.",
+            )
         if not sup.get("applied"):
             tried = ", ".join(a.method for a in apply_log.attempts)
-            return Result(**base, verdict=Verdict.PATCH_FAILED,
-                          explanation=f"The patch does not apply at the base commit (tried {tried}).")
+            return Result(
+                **base,
+                verdict=Verdict.PATCH_FAILED,
+                explanation=f"The patch does not apply at the base commit (tried {tried}).",
+            )
         if tree_error:
-            return Result(**base, verdict=Verdict.FAIL,
-                          explanation=f"The submission left the repository in a state the grader cannot check "
-                                      f"({tree_error['stage']}: {tree_error['message']}).")
+            return Result(
+                **base,
+                verdict=Verdict.FAIL,
+                explanation=f"The submission left the repository in a state the grader cannot check "
+                f"({tree_error['stage']}: {tree_error['message']}).",
+            )
         outcome, report = self._check(task, prepared, sup)
         if report is not None:
             protections.report_channel = report.channel
             protections.canaries = report.canaries
             evidence = report.evidence + (report.pending if outcome.passed else [])
             if evidence:
-                return Result(**base, verdict=Verdict.FAIL, tampered=evidence, tests=outcome.tests,
-                              check={"type": task.check.type, **outcome.details},
-                              explanation=f"The run tampered with its test report: {evidence[0]}.")
+                return Result(
+                    **base,
+                    verdict=Verdict.FAIL,
+                    tampered=evidence,
+                    tests=outcome.tests,
+                    check={"type": task.check.type, **outcome.details},
+                    explanation=f"The run tampered with its test report: {evidence[0]}.",
+                )
         elif isinstance(task.check, TestsCheck):
             protections.report_channel = "junit file" if sup.get("junit") else "exit status"
         explanation = outcome.explanation
@@ -360,10 +448,17 @@ class Grader:
         if verdict is Verdict.PASS and audit and self.settings.audit == "fail":
             rules = ", ".join(sorted({f.rule for f in audit}))
             verdict = Verdict.FAIL
-            explanation = f"The patch reaches into the test runner or the interpreter ({rules}); " \
-                          f"this grader fails such patches. The tests alone: {explanation}"
-        return Result(**base, verdict=verdict, explanation=explanation + ".",
-                      tests=outcome.tests, check={"type": task.check.type, **outcome.details})
+            explanation = (
+                f"The patch reaches into the test runner or the interpreter ({rules}); "
+                f"this grader fails such patches. The tests alone: {explanation}"
+            )
+        return Result(
+            **base,
+            verdict=verdict,
+            explanation=explanation + ".",
+            tests=outcome.tests,
+            check={"type": task.check.type, **outcome.details},
+        )
 
     @staticmethod
     def _check(task: Task, prepared: PreparedTask, sup: dict[str, Any]) -> tuple[CheckOutcome, Report | None]:
@@ -371,17 +466,27 @@ class Grader:
         if isinstance(check, TestsCheck):
             if check.runner == "pytest":
                 report = read_pytest_report(sup)
-                outcome = evaluate_tests(outcomes=report.outcomes, report_problem=report.problem,
-                                         exit_code=sup.get("exit_code"), fail_to_pass=check.fail_to_pass,
-                                         pass_to_pass=check.pass_to_pass, runner=check.runner)
+                outcome = evaluate_tests(
+                    outcomes=report.outcomes,
+                    report_problem=report.problem,
+                    exit_code=sup.get("exit_code"),
+                    fail_to_pass=check.fail_to_pass,
+                    pass_to_pass=check.pass_to_pass,
+                    runner=check.runner,
+                )
                 if report.collect_errors:
                     outcome.details["collect_errors"] = report.collect_errors
                 return outcome, report
             if sup.get("report") is not None:  # the command ran pytest: its signed report decides
                 report = read_pytest_report(sup, command=True)
-                outcome = evaluate_tests(outcomes=report.outcomes, report_problem=report.problem,
-                                         exit_code=sup.get("exit_code"), fail_to_pass=check.fail_to_pass,
-                                         pass_to_pass=check.pass_to_pass, runner=check.runner)
+                outcome = evaluate_tests(
+                    outcomes=report.outcomes,
+                    report_problem=report.problem,
+                    exit_code=sup.get("exit_code"),
+                    fail_to_pass=check.fail_to_pass,
+                    pass_to_pass=check.pass_to_pass,
+                    runner=check.runner,
+                )
                 return outcome, report
             outcomes, problem = {}, None
             if sup.get("junit"):
@@ -391,19 +496,32 @@ class Grader:
                     problem = str(exc)
             elif check.junit and (check.fail_to_pass or check.pass_to_pass):
                 problem = f"The command wrote no JUnit report at {check.junit}"
-            outcome = evaluate_tests(outcomes=outcomes, report_problem=problem, exit_code=sup.get("exit_code"),
-                                     fail_to_pass=check.fail_to_pass, pass_to_pass=check.pass_to_pass,
-                                     runner=check.runner)
+            outcome = evaluate_tests(
+                outcomes=outcomes,
+                report_problem=problem,
+                exit_code=sup.get("exit_code"),
+                fail_to_pass=check.fail_to_pass,
+                pass_to_pass=check.pass_to_pass,
+                runner=check.runner,
+            )
             tampered_files = sup.get("tampered_files") or []
             if tampered_files:
-                outcome = CheckOutcome(False, f"The hidden tests were modified while they ran: "
-                                              f"{', '.join(tampered_files)}", tests=outcome.tests,
-                                       details={**outcome.details, "tampered": tampered_files})
+                outcome = CheckOutcome(
+                    False,
+                    f"The hidden tests were modified while they ran: {', '.join(tampered_files)}",
+                    tests=outcome.tests,
+                    details={**outcome.details, "tampered": tampered_files},
+                )
             return outcome, None
         if isinstance(check, OutputCheck):
-            return evaluate_output(base64.b64decode(sup.get("stdout", "")), sup.get("stdout_complete", False),
-                                   task.read(check.expected), threshold=check.threshold, normalize=check.normalize,
-                                   exit_code=sup.get("exit_code")), None
+            return evaluate_output(
+                base64.b64decode(sup.get("stdout", "")),
+                sup.get("stdout_complete", False),
+                task.read(check.expected),
+                threshold=check.threshold,
+                normalize=check.normalize,
+                exit_code=sup.get("exit_code"),
+            ), None
         assert isinstance(check, ExactMatchCheck)
         files = {rel: (base64.b64decode(v) if v is not None else None) for rel, v in sup.get("files", {}).items()}
         return evaluate_exact_match(files, prepared.expected_files(), check.normalize), None

@@ -11,8 +11,9 @@ from typing import Any
 Located = list[tuple[str, Any]]  # (where, value): "FILE: item 3" in a list, "FILE:7" in JSONL
 
 
-def parse_records(text: str, *, source: str, what: str,
-                  error: type[Exception] = ValueError) -> Located | dict[str, Any]:
+def parse_records(
+    text: str, *, source: str, what: str, error: type[Exception] = ValueError
+) -> Located | dict[str, Any]:
     """Each record of `text` with where it stands; a text that is one JSON object is
     returned whole, for the caller to read as one record or as records keyed by id.
     Raises `error`, naming the line, for text that is neither JSON nor JSONL."""
@@ -23,7 +24,7 @@ def parse_records(text: str, *, source: str, what: str,
         whole = json.loads(stripped)
     except json.JSONDecodeError as exc:
         if stripped[0] == "[":  # a list that does not parse is a broken JSON file, not JSONL
-            line = exc.lineno + text[:len(text) - len(text.lstrip())].count("\n")
+            line = exc.lineno + text[: len(text) - len(text.lstrip())].count("\n")
             raise error(f"{source}:{line}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
         whole = None
     if isinstance(whole, list):

@@ -66,18 +66,20 @@ def _channel() -> tuple[Emit, dict[str, Any]]:
         chain[0] = mac.encode()
         data = (line + "\t" + mac + "\n").encode()
         while data:
-            data = data[os.write(report_fd, data):]
+            data = data[os.write(report_fd, data) :]
 
     return emit, settings
 
 
-def _watch(emit: Emit, settings: dict[str, Any]
-           ) -> tuple[Callable[[], None], Callable[[pytest.Item], None], list[pytest.Config]]:
+def _watch(
+    emit: Emit, settings: dict[str, Any]
+) -> tuple[Callable[[], None], Callable[[pytest.Item], None], list[pytest.Config]]:
     """The audit hook and the snapshot; returns the snapshot's check."""
     import sysconfig
 
-    trusted_roots = tuple(sorted({p for p in (sysconfig.get_paths().get(k) for k in
-                                              ("stdlib", "platstdlib", "purelib", "platlib")) if p}))
+    trusted_roots = tuple(
+        sorted({p for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")) if p})
+    )
     tests = tuple(settings.get("tests", ()))
     repo = settings.get("repo", "/nonexistent") + "/"
     watched_modules = ("_pytest", "pytest", "pluggy", __name__)
@@ -102,12 +104,13 @@ def _watch(emit: Emit, settings: dict[str, Any]
         return path.startswith(trusted_roots) or path.startswith("<frozen ")
 
     def a_test(path: str) -> bool:
-        rel = path[len(repo):] if path.startswith(repo) else None
-        return rel is not None and (rel in tests or rel.startswith(tuple(t.rstrip("/") + "/" for t in tests if
-                                                                         t.endswith("/"))))
+        rel = path[len(repo) :] if path.startswith(repo) else None
+        return rel is not None and (
+            rel in tests or rel.startswith(tuple(t.rstrip("/") + "/" for t in tests if t.endswith("/")))
+        )
 
     def where(path: str, line: int) -> str:
-        return f"{path[len(repo):] if path.startswith(repo) else path}:{line}"
+        return f"{path[len(repo) :] if path.startswith(repo) else path}:{line}"
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if busy[0]:
@@ -226,8 +229,13 @@ _check, _check_item, _config = _watch(_emit, _settings)
 del _watch
 
 
-def _hooks(emit: Emit, check: Callable[[], None], check_item: Callable[[pytest.Item], None],
-           configs: list[pytest.Config], canaries: tuple[str, ...]) -> tuple[Callable[..., Any], ...]:
+def _hooks(
+    emit: Emit,
+    check: Callable[[], None],
+    check_item: Callable[[pytest.Item], None],
+    configs: list[pytest.Config],
+    canaries: tuple[str, ...],
+) -> tuple[Callable[..., Any], ...]:
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(config: pytest.Config) -> None:
         configs.append(config)
@@ -240,8 +248,16 @@ def _hooks(emit: Emit, check: Callable[[], None], check_item: Callable[[pytest.I
     def pytest_runtest_logreport(report: pytest.TestReport) -> Generator[None, Any, None]:
         """Around every other plugin's: the record is written as the report arrives,
         before any of them (pytest's own session counting, the terminal) sees it."""
-        emit({"t": "test", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
-              "xfail": bool(getattr(report, "wasxfail", False)), "d": round(float(report.duration or 0), 4)})
+        emit(
+            {
+                "t": "test",
+                "id": report.nodeid,
+                "when": report.when,
+                "outcome": report.outcome,
+                "xfail": bool(getattr(report, "wasxfail", False)),
+                "d": round(float(report.duration or 0), 4),
+            }
+        )
         if report.when == "call":
             check()
         if report.nodeid.startswith(canaries):
@@ -263,13 +279,12 @@ def _hooks(emit: Emit, check: Callable[[], None], check_item: Callable[[pytest.I
         check()
         emit({"t": "end", "exit": int(exitstatus), "collected": int(session.testscollected)})
 
-    return (pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport,
-            pytest_sessionfinish)
+    return (pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish)
 
 
 # The hooks hold what they need in their closures: replacing a name in this module
 # changes nothing pluggy calls.
-(pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport,
- pytest_sessionfinish) = _hooks(_emit, _check, _check_item, _config,
-                                tuple(c + "::" for c in _settings.get("canaries", ())))
+(pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish) = _hooks(
+    _emit, _check, _check_item, _config, tuple(c + "::" for c in _settings.get("canaries", ()))
+)
 del _hooks, _emit, _check, _check_item, _config, _settings

@@ -41,8 +41,9 @@ class Filters:
     until: dt.date | None = None
 
     def keep(self, a: metrics.Attempt) -> bool:
-        return (self.suite is None or a.suite == self.suite) and \
-            (self.variant is None or a.prompt_variant == self.variant)
+        return (self.suite is None or a.suite == self.suite) and (
+            self.variant is None or a.prompt_variant == self.variant
+        )
 
 
 class FilterError(ValueError):
@@ -63,8 +64,9 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
         except ValueError:
             raise FilterError(f"{name} must be a date, YYYY-MM-DD, not {raw!r}") from None
 
-    f = Filters(suite=args.get("suite") or None, variant=args.get("variant") or None,
-                since=date("since"), until=date("until"))
+    f = Filters(
+        suite=args.get("suite") or None, variant=args.get("variant") or None, since=date("since"), until=date("until")
+    )
     if f.since and f.until and f.since > f.until:
         raise FilterError("since is after until")
     return f
@@ -90,21 +92,42 @@ def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list[metrics.Atte
         except TaskError:
             suite = difficulty = language = created = None
         loc = (sub.result or {}).get("localization") or {}
-        out.append(metrics.Attempt(task_id=sub.task_id, verdict=sub.verdict, trial=sub.trial, suite=suite,
-                           difficulty=difficulty, language=language, prompt_variant=sub.prompt_variant,
-                           created_at=created, precision=loc.get("precision"), recall=loc.get("recall"),
-                           f1=loc.get("f1")))
+        out.append(
+            metrics.Attempt(
+                task_id=sub.task_id,
+                verdict=sub.verdict,
+                trial=sub.trial,
+                suite=suite,
+                difficulty=difficulty,
+                language=language,
+                prompt_variant=sub.prompt_variant,
+                created_at=created,
+                precision=loc.get("precision"),
+                recall=loc.get("recall"),
+                f1=loc.get("f1"),
+            )
+        )
     return out, pending
 
 
 def run_meta(run: Run, team: Team) -> dict[str, Any]:
-    return {"id": run.id, "name": run.name, "team": team.name, "method": run.method,
-            "description": run.description, "project_url": run.project_url, "paper_url": run.paper_url,
-            "public": run.public, "baseline": run.baseline, "hidden": run.hidden, "verified": run.verified,
-            "created_at": run.created_at.isoformat() if run.created_at else None,
-            "published_at": run.published_at.isoformat() if run.published_at else None,
-            "locked": store_runs.locked(run),
-            "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"}}
+    return {
+        "id": run.id,
+        "name": run.name,
+        "team": team.name,
+        "method": run.method,
+        "description": run.description,
+        "project_url": run.project_url,
+        "paper_url": run.paper_url,
+        "public": run.public,
+        "baseline": run.baseline,
+        "hidden": run.hidden,
+        "verified": run.verified,
+        "created_at": run.created_at.isoformat() if run.created_at else None,
+        "published_at": run.published_at.isoformat() if run.published_at else None,
+        "locked": store_runs.locked(run),
+        "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"},
+    }
 
 
 def integrity_of(rows: list[Submission]) -> dict[str, int]:
@@ -121,8 +144,11 @@ def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) ->
     """The suites a run is measured over and their tasks: the filter's suite, else every
     suite its attempts belong to; only tasks created inside the filter's window."""
     suites = {filters.suite} if filters.suite else {a.suite for a in attempts if a.suite}
-    ids = {t.id for t in svc.tasks if t.metadata.suite in suites
-           and metrics.in_window(t.metadata.created_at, filters.since, filters.until)}
+    ids = {
+        t.id
+        for t in svc.tasks
+        if t.metadata.suite in suites and metrics.in_window(t.metadata.created_at, filters.since, filters.until)
+    }
     return sorted(suites), ids
 
 
@@ -140,9 +166,16 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bo
     suites, ids = task_set(svc, attempts, filters)
     summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids))
     errors = summary["errors"]
-    view: dict[str, Any] = {**meta, "submissions": len(rows), "pending": pending, "errors": errors,
-            "complete": pending == 0 and errors == 0, "filters": plain(filters), "suites": suites,
-            "metrics": summary}
+    view: dict[str, Any] = {
+        **meta,
+        "submissions": len(rows),
+        "pending": pending,
+        "errors": errors,
+        "complete": pending == 0 and errors == 0,
+        "filters": plain(filters),
+        "suites": suites,
+        "metrics": summary,
+    }
     if host:
         view["integrity"] = integrity_of(rows)
     return view
@@ -188,8 +221,9 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
             rows = store_runs.submissions_of(s, run)
             out[key] = run_meta(run, team)
         attempts, _ = attempts_of(svc, rows)
-        atts.append([x for x in attempts if filters.keep(x) and metrics.in_window(x.created_at, filters.since,
-                                                                                    filters.until)])
+        atts.append(
+            [x for x in attempts if filters.keep(x) and metrics.in_window(x.created_at, filters.since, filters.until)]
+        )
     out["comparison"] = plain(metrics.paired_comparison(atts[0], atts[1]))
     return out
 
@@ -219,8 +253,11 @@ def _by_task(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def _records(rows: list[dict[str, Any]]) -> dict[str, metrics.TaskRecord]:
     """The rule's per-task records (grader.metrics) from submission rows: finished ones
     with a verdict are the trials, as attempts_of makes them for every other figure."""
-    return metrics.task_records(metrics.Attempt(task_id=r["task_id"], verdict=r["verdict"], trial=r.get("trial"))
-                                for r in rows if r["status"] == Status.DONE.value and r["verdict"])
+    return metrics.task_records(
+        metrics.Attempt(task_id=r["task_id"], verdict=r["verdict"], trial=r.get("trial"))
+        for r in rows
+        if r["status"] == Status.DONE.value and r["verdict"]
+    )
 
 
 def swebench_report(rows: list[dict[str, Any]], task_ids: set[str] | None = None) -> dict[str, Any]:
@@ -266,8 +303,13 @@ def _standing(subs: list[dict[str, Any]], rec: metrics.TaskRecord | None) -> dic
     grading the predictions once gives back the report's resolved_ids; the newest
     submission while none is graded."""
     if rec is not None and rec.n:
-        agree = [r for r in subs if r["status"] == Status.DONE.value and r["verdict"] not in (None, metrics.ERROR)
-                 and (r["verdict"] == metrics.PASS) == rec.resolved]
+        agree = [
+            r
+            for r in subs
+            if r["status"] == Status.DONE.value
+            and r["verdict"] not in (None, metrics.ERROR)
+            and (r["verdict"] == metrics.PASS) == rec.resolved
+        ]
         if agree:
             return agree[-1]
     return subs[-1]

@@ -39,8 +39,9 @@ class Service:
     def __init__(self, settings: Settings | None = None, *, tasks: TaskSet | None = None):
         self.settings = settings or get_settings()
         self.db = Database(self.settings.database_url)
-        self.redis = Redis.from_url(self.settings.redis_url, socket_timeout=10, socket_connect_timeout=5,
-                                    health_check_interval=30)
+        self.redis = Redis.from_url(
+            self.settings.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
+        )
         self.queue = Queue(self.settings.queue_name, connection=self.redis)
         self.webhook_queue = Queue(f"{self.settings.queue_name}-webhooks", connection=self.redis)
         self._tasks = tasks
@@ -65,8 +66,11 @@ class Service:
         than none. With no previous set, the valid tasks serve."""
         fresh = self._load_tasks()
         if fresh.refused and self._tasks is not None:
-            raise TasksRefused("the tasks directory holds invalid task files; the previous set stays in service: "
-                               + "; ".join(f"{p}: {why}" for p, why in fresh.refused.items()), fresh.refused)
+            raise TasksRefused(
+                "the tasks directory holds invalid task files; the previous set stays in service: "
+                + "; ".join(f"{p}: {why}" for p, why in fresh.refused.items()),
+                fresh.refused,
+            )
         self._tasks = fresh
         self.task_hash.cache_clear()
         return fresh
@@ -99,8 +103,13 @@ class Service:
     def enqueue(self, submission_id: str, job_id: str, task_id: str, *, delay: float = 0.0) -> None:
         """Put the grading job for a submission on the queue. Raises StoreError if Redis is
         unreachable: the database already holds the submission, and the reconciler enqueues it."""
-        kwargs = dict(job_id=job_id, job_timeout=self.job_timeout(task_id), result_ttl=RESULT_TTL,
-                      failure_ttl=FAILURE_TTL, description=f"grade {submission_id} ({task_id})")
+        kwargs = dict(
+            job_id=job_id,
+            job_timeout=self.job_timeout(task_id),
+            result_ttl=RESULT_TTL,
+            failure_ttl=FAILURE_TTL,
+            description=f"grade {submission_id} ({task_id})",
+        )
         try:
             if delay > 0:
                 self.queue.enqueue_in(dt.timedelta(seconds=delay), GRADE_JOB, submission_id, **kwargs)
@@ -112,13 +121,21 @@ class Service:
     def enqueue_many(self, items: Sequence[tuple[str, str | None, str]]) -> None:
         """(submission id, job id, task id) each; one round trip."""
         try:
-            data = [Queue.prepare_data(GRADE_JOB, args=(sid,), job_id=jid, timeout=self.job_timeout(tid),
-                                       result_ttl=RESULT_TTL, failure_ttl=FAILURE_TTL,
-                                       description=f"grade {sid} ({tid})")
-                    for sid, jid, tid in items]
+            data = [
+                Queue.prepare_data(
+                    GRADE_JOB,
+                    args=(sid,),
+                    job_id=jid,
+                    timeout=self.job_timeout(tid),
+                    result_ttl=RESULT_TTL,
+                    failure_ttl=FAILURE_TTL,
+                    description=f"grade {sid} ({tid})",
+                )
+                for sid, jid, tid in items
+            ]
             for i in range(0, len(data), 500):
                 with self.redis.pipeline() as pipe:
-                    self.queue.enqueue_many(data[i:i + 500], pipeline=pipe)
+                    self.queue.enqueue_many(data[i : i + 500], pipeline=pipe)
                     pipe.execute()
         except RedisError as exc:
             raise StoreError(f"redis: {exc}") from exc
@@ -145,8 +162,9 @@ class Service:
         kwargs = dict(job_timeout=int(self.settings.webhook_timeout * 3 + 30), result_ttl=600, failure_ttl=FAILURE_TTL)
         try:
             if delay > 0:
-                self.webhook_queue.enqueue_in(dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt,
-                                              **kwargs)
+                self.webhook_queue.enqueue_in(
+                    dt.timedelta(seconds=delay), WEBHOOK_JOB, submission_id, attempt, **kwargs
+                )
             else:
                 self.webhook_queue.enqueue(WEBHOOK_JOB, submission_id, attempt, **kwargs)
         except RedisError as exc:

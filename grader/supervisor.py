@@ -59,6 +59,7 @@ def _shipped(name: str) -> types.ModuleType:
     path: never by a name the environment's sys.path (the repository, an editable
     install) could answer to."""
     import importlib.util
+
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
     spec = importlib.util.spec_from_file_location("grader_" + name, path)
     if spec is None or spec.loader is None:
@@ -87,8 +88,19 @@ PYTEST_CONFIGS = (  # in pytest's own order of preference, with the section it r
 TRUSTED_CONFIG = ".grader-pytest"
 # pytest options that would stop the run early or deselect by name: with them the canaries
 # could not all run, so none are added (the result says so).
-CANARY_BLOCKERS = ("-x", "--exitfirst", "--maxfail", "-k", "-m", "--deselect", "--lf", "--last-failed",
-                   "--sw", "--stepwise", "--ff")
+CANARY_BLOCKERS = (
+    "-x",
+    "--exitfirst",
+    "--maxfail",
+    "-k",
+    "-m",
+    "--deselect",
+    "--lf",
+    "--last-failed",
+    "--sw",
+    "--stepwise",
+    "--ff",
+)
 MAX_DEPTH = 128
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -170,9 +182,17 @@ def kill_everything_else() -> None:
             return
 
 
-def run_as_user(job: JobSpec, argv: list[str], *, timeout: float, stdout_limit: int,
-                separate_stderr: bool = False, pass_fds: tuple = (), stdin_path: str | None = None,
-                env: dict | None = None) -> dict:
+def run_as_user(
+    job: JobSpec,
+    argv: list[str],
+    *,
+    timeout: float,
+    stdout_limit: int,
+    separate_stderr: bool = False,
+    pass_fds: tuple = (),
+    stdin_path: str | None = None,
+    env: dict | None = None,
+) -> dict:
     """Run `argv` as the unprivileged user; capture output; kill everything on the way out."""
     stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
     out_r, out_w = os.pipe()
@@ -230,6 +250,7 @@ def shown(rel: str) -> str:
 
 
 # --- the repository, reached only through directory descriptors -------------------------
+
 
 def rel_ok(rel: str) -> bool:
     parts = rel.split("/")
@@ -417,14 +438,24 @@ def is_bytecode(rel: str) -> bool:
 class Protection:
     """Which paths are restored to the base after the patch, and why."""
 
-    def __init__(self, spec: ProtectSpec, base: dict[str, tuple], *, roots: tuple[str, ...] = ("",),
-                 shadowed: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        spec: ProtectSpec,
+        base: dict[str, tuple],
+        *,
+        roots: tuple[str, ...] = ("",),
+        shadowed: frozenset[str] = frozenset(),
+    ):
         self.roots = roots
         self.shadowed = shadowed
         # modules the repository has itself where it is on sys.path: its own, even when
         # they share a name with one of the environment's (packaging's own packaging/)
-        self.own = {(root, self._top(rel[len(root):])) for root in roots for rel in base
-                    if rel.startswith(root) and self._top(rel[len(root):])}
+        self.own = {
+            (root, self._top(rel[len(root) :]))
+            for root in roots
+            for rel in base
+            if rel.startswith(root) and self._top(rel[len(root) :])
+        }
         self.files = set(spec.files)
         self.names = set(spec.names)
         self.suffixes = tuple(spec.suffixes)
@@ -441,8 +472,11 @@ class Protection:
         candidates = [rel for rel, sig in base.items() if sig[0] == "f"] + sorted(self.files)
         for rel in candidates:
             parts = rel.split("/")
-            if len(parts) > 1 and parts[-2] in dir_names and (self._test_module(parts[-1]) or rel in self.files
-                                                             or parts[-1] == "conftest.py"):
+            if (
+                len(parts) > 1
+                and parts[-2] in dir_names
+                and (self._test_module(parts[-1]) or rel in self.files or parts[-1] == "conftest.py")
+            ):
                 self.test_dirs.add("/".join(parts[:-1]))
 
     def _test_module(self, name: str) -> bool:
@@ -463,7 +497,7 @@ class Protection:
         it would be imported in their place, by the runner itself."""
         for root in self.roots:
             if rel.startswith(root):
-                top = self._top(rel[len(root):])
+                top = self._top(rel[len(root) :])
                 if top in self.shadowed and (root, top) not in self.own:
                     return True
         return False
@@ -498,7 +532,7 @@ def import_roots(repo: str) -> tuple[tuple[str, ...], frozenset[str]]:
     names = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
     for entry in sys.path:
         if entry.startswith(repo + "/"):
-            roots.append(entry[len(repo) + 1:].rstrip("/") + "/")
+            roots.append(entry[len(repo) + 1 :].rstrip("/") + "/")
             continue
         if not entry or not os.path.isdir(entry) or entry.startswith(repo):
             continue
@@ -533,15 +567,27 @@ def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
 
 def unnamed_changes(changed: list[str], before: dict, after: dict, touched: set[str]) -> list[str]:
     """Files the apply chain wrote that the diff's headers do not name."""
+
     def kind(tree: dict, rel: str) -> str | None:
         sig = tree.get(rel)
         return sig[0] if sig else None
-    return [rel for rel in changed
-            if not (kind(before, rel) in (None, "d") and kind(after, rel) in (None, "d")) and rel not in touched]
+
+    return [
+        rel
+        for rel in changed
+        if not (kind(before, rel) in (None, "d") and kind(after, rel) in (None, "d")) and rel not in touched
+    ]
 
 
-def restore_protected(owner: tuple[int, int], tree: Tree, before: dict, after: dict, changed: list[str],
-                      protection: Protection, staged: dict[str, str]) -> tuple[list[str], list[str]]:
+def restore_protected(
+    owner: tuple[int, int],
+    tree: Tree,
+    before: dict,
+    after: dict,
+    changed: list[str],
+    protection: Protection,
+    staged: dict[str, str],
+) -> tuple[list[str], list[str]]:
     """Remove bytecode the patch brought; put every protected path it changed back."""
     bytecode, restored = [], []
     for rel in changed:
@@ -579,6 +625,7 @@ def base_pytest_config(tree: Tree) -> tuple[str, bytes]:
 
 
 # --- the steps --------------------------------------------------------------------
+
 
 def snapshot(tree: Tree, paths: list[str]) -> dict:
     """The base state of the paths a patch names: enough to undo a failed attempt."""
@@ -627,10 +674,17 @@ def apply_patch(job: JobSpec, tree: Tree, result: dict) -> bool:
     attempts = []
     for method, argv in job.apply_chain:
         # the patch reaches the user's process on stdin: no copy of it is left where a test could read it
-        run = run_as_user(job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job.output_limit,
-                          stdin_path=job.patch)
-        attempts.append({"method": method, "command": " ".join(argv), "exit_code": run["exit_code"],
-                         "output": text(run["out"].data())})
+        run = run_as_user(
+            job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job.output_limit, stdin_path=job.patch
+        )
+        attempts.append(
+            {
+                "method": method,
+                "command": " ".join(argv),
+                "exit_code": run["exit_code"],
+                "output": text(run["out"].data()),
+            }
+        )
         if run["exit_code"] == 0:
             result["apply"] = {"method": method, "attempts": attempts}
             return True
@@ -731,6 +785,7 @@ def tampered(tree: Tree, expected: dict[str, str | None]) -> list[str]:
 
 # --- canaries ---------------------------------------------------------------------------
 
+
 def _canary_body(rng: random.Random, must_pass: bool) -> str:
     """One test body in a shape tasks' tests have; its assertion holds iff must_pass."""
     shape = rng.randrange(5)
@@ -775,14 +830,34 @@ def make_canaries(check: CheckSpec, tree: Tree) -> dict | None:
         args = check.args
     else:  # a command's words, less the interpreter's own "-m pytest"
         words = (check.command or "").split()
-        args = [w for i, w in enumerate(words) if not (w == "-m" and words[i + 1:i + 2] == ["pytest"])]
+        args = [w for i, w in enumerate(words) if not (w == "-m" and words[i + 1 : i + 2] == ["pytest"])]
     for arg in args:
         if blocks_canaries(arg):
             return {"skipped": f"the task's pytest option {arg} could stop the run early or deselect them"}
     rng = random.SystemRandom()
     words = [w for w in check.canary_words if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)]
-    words = sorted(set(words) | {"value", "values", "empty", "result", "basic", "single", "order", "default",
-                                 "missing", "mixed", "simple", "large", "small", "edge", "round", "split", "case"})
+    words = sorted(
+        set(words)
+        | {
+            "value",
+            "values",
+            "empty",
+            "result",
+            "basic",
+            "single",
+            "order",
+            "default",
+            "missing",
+            "mixed",
+            "simple",
+            "large",
+            "small",
+            "edge",
+            "round",
+            "split",
+            "case",
+        }
+    )
     folder = check.canary_dir or ""
     while True:
         module = "test_" + "_".join(rng.sample(words, 2)) + ".py"
@@ -802,8 +877,9 @@ def make_canaries(check: CheckSpec, tree: Tree) -> dict | None:
         names.add(name)
         source += f"\n\ndef {name}():\n" + _canary_body(rng, must_pass)
         expect[f"{rel}::{name}"] = "passed" if must_pass else "failed"
-    source = source.replace("import hashlib\n\nimport pytest\n",
-                            "import hashlib\n\nimport pytest\n" + borrowed_imports(check, tree), 1)
+    source = source.replace(
+        "import hashlib\n\nimport pytest\n", "import hashlib\n\nimport pytest\n" + borrowed_imports(check, tree), 1
+    )
     data = source.encode()
     tree.write(rel, data, mode=0o444, owner=(0, 0))
     return {"path": rel, "digest": hashlib.sha256(data).hexdigest(), "expect": expect}
@@ -814,6 +890,7 @@ def borrowed_imports(check: CheckSpec, tree: Tree) -> str:
     test as the tests do and cannot be told apart by what they touch. An import that
     fails breaks the canaries with the tests that need it: the run fails either way."""
     import ast
+
     lines: list[str] = []
     for rel in check.canary_sources:
         data = tree.read(rel)
@@ -833,12 +910,20 @@ def borrowed_imports(check: CheckSpec, tree: Tree) -> str:
 
 # --- the report channel -------------------------------------------------------------------
 
+
 def read_report(data: bytes, key: bytes) -> dict:
     """Check each session's chain of signatures line by line (a command may run pytest
     more than once); fold the records into outcomes (a test seen in several sessions
     keeps its worst), and keep what the plugin saw of the process (`integrity`)."""
-    rep: dict = {"forged": None, "end": None, "ends": 0, "sessions": 0, "phases": {}, "collect_errors": [],
-                 "integrity": []}
+    rep: dict = {
+        "forged": None,
+        "end": None,
+        "ends": 0,
+        "sessions": 0,
+        "phases": {},
+        "collect_errors": [],
+        "integrity": [],
+    }
     chains: dict[str, bytes] = {}
     ended: set[str] = set()
     # the plugin writes one record per test and phase, and nothing after its last word:
@@ -906,6 +991,7 @@ def write_plugin(job: JobSpec) -> tuple[str, str]:
     module = "grader_report_" + secrets.token_hex(8)
     data = base64.b64decode(job.report_plugin)
     import sysconfig
+
     purelib = sysconfig.get_paths().get("purelib")
     dirs = [purelib] if purelib and os.path.isdir(purelib) else []
     d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
@@ -957,16 +1043,23 @@ class Channel:
 
 def plugin_settings(job: JobSpec, canaries: dict | None) -> dict:
     tests = sorted(set(job.check.trusted_tests))
-    return {"repo": job.repo, "tests": tests,
-            "canaries": [canaries["path"]] if canaries and "expect" in canaries else []}
+    return {
+        "repo": job.repo,
+        "tests": tests,
+        "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
+    }
 
 
 def check_env(job: JobSpec) -> dict:
     """What every check command runs with: no plugin auto-loading, and bytecode read only
     from a root-owned cache (never from the repository's __pycache__, never written)."""
     os.makedirs(job.pycache, 0o755, exist_ok=True)
-    return {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "", "PYTHONPYCACHEPREFIX": job.pycache,
-            "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTEST_ADDOPTS": "",
+        "PYTHONPYCACHEPREFIX": job.pycache,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
@@ -981,14 +1074,28 @@ def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) ->
     args = list(check.args)
     if canaries and "expect" in canaries:
         args = [canaries["path"]] + args  # first: imported before any module of the submission's
-    argv = ["python", "-m", "pytest", "-c", cfg, "--rootdir", job.repo, "-p", "no:cacheprovider",
-            "-p", module, "-o", "console_output_style=classic"]
+    argv = [
+        "python",
+        "-m",
+        "pytest",
+        "-c",
+        cfg,
+        "--rootdir",
+        job.repo,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        module,
+        "-o",
+        "console_output_style=classic",
+    ]
     for plugin in check.plugins:
         argv += ["-p", plugin]
     env = {**check_env(job), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
-        run = run_as_user(job, argv + args, timeout=remaining(job), stdout_limit=job.output_limit,
-                          pass_fds=channel.fds(), env=env)
+        run = run_as_user(
+            job, argv + args, timeout=remaining(job), stdout_limit=job.output_limit, pass_fds=channel.fds(), env=env
+        )
     finally:
         channel.close()
     finish_run(result, run)
@@ -1011,8 +1118,14 @@ def run_command(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -
         addopts.append(canaries["path"])
     env = {**check_env(job), "PYTEST_ADDOPTS": " ".join(addopts), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
-        run = run_as_user(job, ["sh", "-c", check.command], timeout=remaining(job),
-                          stdout_limit=job.output_limit, pass_fds=channel.fds(), env=env)
+        run = run_as_user(
+            job,
+            ["sh", "-c", check.command],
+            timeout=remaining(job),
+            stdout_limit=job.output_limit,
+            pass_fds=channel.fds(),
+            env=env,
+        )
     finally:
         channel.close()
     finish_run(result, run)
@@ -1054,8 +1167,14 @@ def run_check(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> 
     if kind == "output":
         if check.command is None:
             raise ValueError("an output check needs its command")
-        run = run_as_user(job, ["sh", "-c", check.command], timeout=remaining(job),
-                          stdout_limit=job.report_limit, separate_stderr=True, env=check_env(job))
+        run = run_as_user(
+            job,
+            ["sh", "-c", check.command],
+            timeout=remaining(job),
+            stdout_limit=job.report_limit,
+            separate_stderr=True,
+            env=check_env(job),
+        )
         finish_run(result, run)
         result["stdout"] = base64.b64encode(run["out"].data()).decode()
         result["stdout_complete"] = run["out"].complete()
@@ -1066,9 +1185,26 @@ def run_check(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> 
 
 # What a file tree the submission shaped can make a file operation fail with. Running out
 # of descriptors or memory, or a process limit, stays a fault of ours.
-TREE_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EEXIST,
-               errno.ENOTEMPTY, errno.ENOSPC, errno.EDQUOT, errno.EMLINK, errno.EFBIG, errno.EACCES, errno.EPERM,
-               errno.ENXIO, errno.EINVAL, errno.EROFS, errno.ETXTBSY, errno.EBUSY}
+TREE_ERRNOS = {
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ELOOP,
+    errno.ENAMETOOLONG,
+    errno.EEXIST,
+    errno.ENOTEMPTY,
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EMLINK,
+    errno.EFBIG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENXIO,
+    errno.EINVAL,
+    errno.EROFS,
+    errno.ETXTBSY,
+    errno.EBUSY,
+}
 
 
 class Stage:
@@ -1110,8 +1246,11 @@ def main() -> int:
         roots, shadowed = import_roots(job.repo)
         protection = Protection(job.protect, before, roots=roots, shadowed=shadowed)
         # the task's own test code, trusted by the report plugin's watch: restored to the base
-        job.check.trusted_tests = sorted(protection.files | {rel for rel in before if rel.endswith("conftest.py")}
-                                         | {d + "/" for d in protection.test_dirs})
+        job.check.trusted_tests = sorted(
+            protection.files
+            | {rel for rel in before if rel.endswith("conftest.py")}
+            | {d + "/" for d in protection.test_dirs}
+        )
         staged = stage(tree, before, protection)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
 
@@ -1129,7 +1268,8 @@ def main() -> int:
                     result["apply_refused"] = f"it wrote files its headers do not name: {listed}"
                 else:
                     result["bytecode_removed"], result["protected_restored"] = restore_protected(
-                        (job.uid, job.gid), tree, before, after, changed, protection, staged)
+                        (job.uid, job.gid), tree, before, after, changed, protection, staged
+                    )
                     result["restored"] = restore_hidden(job, tree, manifest)
         result["applied"] = applied
         if applied and "tree_error" not in result and not result.get("timed_out"):

@@ -29,8 +29,14 @@ class TaskValidation:
         return not self.problems
 
     def as_dict(self) -> dict:
-        return {"task_id": self.task_id, "ok": self.ok, "flaky": self.flaky, "problems": self.problems,
-                "empty": [str(v) for v in self.empty], "gold": [str(v) for v in self.gold]}
+        return {
+            "task_id": self.task_id,
+            "ok": self.ok,
+            "flaky": self.flaky,
+            "problems": self.problems,
+            "empty": [str(v) for v in self.empty],
+            "gold": [str(v) for v in self.gold],
+        }
 
 
 def _per_test_problems(task: Task, empty: Result) -> list[str]:
@@ -55,7 +61,9 @@ def _honest_problems(what: str, i: int, result: Result) -> list[str]:
     return []
 
 
-def validate_task(grader: Grader, task: Task, repeat: int = 1, progress: Callable[[], None] | None = None) -> TaskValidation:
+def validate_task(
+    grader: Grader, task: Task, repeat: int = 1, progress: Callable[[], None] | None = None
+) -> TaskValidation:
     report = TaskValidation(task.id)
     gold = task.gold_patch_text()
     if gold is None:
@@ -74,8 +82,10 @@ def validate_task(grader: Grader, task: Task, repeat: int = 1, progress: Callabl
             result = grader.grade(task, gold)
             report.gold.append(result.verdict)
             if result.verdict is not Verdict.PASS:
-                report.problems.append(f"gold patch, run {i + 1}: {result.verdict}: {result.explanation}"
-                                       + (f" {result.error[:500]}" if result.error else ""))
+                report.problems.append(
+                    f"gold patch, run {i + 1}: {result.verdict}: {result.explanation}"
+                    + (f" {result.error[:500]}" if result.error else "")
+                )
             report.problems += _honest_problems("gold patch", i, result)
         if progress:
             progress()

@@ -119,8 +119,9 @@ class Result(BaseModel):
     verdict: Verdict
     explanation: str
     tests: TestOutcomes | None = None
-    check: dict[str, Any] = Field(default_factory=dict,
-                                  description="what the check measured (ratio, mismatched files, ...)")
+    check: dict[str, Any] = Field(
+        default_factory=dict, description="what the check measured (ratio, mismatched files, ...)"
+    )
     apply: ApplyLog = ApplyLog()
     output: str = Field("", description="the check command's output, truncated in the middle")
     durations: dict[str, float] = Field(default_factory=dict, description="seconds per stage")

@@ -75,8 +75,9 @@ def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[st
     if not resolve:
         return []
     try:
-        infos = socket.getaddrinfo(parts.hostname, port or (443 if parts.scheme == "https" else 80),
-                                   type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(
+            parts.hostname, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
     except (socket.gaierror, UnicodeError) as exc:
         raise CallbackUnresolved(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
     addresses = []
@@ -91,6 +92,7 @@ def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[st
 def _pinned_connection(cls: type[Any], address: str) -> type[Any]:
     """`cls` (urllib3's connection) connecting to `address` whatever its host name resolves
     to now; the name still goes in the Host header, in SNI and in the certificate check."""
+
     class Pinned(cls):  # type: ignore[misc]  # a base chosen at run time (urllib3 types it as a protocol)
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -110,10 +112,16 @@ class PinnedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
-            "http": type("PinnedHTTPPool", (HTTPConnectionPool,),
-                         {"ConnectionCls": _pinned_connection(HTTPConnectionPool.ConnectionCls, self.address)}),
-            "https": type("PinnedHTTPSPool", (HTTPSConnectionPool,),
-                          {"ConnectionCls": _pinned_connection(HTTPSConnectionPool.ConnectionCls, self.address)}),
+            "http": type(
+                "PinnedHTTPPool",
+                (HTTPConnectionPool,),
+                {"ConnectionCls": _pinned_connection(HTTPConnectionPool.ConnectionCls, self.address)},
+            ),
+            "https": type(
+                "PinnedHTTPSPool",
+                (HTTPSConnectionPool,),
+                {"ConnectionCls": _pinned_connection(HTTPSConnectionPool.ConnectionCls, self.address)},
+            ),
         }
 
 
@@ -125,14 +133,17 @@ class Delivery:
     error: str | None = None
 
 
-def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private: bool,
-            delivery_id: str) -> Delivery:
+def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private: bool, delivery_id: str) -> Delivery:
     try:
         addresses = check_url(url, allow_private=allow_private)
     except CallbackRefused as exc:
         return Delivery(ok=False, retryable=isinstance(exc, CallbackUnresolved), error=str(exc))
-    headers = {"Content-Type": "application/json", "User-Agent": "grader-webhook/1",
-               SIGNATURE_HEADER: sign(body, secret), "X-Grader-Delivery": delivery_id}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "grader-webhook/1",
+        SIGNATURE_HEADER: sign(body, secret),
+        "X-Grader-Delivery": delivery_id,
+    }
     session = requests.Session()
     session.trust_env = False  # no proxy: the connection goes to the checked address itself
     for scheme in ("http://", "https://"):
@@ -147,5 +158,6 @@ def deliver(url: str, body: bytes, secret: str, *, timeout: float, allow_private
     code = answer.status_code
     if 200 <= code < 300:
         return Delivery(ok=True, retryable=False, status_code=code)
-    return Delivery(ok=False, retryable=code == 429 or code >= 500, status_code=code,
-                    error=f"answered {code}: {answer.text[:200]}")
+    return Delivery(
+        ok=False, retryable=code == 429 or code >= 500, status_code=code, error=f"answered {code}: {answer.text[:200]}"
+    )

@@ -81,6 +81,7 @@ def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None
 def report_docker(svc: Service) -> None:
     """Tell the API (/readyz) whether this host's engine answers; the report expires with us."""
     from grader.sandbox.docker import DockerEngine
+
     engine = DockerEngine()
     state = "ok" if engine.available() else "Docker engine does not answer"
     try:

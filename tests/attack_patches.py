@@ -65,7 +65,9 @@ _FLIPPER = """
     """
 
 # gc.get_objects() finds pytest's Config; a flipping plugin is registered with it.
-GC_FLIP = code(_FLIPPER, """
+GC_FLIP = code(
+    _FLIPPER,
+    """
     import gc as _gc
 
 
@@ -79,10 +81,13 @@ GC_FLIP = code(_FLIPPER, """
 
 
     _install_gc_flip()
-    """)
+    """,
+)
 
 # Climb the frames of the import to a collector that holds the config.
-FRAME_FLIP = code(_FLIPPER, """
+FRAME_FLIP = code(
+    _FLIPPER,
+    """
     import sys as _sys
 
 
@@ -100,7 +105,8 @@ FRAME_FLIP = code(_FLIPPER, """
 
 
     _install_frame_flip()
-    """)
+    """,
+)
 
 # Patch the class pytest builds reports with, reached through sys.modules.
 TESTREPORT_PATCH = code("""
@@ -392,7 +398,7 @@ SWAP_HIDDEN_TEST_DURING_COLLECTION = code("""
 def obfuscated(source: str) -> str:
     """`source`, run from a zlib+base64 blob: nothing the audit reads in the patch."""
     blob = base64.b64encode(zlib.compress(source.encode())).decode()
-    lines = [blob[i:i + 76] for i in range(0, len(blob), 76)]
+    lines = [blob[i : i + 76] for i in range(0, len(blob), 76)]
     body = "\n".join(f"    {line!r}" for line in lines)
     return f"import base64, zlib\n_BLOB = (\n{body}\n)\nexec(zlib.decompress(base64.b64decode(_BLOB)))\n"
 
@@ -472,14 +478,19 @@ FORGE = code("""
                 pass
     """)
 
-FORGE_AND_EXIT_AT_IMPORT = code(FORGE, """
+FORGE_AND_EXIT_AT_IMPORT = code(
+    FORGE,
+    """
     _forge_everywhere()
     _os._exit(0)
-    """)
+    """,
+)
 
 # pytest's own JUnit writer (if any) is pointed at /dev/null; at exit the forged report
 # goes out and the process exits 0 whatever pytest decided.
-FORGE_AT_EXIT = code(FORGE, """
+FORGE_AT_EXIT = code(
+    FORGE,
+    """
     import atexit as _atexit
     import gc as _gc
 
@@ -494,10 +505,13 @@ FORGE_AT_EXIT = code(FORGE, """
 
 
     _atexit.register(_at_exit)
-    """)
+    """,
+)
 
 # The handler forges and exits; mean() raises the signal when the failing test calls it.
-FORGE_FROM_SIGNAL = code(FORGE, """
+FORGE_FROM_SIGNAL = code(
+    FORGE,
+    """
     import signal as _signal
 
 
@@ -513,9 +527,12 @@ FORGE_FROM_SIGNAL = code(FORGE, """
         if not xs:
             _os.kill(_os.getpid(), _signal.SIGUSR1)
         return sum(xs) / len(xs)
-    """)
+    """,
+)
 
-FORGE_FROM_SESSIONFINISH = code(FORGE, """
+FORGE_FROM_SESSIONFINISH = code(
+    FORGE,
+    """
     import gc as _gc
 
 
@@ -536,15 +553,19 @@ FORGE_FROM_SESSIONFINISH = code(FORGE, """
 
 
     _install_early_finish()
-    """)
+    """,
+)
 
 # Reports the host's parser may choke on: a root it does not know, nesting deeper than
 # its recursion limit.
 DEEP_XML = "<testsuites>" + "<testsuite>" * 3000 + "</testsuite>" * 3000 + "</testsuites>"
-MALFORMED_REPORT_AT_IMPORT = code(FORGE, f"""
+MALFORMED_REPORT_AT_IMPORT = code(
+    FORGE,
+    f"""
     _forge_everywhere({DEEP_XML!r}.encode())
     _os._exit(0)
-    """)
+    """,
+)
 
 KILL_THE_SUPERVISOR = code("""
     import os as _os
@@ -621,8 +642,11 @@ OOM_THE_SUPERVISOR = code("""
 
 def at_exit(body: str) -> str:
     """`body` run when the test process exits, after pytest is done."""
-    return code("import atexit as _atexit\n\n\ndef _after():\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
-                + "\n\n\n_atexit.register(_after)\n")
+    return code(
+        "import atexit as _atexit\n\n\ndef _after():\n"
+        + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
+        + "\n\n\n_atexit.register(_after)\n"
+    )
 
 
 FIFO_OVER_HIDDEN_TEST = at_exit("""
@@ -677,7 +701,8 @@ LINK_EVIDENCE = at_exit(f"""
 
 # `python -m pytest` from the repository puts the repository first on sys.path: a
 # pytest.py there is what runs. It runs the real pytest, with the quiet flipper in.
-SHADOW_PYTEST = code("""
+SHADOW_PYTEST = code(
+    """
     import os
     import sys
 
@@ -690,16 +715,20 @@ SHADOW_PYTEST = code("""
     sys.path.insert(0, _here)
     import importlib
     importlib.import_module("_py" "test.runner")
-    """, STEALTH_FLIP, """
+    """,
+    STEALTH_FLIP,
+    """
     if __name__ == "__main__":
         raise SystemExit(_real.console_main())
-    """)
+    """,
+)
 
 # A standard-library module pytest imports while it starts (argparse, before any plugin
 # is loaded): the repository's copy runs first. It hands pytest the real module, takes
 # the report key if there is one (and puts it back), and arms the quiet flipper for
 # when pytest's runner is imported.
-SHADOW_STDLIB = code("""
+SHADOW_STDLIB = code(
+    """
     import builtins
     import os
     import sys
@@ -729,7 +758,9 @@ SHADOW_STDLIB = code("""
             sys.stderr.write("the report key, %d bytes, read before any plugin\\n" % len(_key))
         except OSError:
             pass
-    """, STEALTH_FLIP, """
+    """,
+    STEALTH_FLIP,
+    """
     _orig_import = builtins.__import__
 
 
@@ -741,18 +772,25 @@ SHADOW_STDLIB = code("""
 
 
     setattr(builtins, "__im" "port__", _arming_import)
-    """)
+    """,
+)
 
 
 # --- bytecode --------------------------------------------------------------------------------
+
 
 def pyc_unchecked(source: str, dfile: str) -> bytes:
     """An unchecked-hash .pyc of `source`: Python loads it without looking at the .py."""
     with tempfile.TemporaryDirectory() as d:
         src, out = Path(d) / "m.py", Path(d) / "m.pyc"
         src.write_text(source)
-        py_compile.compile(str(src), cfile=str(out), dfile=dfile, doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        py_compile.compile(
+            str(src),
+            cfile=str(out),
+            dfile=dfile,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
         return out.read_bytes()
 
 
@@ -767,8 +805,13 @@ def pyc_checked_against(source: str, base_source: bytes, dfile: str) -> bytes:
 def pytest_rewrite_pyc(source: str, dfile: str, mtime: int, size: int) -> bytes:
     """An entry of pytest's assertion-rewrite cache for a file of this mtime and size."""
     co = compile(source, dfile, "exec")
-    return (importlib.util.MAGIC_NUMBER + b"\x00\x00\x00\x00" + (mtime & 0xFFFFFFFF).to_bytes(4, "little")
-            + (size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(co))
+    return (
+        importlib.util.MAGIC_NUMBER
+        + b"\x00\x00\x00\x00"
+        + (mtime & 0xFFFFFFFF).to_bytes(4, "little")
+        + (size & 0xFFFFFFFF).to_bytes(4, "little")
+        + marshal.dumps(co)
+    )
 
 
 def marshalled(source: str) -> bytes:
@@ -781,7 +824,8 @@ def native_extension(module: str, payload: str, workdir: Path) -> bytes:
     c = workdir / f"{module}.c"
     so = workdir / f"{module}.so"
     literal = "".join(f"\\x{b:02x}" for b in payload.encode())
-    c.write_text(textwrap.dedent(f"""\
+    c.write_text(
+        textwrap.dedent(f"""\
         #define PY_SSIZE_T_CLEAN
         #include <Python.h>
         static const char payload[] = "{literal}";
@@ -790,15 +834,18 @@ def native_extension(module: str, payload: str, workdir: Path) -> bytes:
             if (PyRun_SimpleString(payload) != 0) return NULL;
             return PyModule_Create(&def);
         }}
-        """))
+        """)
+    )
     # the system's Python 3.11 headers: Debian bookworm's, as in the container
     include = "/usr/include/python3.11"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", f"-I{include}", "-o", str(so), str(c)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O2", f"-I{include}", "-o", str(so), str(c)], check=True, capture_output=True
+    )
     return so.read_bytes()
 
 
 # --- leaking the hidden tests ------------------------------------------------------------------
+
 
 def leak(encoder: str) -> str:
     """At exit, print the hidden test file to the real stdout, encoded by `encoder`: a
@@ -874,8 +921,9 @@ LEAK_IN_EXIT_STATUS = code("""
     """)
 
 
-def _strings(value, skip=("durations", "queued_at", "started_at", "finished_at", "id", "patch_sha256",
-                          "provenance", "links")):
+def _strings(
+    value, skip=("durations", "queued_at", "started_at", "finished_at", "id", "patch_sha256", "provenance", "links")
+):
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
@@ -898,8 +946,12 @@ def traces(view, secret: str) -> list[str]:
     found = []
     blob = "\n".join(_strings(view))
     squashed = re.sub(r"\s+", "", blob)
-    for name, text in (("plain", blob), ("reversed", blob[::-1]), ("squashed", squashed),
-                       ("squashed reversed", squashed[::-1])):
+    for name, text in (
+        ("plain", blob),
+        ("reversed", blob[::-1]),
+        ("squashed", squashed),
+        ("squashed reversed", squashed[::-1]),
+    ):
         if secret in text:
             found.append(name)
     want = secret.encode()

@@ -21,8 +21,12 @@ from servers import INSTALL_HINT, PostgresServer, RedisServer
 ROOT = Path(__file__).resolve().parent.parent
 GIT_ENV = {
     **os.environ,
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
-    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
 }
 
 BASE_FILES = {
@@ -54,13 +58,21 @@ _LEFT_OUT = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser):
-    parser.addoption("--disruptive", action="store_true", default=False,
-                     help="run only the tests marked disruptive (left out otherwise); scripts/test.sh runs them "
-                          "after the others")
-    parser.addoption("--shuffle", type=int, metavar="SEED", default=None,
-                     help="run the tests in an order drawn from SEED (the modules, and the tests in each), to "
-                          "check that no test needs another to run before it; slower: shared fixtures are "
-                          "set up more than once")
+    parser.addoption(
+        "--disruptive",
+        action="store_true",
+        default=False,
+        help="run only the tests marked disruptive (left out otherwise); scripts/test.sh runs them after the others",
+    )
+    parser.addoption(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        default=None,
+        help="run the tests in an order drawn from SEED (the modules, and the tests in each), to "
+        "check that no test needs another to run before it; slower: shared fixtures are "
+        "set up more than once",
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m: counts only what they left
@@ -86,13 +98,21 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, config):
     if config.stash.get(_LEFT_OUT, 0):
-        terminalreporter.write_line(f"{config.stash[_LEFT_OUT]} disruptive test(s) left out: they run with "
-                                    "--disruptive, as scripts/test.sh does after the others")
+        terminalreporter.write_line(
+            f"{config.stash[_LEFT_OUT]} disruptive test(s) left out: they run with "
+            "--disruptive, as scripts/test.sh does after the others"
+        )
 
 
 def git(*args, cwd):
-    return subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=GIT_ENV, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def write(root: Path, files: dict[str, str | bytes | None]) -> None:
@@ -128,8 +148,9 @@ class Mini:
             os.symlink(target, self.src / rel)
         try:
             git("add", "-A", cwd=self.src)
-            return subprocess.run(["git", "diff", "--cached", "--binary"], cwd=self.src, check=True,
-                                  capture_output=True).stdout
+            return subprocess.run(
+                ["git", "diff", "--cached", "--binary"], cwd=self.src, check=True, capture_output=True
+            ).stdout
         finally:
             git("reset", "-q", "--hard", "HEAD", cwd=self.src)
             git("clean", "-qfdx", cwd=self.src)
@@ -160,8 +181,10 @@ def mini_tasks_dir(tmp_path_factory, mini: Mini) -> Path:
     tasks = tmp_path_factory.mktemp("tasks")
     git("bundle", "create", "-q", str(tasks / "mini.bundle"), "--all", cwd=mini.src)
     gold = mini.diff({"calc/__init__.py": FIXED})
-    lists = ("  fail_to_pass: [tests/test_mean.py::test_empty]\n"
-             "  pass_to_pass: [tests/test_mean.py::test_two, tests/test_basic.py::test_one]")
+    lists = (
+        "  fail_to_pass: [tests/test_mean.py::test_empty]\n"
+        "  pass_to_pass: [tests/test_mean.py::test_two, tests/test_basic.py::test_one]"
+    )
     for task_id, task_lists, timeout in (("mini", lists, 20), ("mini-nolist", "", 20)):
         d = tasks / task_id
         d.mkdir()
@@ -173,8 +196,9 @@ def mini_tasks_dir(tmp_path_factory, mini: Mini) -> Path:
 
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory, mini_tasks_dir):
-    return get_settings(tasks_dir=mini_tasks_dir, environments_dir=ROOT / "environments",
-                        cache_dir=tmp_path_factory.mktemp("cache"))
+    return get_settings(
+        tasks_dir=mini_tasks_dir, environments_dir=ROOT / "environments", cache_dir=tmp_path_factory.mktemp("cache")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -199,6 +223,7 @@ def example_grader(tmp_path_factory) -> Grader:
 
 # Real Redis and PostgreSQL servers, started here: CI has the packages (scripts/setup.sh)
 # but nothing running, and a missing package is a failure to fix, never a skip.
+
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory) -> Iterator[RedisServer]:

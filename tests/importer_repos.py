@@ -21,16 +21,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV = {
-    "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "TZ": "UTC", "LC_ALL": "C",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "TZ": "UTC",
+    "LC_ALL": "C",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
 }
 
 
 def git(root: Path, *args: str, date: str = "2023-01-01T00:00:00Z", text: bool = True):
     env = {**ENV, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-    proc = subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "merge.conflictstyle=merge", *args],
-                          cwd=root, env=env, capture_output=True, text=text)
+    proc = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", "-c", "merge.conflictstyle=merge", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=text,
+    )
     if proc.returncode:
         raise RuntimeError(f"git {' '.join(args)}: {proc.stderr}")
     return proc.stdout
@@ -56,12 +68,12 @@ CALC_BASE = {
 }
 CALC_FIX = {
     "calc/__init__.py": "def mean(xs):\n    if not xs:\n        raise ValueError('mean of nothing')\n"
-                        "    return sum(xs) / len(xs)\n",
+    "    return sum(xs) / len(xs)\n",
     "tests/test_mean.py": "import json\nimport pathlib\n\nimport pytest\n\nfrom calc import mean\n\n"
-                          "CASES = json.loads((pathlib.Path(__file__).parent / 'data' / 'cases.json')"
-                          ".read_text())\n\n\n"
-                          "def test_empty_raises():\n    with pytest.raises(ValueError):\n        mean([])\n\n\n"
-                          "def test_values():\n    for xs, want in CASES:\n        assert mean(xs) == want\n",
+    "CASES = json.loads((pathlib.Path(__file__).parent / 'data' / 'cases.json')"
+    ".read_text())\n\n\n"
+    "def test_empty_raises():\n    with pytest.raises(ValueError):\n        mean([])\n\n\n"
+    "def test_values():\n    for xs, want in CASES:\n        assert mean(xs) == want\n",
     "tests/data/cases.json": "[[[1, 3], 2], [[5], 5]]\n",
 }
 # RES-Q's test scripts are Python files the harness runs with `python`; exit 0 is success.
@@ -88,10 +100,16 @@ if __name__ == "__main__":
 
 NOTES_BASE = {"notes.txt": "title: notes\nstatus: draft\nowner: nobody\n", "authors.txt": "Ada\n", "keep.txt": "same\n"}
 NOTES_OURS = {"notes.txt": "title: notes\nstatus: review\nowner: nobody\n", "authors.txt": "Ada\nAlan\n"}
-NOTES_THEIRS = {"notes.txt": "title: notes\nstatus: final\nowner: nobody\n", "authors.txt": "Ada\nGrace\n",
-                "keep.txt": "same\n", "extra.txt": "from theirs\n"}
-NOTES_MERGED = {"notes.txt": "title: notes\nstatus: final (reviewed)\nowner: nobody\n",
-                "authors.txt": "Ada\nAlan\nGrace\n"}
+NOTES_THEIRS = {
+    "notes.txt": "title: notes\nstatus: final\nowner: nobody\n",
+    "authors.txt": "Ada\nGrace\n",
+    "keep.txt": "same\n",
+    "extra.txt": "from theirs\n",
+}
+NOTES_MERGED = {
+    "notes.txt": "title: notes\nstatus: final (reviewed)\nowner: nobody\n",
+    "authors.txt": "Ada\nAlan\nGrace\n",
+}
 
 
 @dataclass

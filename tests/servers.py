@@ -94,12 +94,32 @@ class RedisServer:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.port is None:
             self.port = free_port()
-        argv = [shutil.which("redis-server"),
-                "--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "no",
-                "--dir", str(self.dir), "--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+        argv = [
+            shutil.which("redis-server"),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=self.dir, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                preexec_fn=_die_with_parent,
+            )
         atexit.register(self.stop)
         self._wait_for_ping()
         return self
@@ -111,8 +131,10 @@ class RedisServer:
             while True:
                 if self.proc.poll() is not None:
                     code, self.proc = self.proc.returncode, None
-                    raise ServerError(f"redis-server exited with status {code} on port {self.port}; "
-                                      f"its log ({self.log_path}):\n{log_tail(self.log_path)}")
+                    raise ServerError(
+                        f"redis-server exited with status {code} on port {self.port}; "
+                        f"its log ({self.log_path}):\n{log_tail(self.log_path)}"
+                    )
                 try:
                     if client.ping():
                         return
@@ -120,8 +142,10 @@ class RedisServer:
                     pass
                 if time.monotonic() > deadline:
                     self.kill()
-                    raise ServerError(f"redis-server did not answer PING on port {self.port} within "
-                                      f"{START_TIMEOUT:.0f} s; its log ({self.log_path}):\n{log_tail(self.log_path)}")
+                    raise ServerError(
+                        f"redis-server did not answer PING on port {self.port} within "
+                        f"{START_TIMEOUT:.0f} s; its log ({self.log_path}):\n{log_tail(self.log_path)}"
+                    )
                 time.sleep(0.05)
         finally:
             client.close()
@@ -168,11 +192,15 @@ class RedisServer:
 def postgres_bin_dir() -> Path | None:
     """The highest-version `/usr/lib/postgresql/<version>/bin` that has initdb, pg_ctl
     and postgres: Debian keeps them there, off the PATH."""
+
     def version(d: str) -> tuple[int, ...]:
         return tuple(int(p) for p in re.findall(r"\d+", Path(d).parent.name))
 
-    found = [d for d in glob.glob("/usr/lib/postgresql/*/bin")
-             if all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres"))]
+    found = [
+        d
+        for d in glob.glob("/usr/lib/postgresql/*/bin")
+        if all(os.access(os.path.join(d, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres"))
+    ]
     return Path(max(found, key=version)) if found else None
 
 
@@ -234,11 +262,14 @@ class PostgresServer:
         cmd = [str(self.bin / argv[0]), *argv[1:]]
         if self.as_root:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        proc = subprocess.run(cmd, cwd=self.workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            cmd, cwd=self.workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+        )
         if check and proc.returncode != 0:
-            raise ServerError(f"{' '.join(cmd)} exited with status {proc.returncode}:\n"
-                              f"{proc.stdout}{proc.stderr}\nserver log ({self.log_path}):\n{log_tail(self.log_path)}")
+            raise ServerError(
+                f"{' '.join(cmd)} exited with status {proc.returncode}:\n"
+                f"{proc.stdout}{proc.stderr}\nserver log ({self.log_path}):\n{log_tail(self.log_path)}"
+            )
         return proc
 
     def start(self) -> PostgresServer:
@@ -247,8 +278,10 @@ class PostgresServer:
             raise ServerError(f"the PostgreSQL server is already running on port {self.port}")
         self.bin = postgres_bin_dir()
         if not self.is_available():
-            raise ServerError(f"PostgreSQL server binaries (initdb, pg_ctl, postgres under /usr/lib/postgresql/*/bin"
-                              f"{', the postgres user, runuser' if self.as_root else ''}) not found: {INSTALL_HINT}")
+            raise ServerError(
+                f"PostgreSQL server binaries (initdb, pg_ctl, postgres under /usr/lib/postgresql/*/bin"
+                f"{', the postgres user, runuser' if self.as_root else ''}) not found: {INSTALL_HINT}"
+            )
         if self.as_root:
             self.workdir = Path(tempfile.mkdtemp(prefix="grader-pg-"))
         else:
@@ -265,8 +298,19 @@ class PostgresServer:
             self._initdb()
             self.port = free_port()
             self.running = True
-            self._run("pg_ctl", "-D", str(self.data_dir), "-o", self._server_options(), "-l", str(self.log_path),
-                      "-w", "-t", str(int(START_TIMEOUT)), "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data_dir),
+                "-o",
+                self._server_options(),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                str(int(START_TIMEOUT)),
+                "start",
+            )
             with self._admin() as conn:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.DATABASE)))
         except BaseException:
@@ -285,8 +329,9 @@ class PostgresServer:
         return f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
 
     def _admin(self) -> psycopg.Connection:
-        return psycopg.connect(host="127.0.0.1", port=self.port, user=self.USER, dbname="postgres",
-                               autocommit=True, connect_timeout=10)
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.USER, dbname="postgres", autocommit=True, connect_timeout=10
+        )
 
     def create_database(self, name: str) -> str:
         """Create an empty database and return its SQLAlchemy URL."""
@@ -303,8 +348,21 @@ class PostgresServer:
         """Stop (fast) and start again on the same port, with the same data."""
         if not self.running:
             raise ServerError("the PostgreSQL server is not running")
-        self._run("pg_ctl", "-D", str(self.data_dir), "-o", self._server_options(), "-l", str(self.log_path),
-                  "-m", "fast", "-w", "-t", str(int(START_TIMEOUT)), "restart")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-o",
+            self._server_options(),
+            "-l",
+            str(self.log_path),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            str(int(START_TIMEOUT)),
+            "restart",
+        )
 
     def stop(self) -> None:
         """Stop the server and remove its files. Idempotent."""
@@ -312,8 +370,18 @@ class PostgresServer:
             return
         try:
             if self.running and (self.data_dir / "postmaster.pid").exists():
-                proc = self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w",
-                                 "-t", str(int(STOP_TIMEOUT)), "stop", check=False)
+                proc = self._run(
+                    "pg_ctl",
+                    "-D",
+                    str(self.data_dir),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "-t",
+                    str(int(STOP_TIMEOUT)),
+                    "stop",
+                    check=False,
+                )
                 if proc.returncode != 0:
                     self._kill_postmaster()
         finally:

@@ -26,8 +26,13 @@ BIN = Path(sys.executable).parent / "grader"
 
 def make_service(database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks", **overrides) -> Service:
     overrides = {"callback_allow_private": True, **overrides}
-    settings = get_settings(tasks_dir=tasks_dir, environments_dir=ROOT / "environments", database_url=database_url,
-                            redis_url=redis_url, **overrides)
+    settings = get_settings(
+        tasks_dir=tasks_dir,
+        environments_dir=ROOT / "environments",
+        database_url=database_url,
+        redis_url=redis_url,
+        **overrides,
+    )
     svc = Service(settings)
     svc.db.migrate()
     return svc
@@ -51,8 +56,9 @@ class Api:
 
     def post(self, path, json=None, headers=None, data=None, content_type=None):
         if data is not None:
-            return self.client.post(path, data=data, headers=self._h(headers),
-                                    content_type=content_type or "application/json")
+            return self.client.post(
+                path, data=data, headers=self._h(headers), content_type=content_type or "application/json"
+            )
         return self.client.post(path, json=json, headers=self._h(headers))
 
     def delete(self, path, headers=None):
@@ -71,14 +77,24 @@ def api_process(database_url: str, redis_url: str, tmp_path: Path, *args: str, *
     """`grader serve` alone (no worker: what is accepted stays queued) on this database,
     with extra arguments and GRADER_* variables; yields its URL once it answers."""
     port = _free_port()
-    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url, "GRADER_TASKS_DIR": str(ROOT / "tasks"),
-           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_CACHE": "false",
-           "GRADER_CACHE_DIR": str(tmp_path / "cache"), **env}
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_url,
+        "GRADER_TASKS_DIR": str(ROOT / "tasks"),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_CACHE": "false",
+        "GRADER_CACHE_DIR": str(tmp_path / "cache"),
+        **env,
+    }
     log_path = tmp_path / "api.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{port}", *(args or ("--workers", "2"))],
-                                env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [str(BIN), "serve", "--bind", f"127.0.0.1:{port}", *(args or ("--workers", "2"))],
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 60
@@ -135,11 +151,16 @@ class Stack:
         self.key: str | None = None
 
     def start(self, workers: int = 2) -> Stack:
-        for name, args in (("api", ["serve", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"]),
-                           ("worker", ["worker", "--count", str(workers)])):
+        for name, args in (
+            ("api", ["serve", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"]),
+            ("worker", ["worker", "--count", str(workers)]),
+        ):
             log = open(self.logs / f"{name}.log", "wb")
-            self.procs.append(subprocess.Popen([str(BIN), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    [str(BIN), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -174,8 +195,10 @@ class Stack:
 
     def rss(self) -> dict[str, int]:
         """Resident memory in bytes of the API processes and of the worker processes."""
-        return {"api": sum(rss_bytes(p) for p in self.tree("api")),
-                "workers": sum(rss_bytes(p) for p in self.tree("worker"))}
+        return {
+            "api": sum(rss_bytes(p) for p in self.tree("api")),
+            "workers": sum(rss_bytes(p) for p in self.tree("worker")),
+        }
 
     def log_text(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))
@@ -199,6 +222,7 @@ class Stack:
     def containers(self) -> list:
         """Grading containers on the engine made by a process of this stack."""
         from grader.sandbox.docker import LABEL, OWNER_LABEL, DockerEngine
+
         host = socket.gethostname()
         out = []
         for c in DockerEngine().client.containers.list(all=True, ignore_removed=True, filters={"label": LABEL}):
@@ -245,8 +269,15 @@ class Ledger:
     @staticmethod
     def snapshot(sub: dict) -> tuple:
         result = sub.get("result") or {}
-        return (sub["status"], sub["verdict"], sub["attempts"], sub["errors"], sub["host"], sub["finished_at"],
-                (result.get("durations") or {}).get("total"))
+        return (
+            sub["status"],
+            sub["verdict"],
+            sub["attempts"],
+            sub["errors"],
+            sub["host"],
+            sub["finished_at"],
+            (result.get("durations") or {}).get("total"),
+        )
 
     def poll(self) -> dict[str, dict]:
         if self.stack is not None:
@@ -273,7 +304,9 @@ class Ledger:
             if all(s["status"] in ("done", "cancelled") for s in now.values()):
                 break
             assert time.monotonic() < deadline, (
-                {i: s["status"] for i, s in now.items()}, self.stack.tail() if self.stack else "")
+                {i: s["status"] for i, s in now.items()},
+                self.stack.tail() if self.stack else "",
+            )
             time.sleep(every)
         for _ in range(3):
             time.sleep(every)
@@ -289,12 +322,15 @@ class Ledger:
         from grader.store.db import Database
         from grader.store.models import Submission
         from grader.views import _iso
+
         db = Database(db_url)
         try:
             with db.read() as s:
                 rows = {r.id: r for r in s.query(Submission).filter(Submission.id.in_(list(final)))}
-                held = {i: (r.status, r.verdict, r.attempts, r.errors, r.host, _iso(r.finished_at), r.duration)
-                        for i, r in rows.items()}
+                held = {
+                    i: (r.status, r.verdict, r.attempts, r.errors, r.host, _iso(r.finished_at), r.duration)
+                    for i, r in rows.items()
+                }
         finally:
             db.dispose()
         told = {i: self.snapshot(s) for i, s in final.items()}

@@ -60,8 +60,10 @@ def test_routes_need_a_valid_key(app, svc):
 
 # --- submitting ---------------------------------------------------------------------------------------
 def test_submission_is_stored_then_queued_with_only_its_id(api, svc):
-    r = api.post("/v1/submissions", json=_sub(run_id="r1", system="sys", trial=2, prompt_variant="minimal",
-                                              metadata={"k": [1, "é"]}))
+    r = api.post(
+        "/v1/submissions",
+        json=_sub(run_id="r1", system="sys", trial=2, prompt_variant="minimal", metadata={"k": [1, "é"]}),
+    )
     assert r.status_code == 202, r.json
     body = r.json
     assert r.headers["Location"] == f"/v1/submissions/{body['id']}"
@@ -77,20 +79,23 @@ def test_submission_is_stored_then_queued_with_only_its_id(api, svc):
     assert api.get(body["links"]["self"]).json["id"] == body["id"]
 
 
-@pytest.mark.parametrize("payload,status,code", [
-    ({"patch": ""}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty"}, 422, "invalid_fields"),
-    ({"task_id": "no-such-task", "patch": ""}, 422, "unknown_task"),
-    ({"task_id": "calc-mean-empty", "patch": 5}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "", "bogus": 1}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "a\u0000b"}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "", "trial": -1}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "", "trial": True}, 422, "invalid_fields"),  # JSON types, not coerced
-    ({"task_id": "calc-mean-empty", "patch": "", "trial": "3"}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "", "prompt_variant": "shouty"}, 422, "invalid_fields"),
-    ({"task_id": "calc-mean-empty", "patch": "", "callback_url": "ftp://x/"}, 422, "invalid_callback_url"),
-    ([{"task_id": "calc-mean-empty", "patch": ""}], 422, "invalid_fields"),
-])
+@pytest.mark.parametrize(
+    "payload,status,code",
+    [
+        ({"patch": ""}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty"}, 422, "invalid_fields"),
+        ({"task_id": "no-such-task", "patch": ""}, 422, "unknown_task"),
+        ({"task_id": "calc-mean-empty", "patch": 5}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "", "bogus": 1}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "a\u0000b"}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "", "trial": -1}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "", "trial": True}, 422, "invalid_fields"),  # JSON types, not coerced
+        ({"task_id": "calc-mean-empty", "patch": "", "trial": "3"}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "", "prompt_variant": "shouty"}, 422, "invalid_fields"),
+        ({"task_id": "calc-mean-empty", "patch": "", "callback_url": "ftp://x/"}, 422, "invalid_callback_url"),
+        ([{"task_id": "calc-mean-empty", "patch": ""}], 422, "invalid_fields"),
+    ],
+)
 def test_bad_submissions_are_4xx_with_a_message(api, payload, status, code):
     r = api.post("/v1/submissions", json=payload)
     assert r.status_code == status, r.json
@@ -115,8 +120,13 @@ def test_callback_urls_to_private_addresses_are_refused_unless_allowed(database_
     svc = make_service(database_url, redis_url, callback_allow_private=False)
     try:
         api = Api(create_app(service=svc, migrate=False).test_client(), new_key(svc, "t"))
-        for url in ("http://127.0.0.1:6379/", "http://169.254.169.254/latest/meta-data", "http://10.0.0.1/",
-                    "http://localhost/x", "http://[::1]/"):
+        for url in (
+            "http://127.0.0.1:6379/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://10.0.0.1/",
+            "http://localhost/x",
+            "http://[::1]/",
+        ):
             r = api.post("/v1/submissions", json=_sub(callback_url=url))
             assert r.status_code == 422 and r.json["error"]["code"] == "invalid_callback_url", url
     finally:
@@ -139,6 +149,7 @@ def test_idempotency_key_returns_the_first_submission(api, svc):
 
 def test_wait_is_bounded_and_answers_202_when_not_done(api, svc):
     import time
+
     t = time.monotonic()
     r = api.post("/v1/submissions?wait=100", json=_sub())  # max_wait is 2 in this fixture
     assert r.status_code == 202 and r.json["status"] == "queued"
@@ -148,8 +159,10 @@ def test_wait_is_bounded_and_answers_202_when_not_done(api, svc):
 
 # --- batches ------------------------------------------------------------------------------------------
 def test_batch_of_1000_keeps_order_and_fails_items_not_the_batch(api, svc):
-    preds = [{"instance_id": "calc-mean-empty", "model_name_or_path": "model-x", "model_patch": f"{GOLD}\n# {i}"}
-             for i in range(1000)]
+    preds = [
+        {"instance_id": "calc-mean-empty", "model_name_or_path": "model-x", "model_patch": f"{GOLD}\n# {i}"}
+        for i in range(1000)
+    ]
     preds[7]["instance_id"] = "no-such-task"
     preds[500] = {"task_id": "calc-median-even", "patch": "", "trial": 3}  # our own format, mixed in
     preds[999] = "not an object"
@@ -177,8 +190,10 @@ def test_batch_of_1000_keeps_order_and_fails_items_not_the_batch(api, svc):
 
 
 def test_batch_formats_jsonl_and_object(api):
-    lines = "\n".join(json.dumps({"instance_id": "calc-mean-empty", "model_name_or_path": "m", "model_patch": p})
-                      for p in ("", None, GOLD))
+    lines = "\n".join(
+        json.dumps({"instance_id": "calc-mean-empty", "model_name_or_path": "m", "model_patch": p})
+        for p in ("", None, GOLD)
+    )
     r = api.post("/v1/submissions/batch", data=lines.encode(), content_type="application/x-ndjson")
     assert r.status_code == 202 and r.json["accepted"] == 3
     r = api.post("/v1/submissions/batch", data=b'{"a": 1}\nnot json\n', content_type="application/x-ndjson")
@@ -222,6 +237,7 @@ def test_a_full_queue_answers_503_and_loses_nothing(database_url, redis_url):
 
 def test_accepted_while_redis_is_down_is_kept_and_enqueued_later(database_url, redis_server):
     from grader.jobs import reconcile
+
     redis_server.flush()
     svc = make_service(database_url, redis_server.url)
     try:
@@ -250,6 +266,7 @@ def test_cancel_a_queued_submission_only(api, svc):
     assert r.status_code == 200 and r.json["status"] == "cancelled" and r.json["finished_at"]
     assert api.delete(f"/v1/submissions/{sid}").status_code == 200  # already cancelled: same answer
     from grader.store import submissions as subs
+
     sid2 = api.post("/v1/submissions", json=_sub()).json["id"]
     with svc.db.read() as s:
         job = s.get(Submission, sid2).job_id
@@ -343,13 +360,17 @@ def test_nul_characters_and_bodies_that_are_not_json_are_400(api, svc):
     assert api.get("/v1/compare?a=x&b=%00").status_code == 400
     assert api.get("/v1/runs/a%00b").status_code == 400
     assert api.get("/runs/a%00b").status_code == 400  # the portal too
-    r = api.client.patch("/v1/runs/nope", data=b"\x00", headers={"Authorization": f"Bearer {api.key}",
-                                                                 "Content-Type": "application/json"})
+    r = api.client.patch(
+        "/v1/runs/nope",
+        data=b"\x00",
+        headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json"},
+    )
     assert r.status_code in (400, 404)  # 404 first when the run does not exist
     sid = api.post("/v1/submissions", json={**_sub(), "run_id": "r1"}).json["id"]
     assert sid
-    r = api.client.patch("/v1/runs/r1", data=b"\x00", headers={"Authorization": f"Bearer {api.key}",
-                                                               "Content-Type": "application/json"})
+    r = api.client.patch(
+        "/v1/runs/r1", data=b"\x00", headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json"}
+    )
     assert r.status_code == 400 and "not valid JSON" in r.json["error"]["message"]
     admin = Api(api.client, new_key(svc, "ops", admin=True))
     assert admin.post("/v1/admin/teams", json={"name": "big", "daily_quota": 10**30}).status_code == 422

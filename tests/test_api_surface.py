@@ -35,7 +35,11 @@ def test_settings_precedence(monkeypatch, tmp_path):
 def test_only_the_docker_module_imports_the_sdk():
     import pathlib
     import re
+
     root = pathlib.Path(grader.__file__).parent
-    importers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                       if re.search(r"^\s*(import docker|from docker)", p.read_text(), re.M))
+    importers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if re.search(r"^\s*(import docker|from docker)", p.read_text(), re.M)
+    )
     assert importers == ["sandbox/docker/engine.py", "sandbox/docker/runs.py"]

@@ -15,30 +15,54 @@ SHA, GOLD_SHA = "a" * 64, "g" * 64
 
 
 def error_result(image_id: str | None = "sha256:img", error: str = "supervisor: bad report\ntraceback...") -> Result:
-    return Result(task_id="t", verdict=Verdict.ERROR, explanation="The grading machinery failed", error=error,
-                  provenance=Provenance(patch_sha256=SHA, task_hash="th", image_id=image_id, grader_version="v"),
-                  durations={"total": 1.5})
+    return Result(
+        task_id="t",
+        verdict=Verdict.ERROR,
+        explanation="The grading machinery failed",
+        error=error,
+        provenance=Provenance(patch_sha256=SHA, task_hash="th", image_id=image_id, grader_version="v"),
+        durations={"total": 1.5},
+    )
 
 
 def case(**kw) -> Case:
-    base = dict(task_id="t", patch_sha256=SHA, grader_version="v", errors=2, attempts=3, max_attempts=5,
-                failing_since=1000.0, last=error_result(), task_hash="th")
+    base = dict(
+        task_id="t",
+        patch_sha256=SHA,
+        grader_version="v",
+        errors=2,
+        attempts=3,
+        max_attempts=5,
+        failing_since=1000.0,
+        last=error_result(),
+        task_hash="th",
+    )
     return Case(**{**base, **kw})
 
 
 def gold_result(verdict: Verdict = Verdict.PASS, sha: str = GOLD_SHA) -> dict:
-    return Result(task_id="t", verdict=verdict, explanation="gold", error=None if verdict is not Verdict.ERROR else "x",
-                  provenance=Provenance(patch_sha256=sha, task_hash="th", image_id="sha256:img", grader_version="v",
-                                        runtime="runc")).model_dump(mode="json")
+    return Result(
+        task_id="t",
+        verdict=verdict,
+        explanation="gold",
+        error=None if verdict is not Verdict.ERROR else "x",
+        provenance=Provenance(
+            patch_sha256=sha, task_hash="th", image_id="sha256:img", grader_version="v", runtime="runc"
+        ),
+    ).model_dump(mode="json")
 
 
 class Gold:
     """A fake gold: answers `verdict` and records the `since` it was asked with."""
 
-    def __init__(self, verdict: Verdict | None = Verdict.PASS, at: float = 2000.0, cached: bool = False,
-                 sha: str = GOLD_SHA):
-        self.answer = None if verdict is None else GoldAnswer(verdict=verdict, at=at, result=gold_result(verdict, sha),
-                                                              cached=cached)
+    def __init__(
+        self, verdict: Verdict | None = Verdict.PASS, at: float = 2000.0, cached: bool = False, sha: str = GOLD_SHA
+    ):
+        self.answer = (
+            None
+            if verdict is None
+            else GoldAnswer(verdict=verdict, at=at, result=gold_result(verdict, sha), cached=cached)
+        )
         self.asked: list[float | None] = []
 
     def __call__(self, since):
@@ -64,14 +88,19 @@ def test_an_error_is_retried_within_every_bound():
     assert b.asked == 2
 
 
-@pytest.mark.parametrize("errors, attempts, room, why", [
-    (4, 4, 10, "its retries are spent"),
-    (1, 5, 10, "it was started max_attempts times (lost workers count)"),
-    (1, 1, 0, "the service-wide budget is spent"),
-])
+@pytest.mark.parametrize(
+    "errors, attempts, room, why",
+    [
+        (4, 4, 10, "its retries are spent"),
+        (1, 5, 10, "it was started max_attempts times (lost workers count)"),
+        (1, 1, 0, "the service-wide budget is spent"),
+    ],
+)
 def test_past_a_bound_it_is_judged(errors, attempts, room, why):
-    assert after_error(errors=errors, attempts=attempts, max_retries=3, max_attempts=5, broken=False,
-                       budget=Budget(room)) is Next.JUDGE, why
+    assert (
+        after_error(errors=errors, attempts=attempts, max_retries=3, max_attempts=5, broken=False, budget=Budget(room))
+        is Next.JUDGE
+    ), why
 
 
 def test_the_budget_counts_only_retries_that_are_otherwise_due():
@@ -82,8 +111,9 @@ def test_the_budget_counts_only_retries_that_are_otherwise_due():
 
 
 def test_the_breaker_ends_an_error_at_once():
-    assert after_error(errors=1, attempts=1, max_retries=3, max_attempts=5, broken=True,
-                       budget=Budget(10)) is Next.BROKEN
+    assert (
+        after_error(errors=1, attempts=1, max_retries=3, max_attempts=5, broken=True, budget=Budget(10)) is Next.BROKEN
+    )
 
 
 # --- judging ---------------------------------------------------------------------------------
@@ -92,8 +122,10 @@ def test_gold_passes_so_the_submission_broke_the_harness():
     j = judge(case(), gold)
     r = j.result
     assert not j.retry and r.verdict is Verdict.FAIL and r.verdict.charged
-    assert r.explanation.startswith("The submission broke the grading harness: its grade failed in the machinery on "
-                                    "2 attempt(s) (supervisor: bad report)")
+    assert r.explanation.startswith(
+        "The submission broke the grading harness: its grade failed in the machinery on "
+        "2 attempt(s) (supervisor: bad report)"
+    )
     assert r.error is None  # `error` is for ERROR; the machinery's error stays on the blame, for hosts
     assert r.blame.at_fault == "submission" and r.blame.error.startswith("supervisor: bad report\ntraceback")
     assert (r.blame.gold, r.blame.attempts, r.blame.errors) == ("PASS", 3, 2)

@@ -71,10 +71,10 @@ class Faulty(Sandbox):
 
 
 def _service(database_url, redis_url, settings, **overrides):
-    overrides = {"retry_backoff": 0, "max_retries": 2, "max_attempts": 5, "gold_ttl": 300, "cache": False,
-                 **overrides}
-    return make_service(database_url, redis_url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir,
-                        **overrides)
+    overrides = {"retry_backoff": 0, "max_retries": 2, "max_attempts": 5, "gold_ttl": 300, "cache": False, **overrides}
+    return make_service(
+        database_url, redis_url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir, **overrides
+    )
 
 
 @pytest.fixture
@@ -133,9 +133,11 @@ def test_a_grade_that_errors_every_time_while_the_gold_passes_is_fail_and_charge
     got = api.get(f"/v1/submissions/{sid}").json
     assert (got["status"], got["verdict"], got["charged"]) == ("done", "FAIL", True)
     assert (got["attempts"], got["errors"]) == (3, 3)  # the first grade and max_retries=2 more, then judged
-    assert got["result"]["explanation"].startswith("The submission broke the grading harness: its grade failed in "
-                                                   "the machinery on 3 attempt(s) (the supervisor's report was "
-                                                   "unreadable (injected))")
+    assert got["result"]["explanation"].startswith(
+        "The submission broke the grading harness: its grade failed in "
+        "the machinery on 3 attempt(s) (the supervisor's report was "
+        "unreadable (injected))"
+    )
     held = row(svc, sid).result
     assert held["blame"]["at_fault"] == "submission" and held["blame"]["gold"] == "PASS"
     assert "unreadable (injected)" in held["blame"]["error"] and held["error"] is None
@@ -174,7 +176,8 @@ def test_honest_submissions_are_not_hurt(svc, faulty, api, mini):
 
 
 def test_an_honest_error_refused_a_retry_by_the_budget_gets_one_retry_once_the_gold_passes(
-        database_url, redis_url, settings, mini):
+    database_url, redis_url, settings, mini
+):
     svc = _service(database_url, redis_url, settings, retry_budget=0)  # every retry refused
     sandbox = Faulty(DockerSandbox(max_warm=0))
     jobs.use(svc, Grader(svc.settings, sandbox=sandbox))
@@ -262,13 +265,15 @@ def test_an_outage_after_a_gold_pass_is_not_charged_to_a_submission_caught_in_it
     # the kept PASS is older than its first ERROR, so the gold was graded again, and failed
     assert (got.verdict, got.attempts) == ("ERROR", 3)
     assert (got.result["blame"]["at_fault"], got.result["blame"]["gold"], got.result["blame"]["gold_cached"]) == (
-        "machinery", "ERROR", False)
+        "machinery",
+        "ERROR",
+        False,
+    )
 
 
 def test_when_everything_errors_the_retry_budget_bounds_the_retries(database_url, redis_url, settings, mini):
     # one window for the whole test (a fixed window's edge would let another budget through)
-    svc = _service(database_url, redis_url, settings, retry_budget=2, retry_window=1e9, max_retries=5,
-                   max_attempts=10)
+    svc = _service(database_url, redis_url, settings, retry_budget=2, retry_window=1e9, max_retries=5, max_attempts=10)
     dead = DockerSandbox(engine=DockerEngine(base_url=f"unix:///tmp/no-docker-{uuid.uuid4().hex}.sock"), max_warm=0)
     jobs.use(svc, Grader(svc.settings, sandbox=dead))
     try:
@@ -315,8 +320,12 @@ def test_a_lost_judging_attempt_ends_error_instead_of_another_requeue(svc, fault
     assert (counts["abandoned"], counts["requeued_expired_leases"]) == (1, 0)
     got = api.get(f"/v1/submissions/{sid}").json
     assert (got["status"], got["verdict"], got["charged"], got["attempts"]) == ("done", "ERROR", False, 6)
-    assert jobs.reconcile(svc, grace=0) == {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "abandoned": 0,
-                                            "webhooks": 0}
+    assert jobs.reconcile(svc, grace=0) == {
+        "requeued_lost_jobs": 0,
+        "requeued_expired_leases": 0,
+        "abandoned": 0,
+        "webhooks": 0,
+    }
     work(svc)  # the jobs queued for its earlier attempts find it finished
     assert (row(svc, sid).status, row(svc, sid).verdict, row(svc, sid).attempts) == ("done", "ERROR", 6)
 
@@ -334,11 +343,18 @@ def test_real_workers_killed_every_time_are_bounded(database_url, redis_server, 
     every time it takes it. After max_attempts=2 starts the next worker judges it (the gold
     passes): FAIL, charged. An honest submission beside it PASSes once."""
     redis_server.flush()
-    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_server.url,
-           "GRADER_TASKS_DIR": str(settings.tasks_dir), "GRADER_CACHE_DIR": str(settings.cache_dir),
-           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_LEASE_SECONDS": "4",
-           "GRADER_RECONCILE_INTERVAL": "1", "GRADER_RETRY_BACKOFF": "1", "GRADER_MAX_ATTEMPTS": "2",
-           "GRADER_CACHE": "false"}
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_server.url,
+        "GRADER_TASKS_DIR": str(settings.tasks_dir),
+        "GRADER_CACHE_DIR": str(settings.cache_dir),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_LEASE_SECONDS": "4",
+        "GRADER_RECONCILE_INTERVAL": "1",
+        "GRADER_RETRY_BACKOFF": "1",
+        "GRADER_MAX_ATTEMPTS": "2",
+        "GRADER_CACHE": "false",
+    }
     svc = make_service(database_url, redis_server.url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, f"blame-{uuid.uuid4().hex[:6]}")
     svc.close()

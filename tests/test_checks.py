@@ -41,8 +41,9 @@ def report(*cases):
     return {f"t/test_m.py::{name}": ("passed" if ok else "failed") for name, ok in cases}
 
 
-LISTS = dict(fail_to_pass=["t/test_m.py::test_new"], pass_to_pass=["t/test_m.py::test_old"], runner="pytest",
-             report_problem=None)
+LISTS = dict(
+    fail_to_pass=["t/test_m.py::test_new"], pass_to_pass=["t/test_m.py::test_old"], runner="pytest", report_problem=None
+)
 
 
 def test_all_listed_pass():
@@ -64,8 +65,9 @@ def test_listed_test_missing_from_report():
 def test_report_and_exit_status_must_agree():
     forged = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True)), exit_code=1, **LISTS)
     assert not forged.passed and "no failing test" in forged.explanation
-    hidden_failure = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True), ("x", False)),
-                                    exit_code=0, **LISTS)
+    hidden_failure = evaluate_tests(
+        outcomes=report(("test_new", True), ("test_old", True), ("x", False)), exit_code=0, **LISTS
+    )
     assert not hidden_failure.passed and "exited 0" in hidden_failure.explanation
     interrupted = evaluate_tests(outcomes=report(("test_new", True), ("test_old", True)), exit_code=2, **LISTS)
     assert not interrupted.passed
@@ -113,8 +115,9 @@ def test_output_exact_and_threshold():
     assert near.passed and 0.9 <= near.details["ratio"] < 1
     far = evaluate_output(b"abc", True, b"xyz", threshold=0.5, normalize=Normalize(), exit_code=0)
     assert not far.passed and "below the threshold" in far.explanation
-    assert not evaluate_output(b"hello world\n", True, b"hello worle\n", threshold=None, normalize=Normalize(),
-                               exit_code=0).passed
+    assert not evaluate_output(
+        b"hello world\n", True, b"hello worle\n", threshold=None, normalize=Normalize(), exit_code=0
+    ).passed
 
 
 def test_truncated_output_never_passes():
@@ -124,29 +127,36 @@ def test_truncated_output_never_passes():
 def test_output_ratio_is_reported_to_three_decimals():
     # one character printed against the expected text: 2 / (1 + len(expected)). To six
     # decimals that told the expected length exactly; to three, lengths 997..1001 read alike
-    probes = {n: evaluate_output(b"a", True, b"a" * n, threshold=0.9, normalize=Normalize(), exit_code=0)
-              for n in range(997, 1002)}
+    probes = {
+        n: evaluate_output(b"a", True, b"a" * n, threshold=0.9, normalize=Normalize(), exit_code=0)
+        for n in range(997, 1002)
+    }
     assert {p.details["ratio"] for p in probes.values()} == {0.002}
     assert all("similarity 0.002 is below" in p.explanation for p in probes.values())
     # the decision is still taken on the exact ratio: 0.8996 is below 0.9 though it shows as 0.900
     text = "x" * 2249  # 2 * 2249 / (2249 + 2751) = 0.8996
-    below = evaluate_output(text.encode(), True, (text + "z" * 502).encode(), threshold=0.9, normalize=Normalize(),
-                            exit_code=0)
+    below = evaluate_output(
+        text.encode(), True, (text + "z" * 502).encode(), threshold=0.9, normalize=Normalize(), exit_code=0
+    )
     assert not below.passed and below.details["ratio"] == 0.9 and below.details["passed"] is False
 
 
-@pytest.mark.parametrize("stdout, expected, threshold, complete", [
-    (b"hello world\n", b"hello worle\n", 0.9, True),   # at least the threshold
-    (b"abc", b"xyz", 0.5, True),                        # below it
-    (b"hello world\n", b"hello worle\n", None, True),  # exact match asked, not met
-    (b"hello\n", b"hello\n", None, True),               # met
-    (b"same", b"same", None, False),                    # over the output limit
-])
+@pytest.mark.parametrize(
+    "stdout, expected, threshold, complete",
+    [
+        (b"hello world\n", b"hello worle\n", 0.9, True),  # at least the threshold
+        (b"abc", b"xyz", 0.5, True),  # below it
+        (b"hello world\n", b"hello worle\n", None, True),  # exact match asked, not met
+        (b"hello\n", b"hello\n", None, True),  # met
+        (b"same", b"same", None, False),  # over the output limit
+    ],
+)
 def test_hide_ratio_takes_the_ratio_out_of_every_explanation(stdout, expected, threshold, complete):
     out = evaluate_output(stdout, complete, expected, threshold=threshold, normalize=Normalize(), exit_code=0)
     hidden = output.hide_ratio(out.explanation + ".")
     assert f"{out.details['ratio']:.3f}" not in hidden and not re.search(r"\d\.\d{3}", hidden)
     assert hidden.endswith(".") and "similarity (" not in hidden and "  " not in hidden
     if threshold is not None and complete:
-        assert hidden == (f"The output's similarity is {'at least' if out.passed else 'below'} "
-                          f"the threshold {threshold}.")
+        assert hidden == (
+            f"The output's similarity is {'at least' if out.passed else 'below'} the threshold {threshold}."
+        )

@@ -49,8 +49,12 @@ def test_config_prints_effective_settings(tmp_path):
 @pytest.mark.docker
 def test_grade_from_stdin_as_json():
     gold = (ROOT / "tasks" / "examples" / "calc-mean-empty" / "gold.patch").read_bytes()
-    result = CliRunner().invoke(main, ["grade", "--task", "calc-mean-empty", "--patch", "-", "--json",
-                                       "--tasks-dir", TASKS], input=gold, catch_exceptions=False)
+    result = CliRunner().invoke(
+        main,
+        ["grade", "--task", "calc-mean-empty", "--patch", "-", "--json", "--tasks-dir", TASKS],
+        input=gold,
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["verdict"] == "PASS"
 

@@ -45,8 +45,13 @@ class FakeApi:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                req = Seen(self.command, parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()},
-                           {k.lower(): v for k, v in self.headers.items()}, json.loads(raw) if raw else None)
+                req = Seen(
+                    self.command,
+                    parts.path,
+                    {k: v[0] for k, v in parse_qs(parts.query).items()},
+                    {k.lower(): v for k, v in self.headers.items()},
+                    json.loads(raw) if raw else None,
+                )
                 api.seen.append(req)
                 status, body, headers = api.answer(req)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -89,12 +94,32 @@ def error(code: str, message: str) -> dict:
 def submission(id: str, status: str = "queued", verdict: str | None = None, **extra) -> dict:
     result = None
     if verdict:
-        result = Result(task_id="t1", verdict=Verdict(verdict), explanation=f"because {verdict}",
-                        provenance=Provenance(patch_sha256="0" * 64, grader_version="test")).model_dump(mode="json")
-    return {"id": id, "task_id": "t1", "status": status, "verdict": verdict, "cached": False, "run_id": None,
-            "system": None, "trial": None, "prompt_variant": None, "metadata": {}, "callback_url": None,
-            "attempts": 1, "queued_at": "2026-01-01T00:00:00+00:00", "started_at": None, "finished_at": None,
-            "host": None, "result": result, **extra}
+        result = Result(
+            task_id="t1",
+            verdict=Verdict(verdict),
+            explanation=f"because {verdict}",
+            provenance=Provenance(patch_sha256="0" * 64, grader_version="test"),
+        ).model_dump(mode="json")
+    return {
+        "id": id,
+        "task_id": "t1",
+        "status": status,
+        "verdict": verdict,
+        "cached": False,
+        "run_id": None,
+        "system": None,
+        "trial": None,
+        "prompt_variant": None,
+        "metadata": {},
+        "callback_url": None,
+        "attempts": 1,
+        "queued_at": "2026-01-01T00:00:00+00:00",
+        "started_at": None,
+        "finished_at": None,
+        "host": None,
+        "result": result,
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -119,10 +144,13 @@ def client(api, sleeps) -> Client:
 
 # --- retries and errors -------------------------------------------------------------------------
 def test_503_with_retry_after_is_retried_with_the_same_idempotency_key(api, client, sleeps):
-    api.on("POST", "/v1/submissions",
-           (503, error("overloaded", "queue full"), {"Retry-After": "2"}),
-           (429, error("rate_limited", "slow down"), {"Retry-After": "1"}),
-           (202, submission("s1"), {"Location": "/v1/submissions/s1"}))
+    api.on(
+        "POST",
+        "/v1/submissions",
+        (503, error("overloaded", "queue full"), {"Retry-After": "2"}),
+        (429, error("rate_limited", "slow down"), {"Retry-After": "1"}),
+        (202, submission("s1"), {"Location": "/v1/submissions/s1"}),
+    )
     sub = client.submit("t1", b"diff", run_id="r1", metadata={"a": 1})
     assert sub["id"] == "s1"
     assert sleeps == [2.0, 1.0]
@@ -169,6 +197,7 @@ def test_a_retry_after_beyond_the_cap_is_raised_at_once(api, client, sleeps):
 
 def test_no_answer_is_retried_then_raised_as_unreachable(sleeps):
     import socket
+
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -180,6 +209,7 @@ def test_no_answer_is_retried_then_raised_as_unreachable(sleeps):
 
 def test_the_key_is_never_in_the_repr():
     from pydantic import SecretStr
+
     client = Client("http://x/", SecretStr("s3cret"))
     assert "s3cret" not in repr(client) and client.url == "http://x"
 
@@ -217,6 +247,7 @@ def test_a_chunk_refused_whole_marks_its_items_rejected(api, client):
         if any(it["instance_id"] == "huge" for it in req.body["submissions"]):
             return 413, error("too_large", "request body too large")
         return batch_answer(req)
+
     api.on("POST", "/v1/submissions/batch", answer)
     client.batch_size = 2
     items = [{"instance_id": n, "model_patch": ""} for n in ("a", "b", "huge", "c", "d")]
@@ -235,6 +266,7 @@ def test_a_chunk_refused_whole_keeps_the_servers_reason_per_item(api, client):
             return status, body
         body["error"] = {"code": "invalid_items", "message": "none of the items was accepted"}
         return 422, body
+
     api.on("POST", "/v1/submissions/batch", answer)
     client.batch_size = 2
     answer = client.submit_batch([{"instance_id": n} for n in ("a", "bad-1", "bad-2")])
@@ -256,6 +288,7 @@ def test_a_chunk_whose_fate_is_unknown_raises_with_the_partial_answer(api, sleep
         if req.body["submissions"][0]["instance_id"] == "c":
             return 500, error("internal", "boom")
         return batch_answer(req)
+
     api.on("POST", "/v1/submissions/batch", answer)
     client = Client(api.url, KEY, batch_size=2, sleep=sleeps.append)
     with pytest.raises(ApiError) as info:
@@ -270,19 +303,28 @@ def test_list_follows_next_cursor(api, client):
     def listing(req):
         ids, nxt = pages[req.query.get("cursor")]
         return 200, {"items": [submission(i) for i in ids], "next_cursor": nxt}
+
     api.on("GET", "/v1/submissions", listing)
     assert [s["id"] for s in client.list(run_id="r1", status="done")] == list("abcde")
-    assert [r.query for r in api.seen] == [{"run_id": "r1", "status": "done"},
-                                           {"run_id": "r1", "status": "done", "cursor": "c1"},
-                                           {"run_id": "r1", "status": "done", "cursor": "c2"}]
+    assert [r.query for r in api.seen] == [
+        {"run_id": "r1", "status": "done"},
+        {"run_id": "r1", "status": "done", "cursor": "c1"},
+        {"run_id": "r1", "status": "done", "cursor": "c2"},
+    ]
     api.seen.clear()
     assert [s["id"] for s in client.list(limit=3)] == list("abc")
     assert len(api.seen) == 2 and api.seen[0].query == {"limit": "3"}  # stops paging once it has enough
 
 
 def test_wait_polls_until_done_with_gentle_backoff(api, client, sleeps):
-    api.on("GET", "/v1/submissions/s1", (200, submission("s1")), (200, submission("s1")),
-           (200, submission("s1", "running")), (200, submission("s1", "done", "FAIL")))
+    api.on(
+        "GET",
+        "/v1/submissions/s1",
+        (200, submission("s1")),
+        (200, submission("s1")),
+        (200, submission("s1", "running")),
+        (200, submission("s1", "done", "FAIL")),
+    )
     api.on("GET", "/v1/submissions/s2", (200, submission("s2", "cancelled")))
     done = []
     subs = client.wait(["s1", "s2"], poll=1.0, on_done=done.append)
@@ -299,6 +341,7 @@ def test_wait_gives_up_at_the_timeout_with_the_latest_state(api, sleeps):
     def sleep(s):
         sleeps.append(s)
         now[0] += s
+
     api.on("GET", "/v1/submissions/s1", (200, submission("s1", "running")))
     client = Client(api.url, KEY, sleep=sleep, clock=lambda: now[0])
     subs = client.wait(["s1"], timeout=3, poll=1.0)
@@ -307,8 +350,21 @@ def test_wait_gives_up_at_the_timeout_with_the_latest_state(api, sleeps):
 
 
 def test_wait_for_a_run_lists_it_instead_of_fetching_each(api, client):
-    api.on("GET", "/v1/submissions", (200, {"items": [submission("a", "done", "PASS"), submission("b", "done", "FAIL"),
-                                                      submission("other", "queued")], "next_cursor": None}))
+    api.on(
+        "GET",
+        "/v1/submissions",
+        (
+            200,
+            {
+                "items": [
+                    submission("a", "done", "PASS"),
+                    submission("b", "done", "FAIL"),
+                    submission("other", "queued"),
+                ],
+                "next_cursor": None,
+            },
+        ),
+    )
     api.on("GET", "/v1/submissions/c", (200, submission("c", "done", "PASS")))
     subs = client.wait(["a", "b", "c"], run_id="r1")
     assert {k: v["verdict"] for k, v in subs.items()} == {"a": "PASS", "b": "FAIL", "c": "PASS"}
@@ -328,15 +384,18 @@ def test_cancel_tasks_and_account(api, client):
 
 
 # --- predictions files -----------------------------------------------------------------------------------
-PREDS = [{"instance_id": "a", "model_name_or_path": "m", "model_patch": "diff a"},
-         {"instance_id": "b", "model_name_or_path": "m", "model_patch": "diff b"}]
+PREDS = [
+    {"instance_id": "a", "model_name_or_path": "m", "model_patch": "diff a"},
+    {"instance_id": "b", "model_name_or_path": "m", "model_patch": "diff b"},
+]
 
 
 def test_read_predictions_in_every_shape(tmp_path):
     (tmp_path / "list.json").write_text(json.dumps(PREDS))
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(p) for p in PREDS) + "\n\n")
-    (tmp_path / "dict.json").write_text(json.dumps({p["instance_id"]: {k: v for k, v in p.items() if k != "instance_id"}
-                                                    for p in PREDS}))
+    (tmp_path / "dict.json").write_text(
+        json.dumps({p["instance_id"]: {k: v for k, v in p.items() if k != "instance_id"} for p in PREDS})
+    )
     (tmp_path / "one.jsonl").write_text(json.dumps(PREDS[0]))
     for name in ("list.json", "p.jsonl", "dict.json"):
         assert read_predictions(tmp_path / name) == PREDS, name
@@ -344,14 +403,17 @@ def test_read_predictions_in_every_shape(tmp_path):
     assert parse_predictions(json.dumps([{"task_id": "t1", "patch": ""}])) == [{"task_id": "t1", "patch": ""}]
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"instance_id": "a"}\n{"instance_id": "b",\n{"instance_id": "c"}\n', "p.jsonl:2: not valid JSON"),
-    ('{"instance_id": "a"}\n\n[1, 2]\n', "p.jsonl:3: expected a JSON object, got list"),
-    ('{"instance_id": "a"}\n{"model_patch": ""}\n', "p.jsonl:2: has neither instance_id"),
-    ('[{"instance_id": "a"},\n "x"]', "p.jsonl: item 1: expected a JSON object, got str"),
-    ('[{"instance_id": "a"},\n {oops}]', "p.jsonl:2: not valid JSON"),
-    ("  \n", "no predictions"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"instance_id": "a"}\n{"instance_id": "b",\n{"instance_id": "c"}\n', "p.jsonl:2: not valid JSON"),
+        ('{"instance_id": "a"}\n\n[1, 2]\n', "p.jsonl:3: expected a JSON object, got list"),
+        ('{"instance_id": "a"}\n{"model_patch": ""}\n', "p.jsonl:2: has neither instance_id"),
+        ('[{"instance_id": "a"},\n "x"]', "p.jsonl: item 1: expected a JSON object, got str"),
+        ('[{"instance_id": "a"},\n {oops}]', "p.jsonl:2: not valid JSON"),
+        ("  \n", "no predictions"),
+    ],
+)
 def test_bad_predictions_name_the_line(tmp_path, text, message):
     path = tmp_path / "p.jsonl"
     path.write_text(text)
@@ -364,12 +426,26 @@ def cli(api, *args, input=None):
     return CliRunner().invoke(main, [*args, "--url", api.url, "--api-key", KEY], input=input, catch_exceptions=False)
 
 
-@pytest.mark.parametrize("verdict, code",
-                         [("PASS", 0), ("FAIL", 1), ("TIMED OUT", 1), ("PATCH FAILED", 1), ("ERROR", 3)])
+@pytest.mark.parametrize(
+    "verdict, code", [("PASS", 0), ("FAIL", 1), ("TIMED OUT", 1), ("PATCH FAILED", 1), ("ERROR", 3)]
+)
 def test_submit_wait_exits_as_grade_does(api, tmp_path, verdict, code):
     api.on("POST", "/v1/submissions", (202, submission("s1")))
-    api.on("GET", "/v1/submissions/s1", (200, submission("s1", "done", verdict, finished_at="2026-01-01T00:00:03+00:00",
-                                                          started_at="2026-01-01T00:00:01+00:00", host="w1")))
+    api.on(
+        "GET",
+        "/v1/submissions/s1",
+        (
+            200,
+            submission(
+                "s1",
+                "done",
+                verdict,
+                finished_at="2026-01-01T00:00:03+00:00",
+                started_at="2026-01-01T00:00:01+00:00",
+                host="w1",
+            ),
+        ),
+    )
     result = cli(api, "submit", "--task", "t1", "--patch", "-", "--wait", input=b"diff")
     assert result.exit_code == code, result.output
     assert f"because {verdict}" in result.output and "host w1" in result.output and "ran 2.0 s" in result.output
@@ -396,6 +472,7 @@ def test_submit_refused_exits_2_and_unanswered_exits_5(api):
 
 def test_submit_needs_a_key_and_one_kind_of_input(api, monkeypatch):
     from grader.config import _from_env
+
     monkeypatch.delenv("GRADER_API_KEY", raising=False)
     _from_env.cache_clear()
     try:
@@ -410,16 +487,23 @@ def test_submit_needs_a_key_and_one_kind_of_input(api, monkeypatch):
 
 def test_submit_predictions_waits_and_summarizes(api, tmp_path):
     path = tmp_path / "preds.jsonl"
-    path.write_text("\n".join(json.dumps({"instance_id": n, "model_name_or_path": "m", "model_patch": ""})
-                              for n in ("a", "b", "c")))
+    path.write_text(
+        "\n".join(json.dumps({"instance_id": n, "model_name_or_path": "m", "model_patch": ""}) for n in ("a", "b", "c"))
+    )
     api.on("POST", "/v1/submissions/batch", batch_answer)
     verdicts = {"id-a": "PASS", "id-b": "FAIL", "id-c": "PASS"}
-    api.on("GET", "/v1/submissions", (200, {"items": [submission(i, "done", v) for i, v in verdicts.items()],
-                                            "next_cursor": None}))
+    api.on(
+        "GET",
+        "/v1/submissions",
+        (200, {"items": [submission(i, "done", v) for i, v in verdicts.items()], "next_cursor": None}),
+    )
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1", "--wait")
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.output.splitlines()
-            if line.count("│") == 3}
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in result.output.splitlines()
+        if line.count("│") == 3
+    }
     assert rows["PASS"] == "2" and rows["FAIL"] == "1" and rows["rejected"] == "0"
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1", "--wait", "--json")
     assert json.loads(result.output)["counts"]["PASS"] == 2
@@ -442,8 +526,9 @@ def test_a_predictions_batch_first_asks_what_the_run_holds(api, tmp_path):
     """The run's submissions are listed (whole pages) before anything is sent; a task and
     trial it holds already stops the batch."""
     path = tmp_path / "preds.json"
-    path.write_text(json.dumps([{"instance_id": "a", "model_patch": "", "trial": 1},
-                                {"instance_id": "t1", "model_patch": ""}]))
+    path.write_text(
+        json.dumps([{"instance_id": "a", "model_patch": "", "trial": 1}, {"instance_id": "t1", "model_patch": ""}])
+    )
     api.on("POST", "/v1/submissions/batch", batch_answer)
     held = [submission("s1", "done", "PASS", trial=1), submission("s2", "cancelled")]  # task t1; trials 1, none
     api.on("GET", "/v1/submissions", (200, {"items": held, "next_cursor": None}))
@@ -471,18 +556,38 @@ def test_run_logs_download_whole_after_a_retry_and_publish_says_public(api, clie
 
 
 def test_status_shows_the_outcome(api):
-    sub = submission("s1", "done", "FAIL", started_at="2026-01-01T00:00:01+00:00",
-                     finished_at="2026-01-01T00:00:04+00:00", host="w1", cached=True, run_id="r1", trial=2,
-                     prompt_variant="guided")
-    sub["result"]["tests"] = {"fail_to_pass": {"success": [], "failure": ["t::x"]},
-                              "pass_to_pass": {"success": ["t::y"], "failure": []},
-                              "all": {"t::x": "failed", "t::y": "passed"}, "exit_code": 1}
+    sub = submission(
+        "s1",
+        "done",
+        "FAIL",
+        started_at="2026-01-01T00:00:01+00:00",
+        finished_at="2026-01-01T00:00:04+00:00",
+        host="w1",
+        cached=True,
+        run_id="r1",
+        trial=2,
+        prompt_variant="guided",
+    )
+    sub["result"]["tests"] = {
+        "fail_to_pass": {"success": [], "failure": ["t::x"]},
+        "pass_to_pass": {"success": ["t::y"], "failure": []},
+        "all": {"t::x": "failed", "t::y": "passed"},
+        "exit_code": 1,
+    }
     api.on("GET", "/v1/submissions/s1", (200, sub))
     result = cli(api, "status", "s1")
     assert result.exit_code == 0, result.output
-    for text in ("s1  done  t1", "(run id r1, trial 2, prompt variant guided)", "from cache", "host w1",
-                 "ran 3.0 s", "FAIL", "because FAIL", "t::x",
-                 "tests: 1 failed, 1 passed; FAIL_TO_PASS 0/1; PASS_TO_PASS 1/1"):
+    for text in (
+        "s1  done  t1",
+        "(run id r1, trial 2, prompt variant guided)",
+        "from cache",
+        "host w1",
+        "ran 3.0 s",
+        "FAIL",
+        "because FAIL",
+        "t::x",
+        "tests: 1 failed, 1 passed; FAIL_TO_PASS 0/1; PASS_TO_PASS 1/1",
+    ):
         assert text in result.output, text
     assert json.loads(cli(api, "status", "s1", "--json").output)["verdict"] == "FAIL"
     api.on("GET", "/v1/submissions/nope", (404, error("not_found", "no submission 'nope'")))
@@ -500,7 +605,6 @@ def test_importing_the_client_loads_no_grading_machinery():
     """A team's machine runs the client with neither Docker nor the service's stack:
     `import grader.client` must not load the Docker SDK, Flask, SQLAlchemy or RQ."""
     heavy = ("docker", "flask", "sqlalchemy", "rq", "redis")
-    code = ("import sys, grader.client; "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))")
+    code = f"import sys, grader.client; print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

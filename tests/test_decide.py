@@ -57,8 +57,14 @@ IMAGE = "sha256:" + "ab" * 32
 F2P = "tests/test_mean.py::test_empty"
 P2P = ["tests/test_mean.py::test_two", "tests/test_basic.py::test_one"]
 CANARY = "tests/test_value_edge.py"
-CANARIES = {"expect": {f"{CANARY}::test_round": "passed", f"{CANARY}::test_small_case": "passed",
-                       f"{CANARY}::test_mixed": "failed", f"{CANARY}::test_split_order": "failed"}}
+CANARIES = {
+    "expect": {
+        f"{CANARY}::test_round": "passed",
+        f"{CANARY}::test_small_case": "passed",
+        f"{CANARY}::test_mixed": "failed",
+        f"{CANARY}::test_split_order": "failed",
+    }
+}
 
 TASKS = {
     "d-pytest": """\
@@ -109,9 +115,11 @@ check:
 
 
 def task_yaml(task_id: str, check: str, commit: str) -> str:
-    return (f"id: {task_id}\ninstruction: Make calc.mean raise ValueError on an empty list.\n"
-            f"repo: {{bundle: ../mini.bundle, commit: {commit}}}\nenvironment: python-3.11\n{check}"
-            "limits: {timeout: 20, memory: 256m, pids: 64}\ngold_patch: gold.patch\n")
+    return (
+        f"id: {task_id}\ninstruction: Make calc.mean raise ValueError on an empty list.\n"
+        f"repo: {{bundle: ../mini.bundle, commit: {commit}}}\nenvironment: python-3.11\n{check}"
+        "limits: {timeout: 20, memory: 256m, pids: 64}\ngold_patch: gold.patch\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +161,18 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("decide-cache")
 
 
-def grade(tasks, cache, task_id: str, patch: bytes, answer, *, audit: str = "flag", images_fault=None,
-          private_kernel: bool = False, lookup=None) -> tuple[Result, FakeSandbox]:
+def grade(
+    tasks,
+    cache,
+    task_id: str,
+    patch: bytes,
+    answer,
+    *,
+    audit: str = "flag",
+    images_fault=None,
+    private_kernel: bool = False,
+    lookup=None,
+) -> tuple[Result, FakeSandbox]:
     """Grade `patch` on `task_id` with the sandbox answering `answer` (a FakeRun, a
     supervisor report as a dict, or a handler)."""
     if isinstance(answer, dict):
@@ -168,15 +186,30 @@ def grade(tasks, cache, task_id: str, patch: bytes, answer, *, audit: str = "fla
 
 # --- what the supervisor prints ------------------------------------------------------------
 
+
 def supervisor(**over) -> dict:
     """The supervisor's document for a run that applied the patch with `git apply` and
     ran the check; `over` replaces or adds keys."""
     doc = {
-        "durations": {"snapshot": 0.01, "apply": 0.02, "place_tests": 0.01, "check": 0.4, "verify": 0.01,
-                      "supervisor": 0.5},
-        "apply": {"method": "git apply", "attempts": [
-            {"method": "git apply", "command": "git apply --verbose", "exit_code": 0,
-             "output": "Applied patch calc/__init__.py cleanly.\n"}]},
+        "durations": {
+            "snapshot": 0.01,
+            "apply": 0.02,
+            "place_tests": 0.01,
+            "check": 0.4,
+            "verify": 0.01,
+            "supervisor": 0.5,
+        },
+        "apply": {
+            "method": "git apply",
+            "attempts": [
+                {
+                    "method": "git apply",
+                    "command": "git apply --verbose",
+                    "exit_code": 0,
+                    "output": "Applied patch calc/__init__.py cleanly.\n",
+                }
+            ],
+        },
         "applied": True,
         "bytecode_removed": [],
         "protected_restored": [],
@@ -195,11 +228,21 @@ def pytest_report(outcomes: dict[str, str], *, exit: int = 0, canaries: dict | N
     """A run of the pytest runner whose signed report says `outcomes`; the canaries came
     out as they must unless `canaries` says otherwise."""
     got = {tid: want for tid, want in CANARIES["expect"].items()}
-    report = {"forged": None, "end": {"t": "end", "s": "1", "exit": exit}, "ends": 1, "sessions": 1,
-              "collect_errors": [], "integrity": [], "outcomes": outcomes}
+    report = {
+        "forged": None,
+        "end": {"t": "end", "s": "1", "exit": exit},
+        "ends": 1,
+        "sessions": 1,
+        "collect_errors": [],
+        "integrity": [],
+        "outcomes": outcomes,
+    }
     report.update(over.pop("report", {}))
-    doc = supervisor(report=report, exit_code=over.pop("exit_code", exit),
-                     canaries=None if canaries is None else {**canaries, "got": {**got, **over.pop("got", {})}})
+    doc = supervisor(
+        report=report,
+        exit_code=over.pop("exit_code", exit),
+        canaries=None if canaries is None else {**canaries, "got": {**got, **over.pop("got", {})}},
+    )
     doc.update(over)
     return doc
 
@@ -209,6 +252,7 @@ EMPTY_FAILS = {**ALL_PASS, F2P: "failed"}
 
 
 # --- PASS and FAIL ---------------------------------------------------------------------------
+
 
 def test_pass_when_every_listed_test_passed(tasks, cache, gold):
     r, sandbox = grade(tasks, cache, "d-pytest", gold, pytest_report(ALL_PASS))
@@ -269,11 +313,18 @@ def test_collection_errors_are_shown(tasks, cache, gold):
 
 def test_restored_protected_files_are_named_in_the_explanation(tasks, cache, gold):
     restored = ["tests/conftest.py", "tests/test_basic.py", "pytest.ini", "setup.pth"]
-    r, _ = grade(tasks, cache, "d-pytest", gold, pytest_report(ALL_PASS, protected_restored=restored,
-                                                                 bytecode_removed=["calc/__pycache__/x.pyc"]))
+    r, _ = grade(
+        tasks,
+        cache,
+        "d-pytest",
+        gold,
+        pytest_report(ALL_PASS, protected_restored=restored, bytecode_removed=["calc/__pycache__/x.pyc"]),
+    )
     assert r.verdict is Verdict.PASS
-    assert r.explanation == ("All 3 required test(s) passed (4 protected file(s) the patch changed were restored to "
-                             "the base: tests/conftest.py, tests/test_basic.py, pytest.ini ...).")
+    assert r.explanation == (
+        "All 3 required test(s) passed (4 protected file(s) the patch changed were restored to "
+        "the base: tests/conftest.py, tests/test_basic.py, pytest.ini ...)."
+    )
     assert r.protections.protected_restored == restored and r.apply.neutralized == restored
     assert r.protections.bytecode_removed == ["calc/__pycache__/x.pyc"]
 
@@ -297,8 +348,10 @@ def test_audit_findings_fail_a_pass_only_when_the_grader_says_so(tasks, cache):
     assert flagged.protections.audit_mode == "flag"
     failed, _ = grade(tasks, cache, "d-pytest", AUDITED, pytest_report(ALL_PASS), audit="fail")
     assert failed.verdict is Verdict.FAIL
-    assert failed.explanation.startswith("The patch reaches into the test runner or the interpreter (process-exit); "
-                                         "this grader fails such patches. The tests alone: All 3 required")
+    assert failed.explanation.startswith(
+        "The patch reaches into the test runner or the interpreter (process-exit); "
+        "this grader fails such patches. The tests alone: All 3 required"
+    )
     # a FAIL stays a FAIL with the same words: the audit only ever turns a PASS
     failing, _ = grade(tasks, cache, "d-pytest", AUDITED, pytest_report(EMPTY_FAILS, exit=1), audit="fail")
     assert failing.verdict is Verdict.FAIL and failing.explanation.startswith("1 of 3 required")
@@ -306,21 +359,46 @@ def test_audit_findings_fail_a_pass_only_when_the_grader_says_so(tasks, cache):
 
 # --- tampering: FAIL with the evidence ---------------------------------------------------------
 
-@pytest.mark.parametrize("doc, evidence", [
-    (pytest_report(ALL_PASS, report={"forged": "line 7 of the report channel does not carry this run's signature"}),
-     "line 7 of the report channel does not carry this run's signature"),
-    (pytest_report(ALL_PASS, exit_code=1),
-     "pytest finished with exit status 0 but its process exited with 1: something else ended the run"),
-    (pytest_report(ALL_PASS, got={f"{CANARY}::test_mixed": "passed"}),
-     "a hidden canary test that must fail was reported as passed"),
-    (pytest_report(ALL_PASS, tampered_files=["tests/test_mean.py"]),
-     "tests/test_mean.py was changed or moved while the tests ran"),
-    (pytest_report(ALL_PASS, report={"integrity": ["_pytest.runner.call_and_report replaced"]}),
-     "the test process reached into pytest: _pytest.runner.call_and_report replaced"),
-    (pytest_report(ALL_PASS, got={f"{CANARY}::test_round": None}),
-     "a hidden canary test that must pass was not in the report"),
-], ids=["forged-line", "exit-status", "canary-must-fail-passed", "hidden-tests-changed", "reached-into-pytest",
-        "canary-missing"])
+
+@pytest.mark.parametrize(
+    "doc, evidence",
+    [
+        (
+            pytest_report(
+                ALL_PASS, report={"forged": "line 7 of the report channel does not carry this run's signature"}
+            ),
+            "line 7 of the report channel does not carry this run's signature",
+        ),
+        (
+            pytest_report(ALL_PASS, exit_code=1),
+            "pytest finished with exit status 0 but its process exited with 1: something else ended the run",
+        ),
+        (
+            pytest_report(ALL_PASS, got={f"{CANARY}::test_mixed": "passed"}),
+            "a hidden canary test that must fail was reported as passed",
+        ),
+        (
+            pytest_report(ALL_PASS, tampered_files=["tests/test_mean.py"]),
+            "tests/test_mean.py was changed or moved while the tests ran",
+        ),
+        (
+            pytest_report(ALL_PASS, report={"integrity": ["_pytest.runner.call_and_report replaced"]}),
+            "the test process reached into pytest: _pytest.runner.call_and_report replaced",
+        ),
+        (
+            pytest_report(ALL_PASS, got={f"{CANARY}::test_round": None}),
+            "a hidden canary test that must pass was not in the report",
+        ),
+    ],
+    ids=[
+        "forged-line",
+        "exit-status",
+        "canary-must-fail-passed",
+        "hidden-tests-changed",
+        "reached-into-pytest",
+        "canary-missing",
+    ],
+)
 def test_tampering_is_fail_with_the_evidence(tasks, cache, gold, doc, evidence):
     r, _ = grade(tasks, cache, "d-pytest", gold, doc)
     assert r.verdict is Verdict.FAIL, r.to_json()
@@ -352,6 +430,7 @@ def test_skipped_canaries_are_not_evidence(tasks, cache, gold):
 
 # --- PATCH FAILED ------------------------------------------------------------------------------
 
+
 def test_a_refused_patch_never_reaches_the_sandbox(tasks, cache):
     patch = b"--- a/../etc/passwd\n+++ b/../etc/passwd\n@@ -1 +1 @@\n-a\n+b\n"
     r, sandbox = grade(tasks, cache, "d-pytest", patch, supervisor())
@@ -361,14 +440,25 @@ def test_a_refused_patch_never_reaches_the_sandbox(tasks, cache):
 
 
 def test_a_patch_no_step_applies_is_patch_failed(tasks, cache, gold):
-    attempts = [{"method": m, "command": c, "exit_code": 1, "output": "error: patch failed"}
-                for m, c in [("git apply", "git apply --verbose"), ("git apply --3way", "git apply --verbose --3way"),
-                             ("patch --fuzz", "patch --batch --forward --fuzz=5 -p1")]]
-    r, _ = grade(tasks, cache, "d-pytest", gold, supervisor(applied=False, apply={"method": None, "attempts": attempts},
-                                                            restored=[], output=""))
+    attempts = [
+        {"method": m, "command": c, "exit_code": 1, "output": "error: patch failed"}
+        for m, c in [
+            ("git apply", "git apply --verbose"),
+            ("git apply --3way", "git apply --verbose --3way"),
+            ("patch --fuzz", "patch --batch --forward --fuzz=5 -p1"),
+        ]
+    ]
+    r, _ = grade(
+        tasks,
+        cache,
+        "d-pytest",
+        gold,
+        supervisor(applied=False, apply={"method": None, "attempts": attempts}, restored=[], output=""),
+    )
     assert r.verdict is Verdict.PATCH_FAILED
-    assert r.explanation == ("The patch does not apply at the base commit "
-                             "(tried git apply, git apply --3way, patch --fuzz).")
+    assert r.explanation == (
+        "The patch does not apply at the base commit (tried git apply, git apply --3way, patch --fuzz)."
+    )
     assert [a.exit_code for a in r.apply.attempts] == [1, 1, 1] and r.apply.method is None
 
 
@@ -376,8 +466,9 @@ def test_a_patch_that_wrote_unnamed_paths_is_patch_failed(tasks, cache, gold):
     doc = supervisor(applied=False, apply_refused="it wrote files its headers do not name: evil.py")
     r, _ = grade(tasks, cache, "d-pytest", gold, doc)
     assert r.verdict is Verdict.PATCH_FAILED
-    assert r.explanation == ("The patch was refused after it was applied: "
-                             "it wrote files its headers do not name: evil.py.")
+    assert r.explanation == (
+        "The patch was refused after it was applied: it wrote files its headers do not name: evil.py."
+    )
 
 
 def test_a_tree_the_apply_cannot_undo_is_patch_failed(tasks, cache, gold):
@@ -391,11 +482,14 @@ def test_a_tree_the_submission_left_after_the_apply_is_fail(tasks, cache, gold):
     doc = supervisor(tree_error={"stage": "verify", "message": "OSError: [Errno 40] Too many levels of symbolic links"})
     r, _ = grade(tasks, cache, "d-pytest", gold, doc)
     assert r.verdict is Verdict.FAIL
-    assert r.explanation == ("The submission left the repository in a state the grader cannot check "
-                             "(verify: OSError: [Errno 40] Too many levels of symbolic links).")
+    assert r.explanation == (
+        "The submission left the repository in a state the grader cannot check "
+        "(verify: OSError: [Errno 40] Too many levels of symbolic links)."
+    )
 
 
 # --- TIMED OUT ---------------------------------------------------------------------------------
+
 
 def test_killed_from_outside_past_the_limit_is_timed_out(tasks, cache, gold):
     r, _ = grade(tasks, cache, "d-pytest", gold, FakeRun(seconds=25.0))
@@ -411,12 +505,19 @@ def test_stopped_by_the_supervisor_at_its_deadline_is_timed_out(tasks, cache, go
 
 
 def test_a_timeout_during_the_apply_is_timed_out_not_patch_failed(tasks, cache, gold):
-    doc = supervisor(applied=False, timed_out=True, apply={"method": None, "attempts": [
-        {"method": "git apply", "command": "git apply --verbose", "exit_code": -9, "output": ""}]})
+    doc = supervisor(
+        applied=False,
+        timed_out=True,
+        apply={
+            "method": None,
+            "attempts": [{"method": "git apply", "command": "git apply --verbose", "exit_code": -9, "output": ""}],
+        },
+    )
     assert grade(tasks, cache, "d-pytest", gold, doc)[0].verdict is Verdict.TIMED_OUT
 
 
 # --- the memory limit --------------------------------------------------------------------------
+
 
 def test_killed_for_memory_with_no_report_is_fail(tasks, cache, gold):
     r, _ = grade(tasks, cache, "d-pytest", gold, FakeRun(exit_code=137, oom_killed=True))
@@ -430,6 +531,7 @@ def test_a_report_that_arrived_decides_even_if_memory_ran_out_later(tasks, cache
 
 
 # --- ERROR: faults of the machinery, never charged -------------------------------------------------
+
 
 def assert_error(r: Result, words: str) -> None:
     assert r.verdict is Verdict.ERROR, r.to_json()
@@ -457,19 +559,28 @@ def test_the_image_store_failing_is_error(tasks, cache, gold):
     assert sandbox.runs == [] and r.provenance.image_id is None
 
 
-@pytest.mark.parametrize("run, words", [
-    (FakeRun(stdout=b"", exit_code=137), "the supervisor produced no result (exit 137)"),
-    (FakeRun(stdout=b'{"applied": true, "apply": {"meth', exit_code=0, stderr=b"Traceback: MemoryError"),
-     "Traceback: MemoryError"),
-    (FakeRun(stdout=b"\xff\xfe not utf-8", exit_code=0), "the supervisor produced no result (exit 0)"),
-], ids=["missing", "cut-short", "not-utf-8"])
+@pytest.mark.parametrize(
+    "run, words",
+    [
+        (FakeRun(stdout=b"", exit_code=137), "the supervisor produced no result (exit 137)"),
+        (
+            FakeRun(stdout=b'{"applied": true, "apply": {"meth', exit_code=0, stderr=b"Traceback: MemoryError"),
+            "Traceback: MemoryError",
+        ),
+        (FakeRun(stdout=b"\xff\xfe not utf-8", exit_code=0), "the supervisor produced no result (exit 0)"),
+    ],
+    ids=["missing", "cut-short", "not-utf-8"],
+)
 def test_a_missing_or_garbled_supervisor_report_is_error(tasks, cache, gold, run, words):
     r, _ = grade(tasks, cache, "d-pytest", gold, run)
     assert_error(r, words)
 
 
-@pytest.mark.parametrize("stdout", [b"[]", b"null", b'"PASS"', b'{"applied": true, "apply": {"attempts": [{"x": 1}]}}'],
-                         ids=["list", "null", "string", "bad-attempt"])
+@pytest.mark.parametrize(
+    "stdout",
+    [b"[]", b"null", b'"PASS"', b'{"applied": true, "apply": {"attempts": [{"x": 1}]}}'],
+    ids=["list", "null", "string", "bad-attempt"],
+)
 def test_a_report_of_the_wrong_shape_is_error(tasks, cache, gold, stdout):
     r, _ = grade(tasks, cache, "d-pytest", gold, FakeRun(stdout=stdout))
     assert r.verdict is Verdict.ERROR, r.to_json()
@@ -496,10 +607,15 @@ def test_a_pytest_task_with_nothing_to_run_is_error(tasks, cache, gold):
 
 # --- the cache ---------------------------------------------------------------------------------
 
+
 def test_the_cache_answers_once_the_image_is_known(tasks, cache, gold):
     seen: list[Provenance] = []
-    earlier = Result(task_id="d-pytest", verdict=Verdict.PASS, explanation="cached",
-                     provenance=Provenance(patch_sha256="x", grader_version="0"))
+    earlier = Result(
+        task_id="d-pytest",
+        verdict=Verdict.PASS,
+        explanation="cached",
+        provenance=Provenance(patch_sha256="x", grader_version="0"),
+    )
 
     def lookup(provenance):
         seen.append(provenance.model_copy())
@@ -561,6 +677,7 @@ def test_a_command_that_ran_pytest_is_decided_by_its_signed_report(tasks, cache,
 
 # --- output and exact-match tasks ----------------------------------------------------------------
 
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -580,6 +697,7 @@ def test_an_exact_match_task_is_decided_by_the_files(tasks, cache, gold):
 
 
 # --- what the pipeline asks the sandbox for ---------------------------------------------------------
+
 
 def test_the_run_spec_carries_the_supervisor_the_job_and_the_patch(tasks, cache, gold):
     _, sandbox = grade(tasks, cache, "d-pytest", gold, pytest_report(ALL_PASS))
@@ -610,8 +728,14 @@ def test_the_fake_is_a_registered_provider(tasks, cache, gold):
 
 
 def test_a_finished_run_output_is_taken_as_it_is(tasks, cache, gold):
-    out = RunOutput(exit_code=0, stdout=json.dumps(pytest_report(ALL_PASS)).encode(), stderr=b"", timed_out=False,
-                    oom_killed=False, image_id=IMAGE, runtime="runsc")
+    out = RunOutput(
+        exit_code=0,
+        stdout=json.dumps(pytest_report(ALL_PASS)).encode(),
+        stderr=b"",
+        timed_out=False,
+        oom_killed=False,
+        image_id=IMAGE,
+        runtime="runsc",
+    )
     r, _ = grade(tasks, cache, "d-pytest", gold, lambda spec: out)
     assert r.verdict is Verdict.PASS and r.provenance.runtime == r.protections.runtime == "runsc"
-

@@ -45,6 +45,7 @@ def _restart_dockerd() -> None:
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_dockerd_restart_mid_grade_loses_nothing(stack, mini):  # noqa: F811
     from conftest import FIXED
+
     c = Client(stack.url, stack.key)
     slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(4)\n" + FIXED}).decode()
     ids = [c.submit("mini", slow + "\n" * i)["id"] for i in range(4)]
@@ -66,8 +67,11 @@ def test_dockerd_restart_mid_grade_loses_nothing(stack, mini):  # noqa: F811
     while True:
         # the service's containers: idle warm ones run, a dead one is left behind (this test
         # process's own graders from earlier tests keep their idle ones until they exit)
-        left = [x for x in engine.client.containers.list(all=True, filters={"label": "grader.sandbox"})
-                if x.status != "running" and x.labels.get("grader.owner") != me]
+        left = [
+            x
+            for x in engine.client.containers.list(all=True, filters={"label": "grader.sandbox"})
+            if x.status != "running" and x.labels.get("grader.owner") != me
+        ]
         if not left:
             break
         assert time.monotonic() < deadline, [(x.id[:12], x.status) for x in left]

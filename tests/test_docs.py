@@ -40,8 +40,10 @@ def test_every_operation_has_an_example_the_schemas_accept(path, method):
     for where, values in (("query", ex["query"]), ("header", ex["headers"])):
         for name, value in values.items():
             assert (where, name) in params, (where, name)
-            validate(value if where == "query" and not isinstance(value, str) else str(value),
-                     params[(where, name)]["schema"])
+            validate(
+                value if where == "query" and not isinstance(value, str) else str(value),
+                params[(where, name)]["schema"],
+            )
     assert all(name in ex["query"] for (where, name), p in params.items() if where == "query" and p.get("required"))
     body = op.get("requestBody")
     if body is not None:
@@ -113,7 +115,7 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
         ex = EXAMPLES[(method, path)]
         assert ex["path"] in text and f"Example response: {ex['status']}" in text
         if "response" in ex:  # the JSON shown is the example itself
-            shown = re.search(r'<pre class="response">(.*?)</pre>', body[body.index(f'id="{method}-{path}"'):], re.S)
+            shown = re.search(r'<pre class="response">(.*?)</pre>', body[body.index(f'id="{method}-{path}"') :], re.S)
             assert json.loads(html.unescape(shown.group(1))) == ex["response"]
         if "body" in ex:
             assert '"' + next(iter(ex["body"])) + '"' in text
@@ -125,7 +127,7 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
     submission_in = " ".join(parts["schema-SubmissionIn"].split())
     assert '"minimal", "concise", "contextual", "guided"' in submission_in and "0 to 1000000" in submission_in
     # who may call what, in one table: a row per level, linking exactly its operations
-    table = body[body.index('id="access-levels"'):body.index('id="operations"')]
+    table = body[body.index('id="access-levels"') : body.index('id="operations"')]
     rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
     assert len(rows) == len(ACCESS)
     linked = {}
@@ -141,11 +143,11 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
 @pytest.mark.service
 def test_the_docs_page_carries_the_portals_navigation(app):
     body = app.test_client().get("/docs").get_data(as_text=True)
-    header = body[body.index("<header>"):body.index("</header>")]
+    header = body[body.index("<header>") : body.index("</header>")]
     for href in ("/leaderboard", "/compare", "/tasks", "/docs", "/login"):
         assert f'href="{href}"' in header, href
-    table = body[body.index('id="portal-pages"'):]
-    table = table[:table.index("</table>")]
+    table = body[body.index('id="portal-pages"') :]
+    table = table[: table.index("</table>")]
     rules = {r.rule: r.endpoint for r in app.url_map.iter_rules() if r.endpoint.startswith("portal.")}
     assert set(rules.values()) <= set(PORTAL_PAGES), set(rules.values()) - set(PORTAL_PAGES)
     for rule in rules:
@@ -159,8 +161,10 @@ def test_the_refusals_shown_are_the_services_own(app, svc):
     api = Api(app.test_client(), new_key(svc, "docs-team"))
     r = api.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "", "trail": 1})
     assert (str(r.status_code), r.json) == ERRORS[("post", "/v1/submissions")]
-    assert api.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "", "run_id": "r"}).status_code \
-        in (200, 202)
+    assert api.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "", "run_id": "r"}).status_code in (
+        200,
+        202,
+    )
     r = api.client.patch("/v1/runs/r", json={"methd": "x"}, headers={"Authorization": f"Bearer {api.key}"})
     assert (str(r.status_code), r.json) == ERRORS[("patch", "/v1/runs/{run}")]
     r = api.get("/v1/submissions?runid=my-run")

@@ -11,8 +11,15 @@ from grader.verdict import Verdict
 pytestmark = pytest.mark.docker
 
 EXAMPLE_IDS = [
-    "calc-add-mode", "calc-mean-empty", "calc-median-even", "calc-slugify-unicode", "calc-wordcount-punctuation",
-    "notes-changelog-entry", "notes-merge-greeting", "notes-merge-release", "notes-report-top-words",
+    "calc-add-mode",
+    "calc-mean-empty",
+    "calc-median-even",
+    "calc-slugify-unicode",
+    "calc-wordcount-punctuation",
+    "notes-changelog-entry",
+    "notes-merge-greeting",
+    "notes-merge-release",
+    "notes-report-top-words",
     "notes-summary-mode",
 ]
 

@@ -41,24 +41,53 @@ def full_result(**over) -> dict:
             "exit_code": 1,
         },
         "check": {"type": "tests", "runner": "pytest", "counts": {"passed": 2, "failed": 2, "error": 1, "skipped": 0}},
-        "apply": {"method": "git apply", "neutralized": ["conftest.py"],
-                  "restored": ["tests/test_mean.py", "tests/test_hidden_extra.py"],
-                  "attempts": [{"method": "git apply", "command": "git apply -v", "exit_code": 0,
-                                "output": "Checking patch calc/__init__.py...\n"
-                                          "Applied patch calc/__init__.py cleanly."}]},
+        "apply": {
+            "method": "git apply",
+            "neutralized": ["conftest.py"],
+            "restored": ["tests/test_mean.py", "tests/test_hidden_extra.py"],
+            "attempts": [
+                {
+                    "method": "git apply",
+                    "command": "git apply -v",
+                    "exit_code": 0,
+                    "output": "Checking patch calc/__init__.py...\nApplied patch calc/__init__.py cleanly.",
+                }
+            ],
+        },
         "output": SECRET_OUTPUT,
         "durations": {"validate": 0.01, "apply": 0.2, "check": 0.9, "total": 1.5},
-        "localization": {"precision": 1.0, "recall": 0.5, "f1": 0.667, "patch_files": ["calc/__init__.py"],
-                         "gold_files": ["calc/__init__.py", "calc/secret_helper.py"]},
-        "provenance": {"patch_sha256": "ab" * 32, "task_hash": "cd" * 32, "image_id": "sha256:" + "ef" * 32,
-                       "grader_version": "1.0", "runtime": "runc"},
-        "protections": {"protected_restored": ["tests/test_basic.py"], "bytecode_removed": ["calc/__pycache__/x.pyc"],
-                        "hidden_tests": ["tests/test_mean.py", "tests/test_hidden_extra.py"],
-                        "report_channel": "signed", "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1},
-                        "audit_mode": "flag", "runtime": "runc"},
+        "localization": {
+            "precision": 1.0,
+            "recall": 0.5,
+            "f1": 0.667,
+            "patch_files": ["calc/__init__.py"],
+            "gold_files": ["calc/__init__.py", "calc/secret_helper.py"],
+        },
+        "provenance": {
+            "patch_sha256": "ab" * 32,
+            "task_hash": "cd" * 32,
+            "image_id": "sha256:" + "ef" * 32,
+            "grader_version": "1.0",
+            "runtime": "runc",
+        },
+        "protections": {
+            "protected_restored": ["tests/test_basic.py"],
+            "bytecode_removed": ["calc/__pycache__/x.pyc"],
+            "hidden_tests": ["tests/test_mean.py", "tests/test_hidden_extra.py"],
+            "report_channel": "signed",
+            "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1},
+            "audit_mode": "flag",
+            "runtime": "runc",
+        },
         "tampered": [f"must-fail canary {CANARY} passed", "report written from the test process"],
-        "audit": [{"rule": "runner-internals", "path": "calc/__init__.py", "line": 3,
-                   "text": "import _pytest.runner as r; r.pytest_runtest_makereport = fake"}],
+        "audit": [
+            {
+                "rule": "runner-internals",
+                "path": "calc/__init__.py",
+                "line": 3,
+                "text": "import _pytest.runner as r; r.pytest_runtest_makereport = fake",
+            }
+        ],
         "error": None,
     }
     result.update(over)
@@ -66,6 +95,7 @@ def full_result(**over) -> dict:
 
 
 # --- the policy function, field by field -----------------------------------------------------
+
 
 @pytest.mark.parametrize("policy", ["full", "tests", "verdict"])
 def test_a_host_sees_everything_under_every_policy(policy):
@@ -89,8 +119,10 @@ def test_no_policy_names_the_gold_patch_files_to_a_participant(policy):
     assert "calc/secret_helper.py" not in json.dumps(shown)
     if "localization" in shown:
         assert shown["localization"]["gold_files"] == [] and shown["localization"]["recall"] == 0.5
-    assert feedback_view(result, policy, host=True)["localization"]["gold_files"] == \
-        ["calc/__init__.py", "calc/secret_helper.py"]
+    assert feedback_view(result, policy, host=True)["localization"]["gold_files"] == [
+        "calc/__init__.py",
+        "calc/secret_helper.py",
+    ]
 
 
 def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
@@ -107,24 +139,44 @@ def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
             "exit_code": 1,
         },
         "check": {"type": "tests", "runner": "pytest"},  # counts would count hidden and canary tests
-        "apply": {"method": "git apply", "neutralized": ["conftest.py"],
-                  "restored": ["tests/test_mean.py"],  # the hidden file no listed id names stays unnamed
-                  "attempts": result["apply"]["attempts"]},
+        "apply": {
+            "method": "git apply",
+            "neutralized": ["conftest.py"],
+            "restored": ["tests/test_mean.py"],  # the hidden file no listed id names stays unnamed
+            "attempts": result["apply"]["attempts"],
+        },
         "durations": result["durations"],
         "provenance": result["provenance"],
         "error": None,
-        "localization": {"precision": 1.0, "recall": 0.5, "f1": 0.667, "patch_files": ["calc/__init__.py"],
-                         "gold_files": []},
-        "protections": {"protected_restored": ["tests/test_basic.py"], "bytecode_removed": ["calc/__pycache__/x.pyc"],
-                        "report_channel": "signed", "audit_mode": "flag", "runtime": "runc",
-                        "hidden_tests": ["tests/test_mean.py"],
-                        "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1}},
+        "localization": {
+            "precision": 1.0,
+            "recall": 0.5,
+            "f1": 0.667,
+            "patch_files": ["calc/__init__.py"],
+            "gold_files": [],
+        },
+        "protections": {
+            "protected_restored": ["tests/test_basic.py"],
+            "bytecode_removed": ["calc/__pycache__/x.pyc"],
+            "report_channel": "signed",
+            "audit_mode": "flag",
+            "runtime": "runc",
+            "hidden_tests": ["tests/test_mean.py"],
+            "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1},
+        },
         "tampered": [TAMPERED_EVIDENCE],
         "audit": [{"rule": "runner-internals", "path": "calc/__init__.py"}],
     }
     text = json.dumps(shown)
-    for withheld in (SECRET_OUTPUT.split("\n")[1], UNLISTED, CANARY, "calc/secret_helper.py", "test_hidden_extra.py::",
-                     "_pytest.runner", "report written"):
+    for withheld in (
+        SECRET_OUTPUT.split("\n")[1],
+        UNLISTED,
+        CANARY,
+        "calc/secret_helper.py",
+        "test_hidden_extra.py::",
+        "_pytest.runner",
+        "report written",
+    ):
         assert withheld not in text
     # what a client reads it as: the record, with what was withheld empty
     assert Result.model_validate(shown).output == ""
@@ -143,8 +195,12 @@ def test_verdict_shows_the_verdict_and_an_explanation_naming_no_test():
     VerdictOnly.model_validate(shown)
     # more failures than the explanation lists ("and 2 more") and tests not run
     many = [f"tests/test_mean.py::test_{i}" for i in range(7)]
-    tests = {"fail_to_pass": {"success": [], "failure": many}, "pass_to_pass": {"success": [], "failure": []},
-             "all": {}, "exit_code": 1}
+    tests = {
+        "fail_to_pass": {"success": [], "failure": many},
+        "pass_to_pass": {"success": [], "failure": []},
+        "all": {},
+        "exit_code": 1,
+    }
     why = f"7 of 7 required test(s) did not pass: {', '.join(many[:5])} and 2 more (7 not run)."
     shown = feedback_view(full_result(tampered=[], tests=tests, explanation=why), "verdict", host=False)
     assert shown["explanation"] == "7 of 7 required test(s) did not pass (7 not run)."
@@ -152,8 +208,12 @@ def test_verdict_shows_the_verdict_and_an_explanation_naming_no_test():
 
 def test_an_id_is_taken_out_only_where_it_stands_alone():
     # a test named like a word of the sentence does not eat the sentence
-    tests = {"fail_to_pass": {"success": [], "failure": ["test"]}, "pass_to_pass": {"success": [], "failure": []},
-             "all": {"test": "failed"}, "exit_code": 1}
+    tests = {
+        "fail_to_pass": {"success": [], "failure": ["test"]},
+        "pass_to_pass": {"success": [], "failure": []},
+        "all": {"test": "failed"},
+        "exit_code": 1,
+    }
     why = "1 of 1 required test(s) did not pass: test."
     shown = feedback_view(full_result(tampered=[], tests=tests, explanation=why), "verdict", host=False)
     assert shown["explanation"] == "1 of 1 required test(s) did not pass."
@@ -168,20 +228,32 @@ def test_tests_names_no_unlisted_test_in_the_explanation():
 @pytest.mark.parametrize("policy", ["tests", "verdict"])
 def test_an_exit_status_is_not_a_channel_out(policy):
     """os._exit(n) chooses a byte; the explanation must not carry it back."""
-    for why in ("The test command exited with status 203.", "pytest exited 77: killed or crashed.",
-                "The test run ended before pytest finished its report (exit status 65)."):
+    for why in (
+        "The test command exited with status 203.",
+        "pytest exited 77: killed or crashed.",
+        "The test run ended before pytest finished its report (exit status 65).",
+    ):
         shown = feedback_view(full_result(tampered=[], explanation=why), policy, host=False)["explanation"]
         assert not any(n in shown for n in ("203", "77", "65")), shown
-    assert "203" in feedback_view(full_result(tampered=[], explanation="exited with status 203"), "full",
-                                  host=False)["explanation"]
+    assert (
+        "203"
+        in feedback_view(full_result(tampered=[], explanation="exited with status 203"), "full", host=False)[
+            "explanation"
+        ]
+    )
 
 
 @pytest.mark.parametrize("policy", ["tests", "verdict"])
 def test_tampering_evidence_never_reaches_the_submitter(policy):
     # the evidence in the check's details (the hidden tests were modified) counts as well
-    for over in ({}, {"tampered": [], "check": {"type": "tests", "runner": "pytest",
-                                                 "tampered": ["tests/test_mean.py"]},
-                      "explanation": "The hidden tests were modified while they ran: tests/test_mean.py."}):
+    for over in (
+        {},
+        {
+            "tampered": [],
+            "check": {"type": "tests", "runner": "pytest", "tampered": ["tests/test_mean.py"]},
+            "explanation": "The hidden tests were modified while they ran: tests/test_mean.py.",
+        },
+    ):
         shown = feedback_view(full_result(**over), policy, host=False)
         assert shown["explanation"] == TAMPERED
         text = json.dumps(shown)
@@ -193,44 +265,86 @@ def test_an_audit_findings_quoted_line_is_kept_out_of_the_explanation():
     why = f"The patch reaches into the test runner: runner-internals at calc/__init__.py:3: {line}."
     shown = feedback_view(full_result(tampered=[], verdict="FAIL", explanation=why), "tests", host=False)
     assert line not in json.dumps(shown)
-    assert shown["explanation"] == ("The patch reaches into the test runner: runner-internals at "
-                                    "calc/__init__.py:3: [withheld].")
+    assert shown["explanation"] == (
+        "The patch reaches into the test runner: runner-internals at calc/__init__.py:3: [withheld]."
+    )
 
 
-OUTPUT_CHECK = {"type": "output", "ratio": 0.873, "threshold": 0.9, "passed": False, "exit_code": 0,
-                "stdout_bytes": 412, "stdout_truncated": False}
+OUTPUT_CHECK = {
+    "type": "output",
+    "ratio": 0.873,
+    "threshold": 0.9,
+    "passed": False,
+    "exit_code": 0,
+    "stdout_bytes": 412,
+    "stdout_truncated": False,
+}
 
 
 @pytest.mark.parametrize("policy", ["tests", "verdict"])
 def test_the_similarity_ratio_is_only_the_pass_mark(policy):
-    result = full_result(tests=None, tampered=[], audit=[], check=OUTPUT_CHECK,
-                         explanation="The output's similarity 0.873 is below the threshold 0.9.")
+    result = full_result(
+        tests=None,
+        tampered=[],
+        audit=[],
+        check=OUTPUT_CHECK,
+        explanation="The output's similarity 0.873 is below the threshold 0.9.",
+    )
     shown = feedback_view(result, policy, host=False)
     assert shown["explanation"] == "The output's similarity is below the threshold 0.9."
     assert "0.873" not in json.dumps(shown) and "412" not in json.dumps(shown)
     if policy == "tests":
-        assert shown["check"] == {"type": "output", "threshold": 0.9, "passed": False, "exit_code": 0,
-                                  "stdout_truncated": False}
+        assert shown["check"] == {
+            "type": "output",
+            "threshold": 0.9,
+            "passed": False,
+            "exit_code": 0,
+            "stdout_truncated": False,
+        }
     # an exact output check's explanation quotes it too
     result["explanation"] = "The output differs from the expected text (similarity 0.873)."
     assert feedback_view(result, policy, host=False)["explanation"] == "The output differs from the expected text."
 
 
 def test_full_keeps_the_ratio_the_honest_demo_shows():
-    result = full_result(tests=None, tampered=[], audit=[], check={**OUTPUT_CHECK, "ratio": 1.0, "passed": True},
-                         verdict="PASS", explanation="The output's similarity 1.000 is at least the threshold 0.9.")
-    assert feedback_view(result, "full", host=False)["explanation"] == \
-        "The output's similarity 1.000 is at least the threshold 0.9."
+    result = full_result(
+        tests=None,
+        tampered=[],
+        audit=[],
+        check={**OUTPUT_CHECK, "ratio": 1.0, "passed": True},
+        verdict="PASS",
+        explanation="The output's similarity 1.000 is at least the threshold 0.9.",
+    )
+    assert (
+        feedback_view(result, "full", host=False)["explanation"]
+        == "The output's similarity 1.000 is at least the threshold 0.9."
+    )
 
 
 def test_tests_shows_which_expected_files_differ_but_no_diff():
-    check = {"type": "exact_match", "files": 2, "matched": 0, "mismatched": ["CHANGELOG.md"], "missing": ["a.txt"],
-             "diffs": {"CHANGELOG.md": "--- expected/CHANGELOG.md\n+++ actual/CHANGELOG.md\n-## 1.0 secret line\n"}}
-    result = full_result(tests=None, tampered=[], audit=[], check=check,
-                         explanation="Not as expected: CHANGELOG.md; missing or not a regular file: a.txt.")
+    check = {
+        "type": "exact_match",
+        "files": 2,
+        "matched": 0,
+        "mismatched": ["CHANGELOG.md"],
+        "missing": ["a.txt"],
+        "diffs": {"CHANGELOG.md": "--- expected/CHANGELOG.md\n+++ actual/CHANGELOG.md\n-## 1.0 secret line\n"},
+    }
+    result = full_result(
+        tests=None,
+        tampered=[],
+        audit=[],
+        check=check,
+        explanation="Not as expected: CHANGELOG.md; missing or not a regular file: a.txt.",
+    )
     shown = feedback_view(result, "tests", host=False)
-    assert shown["check"] == {"type": "exact_match", "files": 2, "matched": 0, "mismatched": ["CHANGELOG.md"],
-                              "missing": ["a.txt"]}
+    assert shown["check"] == {
+        "type": "exact_match",
+        "files": 2,
+        "matched": 0,
+        "mismatched": ["CHANGELOG.md"],
+        "missing": ["a.txt"],
+    }
     assert shown["explanation"] == result["explanation"]
     assert "secret line" not in json.dumps(shown)
 
@@ -242,14 +356,27 @@ def test_a_field_the_result_gains_later_stays_with_the_host():
 
 
 def test_errors_and_patch_failures_keep_their_explanations():
-    refused = full_result(verdict="PATCH FAILED", tests=None, tampered=[], audit=[], check={}, output="",
-                          explanation="The patch does not apply at the base commit (tried git apply, git apply "
-                                      "--3way, patch --fuzz).")
+    refused = full_result(
+        verdict="PATCH FAILED",
+        tests=None,
+        tampered=[],
+        audit=[],
+        check={},
+        output="",
+        explanation="The patch does not apply at the base commit (tried git apply, git apply --3way, patch --fuzz).",
+    )
     for policy in ("tests", "verdict"):
         assert feedback_view(refused, policy, host=False)["explanation"] == refused["explanation"]
-    error = full_result(verdict="ERROR", tests=None, tampered=[], audit=[], check={}, output="",
-                        explanation="The grading machinery failed; this attempt is not charged and can be retried.",
-                        error="instance image missing: run grader tasks build")
+    error = full_result(
+        verdict="ERROR",
+        tests=None,
+        tampered=[],
+        audit=[],
+        check={},
+        output="",
+        explanation="The grading machinery failed; this attempt is not charged and can be retried.",
+        error="instance image missing: run grader tasks build",
+    )
     assert feedback_view(error, "tests", host=False)["error"] == error["error"]
     assert "error" not in feedback_view(error, "verdict", host=False)
 
@@ -265,20 +392,43 @@ def test_every_view_matches_the_documented_schema():
     for policy in ("full", "tests", "verdict"):
         for host in (False, True):
             shown = feedback_view(result, policy, host=host)
-            SubmissionOut.model_validate({
-                "id": "s", "task_id": "mini", "status": "done", "verdict": "FAIL", "charged": True, "cached": False,
-                "run_id": None, "system": None, "trial": None, "prompt_variant": None, "metadata": None,
-                "callback_url": None, "webhook_status": None, "attempts": 1, "errors": 0, "patch_sha256": "ab" * 32,
-                "queued_at": "2026-01-01T00:00:00Z", "started_at": None, "finished_at": None, "host": None,
-                "links": {}, "feedback": "full" if host else policy, "result": shown})
+            SubmissionOut.model_validate(
+                {
+                    "id": "s",
+                    "task_id": "mini",
+                    "status": "done",
+                    "verdict": "FAIL",
+                    "charged": True,
+                    "cached": False,
+                    "run_id": None,
+                    "system": None,
+                    "trial": None,
+                    "prompt_variant": None,
+                    "metadata": None,
+                    "callback_url": None,
+                    "webhook_status": None,
+                    "attempts": 1,
+                    "errors": 0,
+                    "patch_sha256": "ab" * 32,
+                    "queued_at": "2026-01-01T00:00:00Z",
+                    "started_at": None,
+                    "finished_at": None,
+                    "host": None,
+                    "links": {},
+                    "feedback": "full" if host else policy,
+                    "result": shown,
+                }
+            )
 
 
 # --- masking: expected files read from a commit -----------------------------------------------
+
 
 def test_expected_files_from_a_commit_are_secret(examples, tmp_path):
     task = examples.get("notes-merge-release")
     assert task.check.type == "exact_match" and task.check.expected_commit and not task.check.files
     from grader.tasks.prepare import prepare
+
     expected = prepare(task, tmp_path / "cache").expected_files()
     lines = {ln.strip() for data in expected.values() for ln in data.decode().splitlines() if len(ln.strip()) >= 12}
     assert lines
@@ -299,17 +449,37 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
     from types import SimpleNamespace
 
     from grader import views
+
     task = examples.get("notes-merge-release")
     assert task.feedback == "full"
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("")  # prepare cannot make its cache here
-    svc = SimpleNamespace(task=lambda _id: task, task_hash=lambda _id: "h-" + tmp_path.name,
-                          settings=SimpleNamespace(cache_dir=blocked))
-    sub = SimpleNamespace(id="s", task_id=task.id, status="done", verdict="FAIL", cached=False, run_id=None,
-                          system=None, trial=None, prompt_variant=None, meta=None, callback_url=None,
-                          webhook_status=None, attempts=1, errors=0, patch=b"", patch_sha256="ab" * 32,
-                          queued_at=dt.datetime(2026, 1, 1), started_at=None, finished_at=None, host=None,
-                          result=full_result(tampered=[], output="CHANGELOG quoted here"))
+    svc = SimpleNamespace(
+        task=lambda _id: task, task_hash=lambda _id: "h-" + tmp_path.name, settings=SimpleNamespace(cache_dir=blocked)
+    )
+    sub = SimpleNamespace(
+        id="s",
+        task_id=task.id,
+        status="done",
+        verdict="FAIL",
+        cached=False,
+        run_id=None,
+        system=None,
+        trial=None,
+        prompt_variant=None,
+        meta=None,
+        callback_url=None,
+        webhook_status=None,
+        attempts=1,
+        errors=0,
+        patch=b"",
+        patch_sha256="ab" * 32,
+        queued_at=dt.datetime(2026, 1, 1),
+        started_at=None,
+        finished_at=None,
+        host=None,
+        result=full_result(tampered=[], output="CHANGELOG quoted here"),
+    )
     assert not views.task_secrets(svc, task.id).complete
     shown = views.shown_to(svc, sub, host=False)
     assert shown["feedback"] == "tests" and "output" not in shown["result"]
@@ -318,13 +488,24 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
 
 # --- the CLI prints what the API gives, and makes up nothing --------------------------------------
 
+
 def _envelope(policy: str, result: dict) -> dict:
-    return {"id": "s1", "task_id": "mini", "status": "done", "verdict": result["verdict"], "attempts": 1,
-            "cached": False, "queued_at": "2026-01-01T00:00:00Z", "feedback": policy, "result": result}
+    return {
+        "id": "s1",
+        "task_id": "mini",
+        "status": "done",
+        "verdict": result["verdict"],
+        "attempts": 1,
+        "cached": False,
+        "queued_at": "2026-01-01T00:00:00Z",
+        "feedback": policy,
+        "result": result,
+    }
 
 
 def test_grader_status_prints_a_verdict_only_view_as_it_came(capsys):
     from grader.cli.render import print_submission as _print_submission
+
     shown = feedback_view(full_result(tampered=[]), "verdict", host=False)
     _print_submission(_envelope("verdict", shown))
     text = capsys.readouterr().out
@@ -334,6 +515,7 @@ def test_grader_status_prints_a_verdict_only_view_as_it_came(capsys):
 
 def test_grader_status_prints_a_tests_view_with_the_listed_tests_only(capsys):
     from grader.cli.render import print_submission as _print_submission
+
     shown = feedback_view(full_result(tampered=[]), "tests", host=False)
     _print_submission(_envelope("tests", shown))
     text = capsys.readouterr().out
@@ -343,7 +525,7 @@ def test_grader_status_prints_a_tests_view_with_the_listed_tests_only(capsys):
 
 # --- the service: a real grade in Docker, read back by every route -------------------------------
 
-LEAK_STDOUT = '''\
+LEAK_STDOUT = """\
 import base64
 import pathlib
 
@@ -359,9 +541,9 @@ def mean(xs):
     for line in data.decode().splitlines():
         print("LEAK| " + line)
     raise RuntimeError("see the captured stdout")
-'''
+"""
 # the same file, carried by the traceback instead: an exception message and stderr
-LEAK_TRACEBACK = '''\
+LEAK_TRACEBACK = """\
 import base64
 import pathlib
 import sys
@@ -371,11 +553,12 @@ def mean(xs):
     data = (pathlib.Path(__file__).resolve().parent.parent / "tests" / "test_mean.py").read_bytes()
     sys.stderr.write("B32:" + base64.b32encode(data).decode() + "\\n")
     raise RuntimeError("HEX2:" + data[::-1].hex())
-'''
+"""
 
 
 def _hidden_test() -> bytes:
     from conftest import HIDDEN_TEST
+
     return HIDDEN_TEST.encode()
 
 
@@ -383,8 +566,12 @@ def traces(body: str) -> list[str]:
     """What of the hidden test file a response body carries, in any of the attacks' forms."""
     data = _hidden_test()
     found = [m for m in ("B64:", "HEX:", "LEAK|", "B32:", "HEX2:") if m in body]
-    for name, encoded in (("base64", base64.b64encode(data).decode()), ("hex", data.hex()),
-                          ("base32", base64.b32encode(data).decode()), ("reversed hex", data[::-1].hex())):
+    for name, encoded in (
+        ("base64", base64.b64encode(data).decode()),
+        ("hex", data.hex()),
+        ("base32", base64.b32encode(data).decode()),
+        ("reversed hex", data[::-1].hex()),
+    ):
         if encoded[:32] in body or encoded[-32:] in body:
             found.append(name)
     for line in data.decode().splitlines():
@@ -417,8 +604,9 @@ def world(tmp_path_factory, redis_server, settings, mini):
     exact = _exact_suite(tasks / "exact", mini)
     redis_server.flush()
     db = tmp_path_factory.mktemp("feedback-db") / "grader.db"
-    svc = make_service(f"sqlite:///{db}", redis_server.url, tasks_dir=tasks, cache_dir=settings.cache_dir,
-                       retry_backoff=0, cache=False)
+    svc = make_service(
+        f"sqlite:///{db}", redis_server.url, tasks_dir=tasks, cache_dir=settings.cache_dir, retry_backoff=0, cache=False
+    )
     jobs.use(svc, Grader(svc.settings))
     app = create_app(service=svc, migrate=False)
     client = app.test_client()
@@ -430,8 +618,10 @@ def world(tmp_path_factory, redis_server, settings, mini):
     rx = _Receiver([])
 
     def post(task_id, patch, query=""):
-        r = team.post(f"/v1/submissions{query}", json={"task_id": task_id, "patch": patch, "callback_url": rx.url,
-                                                       "run_id": "leak-run"})
+        r = team.post(
+            f"/v1/submissions{query}",
+            json={"task_id": task_id, "patch": patch, "callback_url": rx.url, "run_id": "leak-run"},
+        )
         assert r.status_code in (200, 202), r.json
         return r
 
@@ -460,14 +650,25 @@ def world(tmp_path_factory, redis_server, settings, mini):
     portal = app.test_client()
     assert portal.post("/login", data={"key": team.key}).status_code == 302
     hooks = {json.loads(body)["submission"]["id"]: body.decode() for _, body in rx.got}
-    yield {"svc": svc, "team": team, "host": host, "ids": ids, "waited": waited["r"].get_data(as_text=True),
-           "hooks": hooks, "portal": portal, "rx": rx, "exact": exact}
+    yield {
+        "svc": svc,
+        "team": team,
+        "host": host,
+        "ids": ids,
+        "waited": waited["r"].get_data(as_text=True),
+        "hooks": hooks,
+        "portal": portal,
+        "rx": rx,
+        "exact": exact,
+    }
     rx.close()
     svc.close()
 
 
-EXPECTED = ('def mean(xs):\n    """The arithmetic mean; an empty sequence has none."""\n    if not xs:\n'
-            "        raise ValueError('the mean of nothing')\n    return sum(xs) / len(xs)\n")
+EXPECTED = (
+    'def mean(xs):\n    """The arithmetic mean; an empty sequence has none."""\n    if not xs:\n'
+    "        raise ValueError('the mean of nothing')\n    return sum(xs) / len(xs)\n"
+)
 NEAR_MISS = EXPECTED.replace("the mean of nothing", "empty")
 EXACT_TASK = """\
 id: exact-full
@@ -487,6 +688,7 @@ def _exact_suite(root, mini) -> dict:
     repository (no gold patch, whose lines would be masked anyway), under a suite.yaml
     that gives it `full`."""
     from conftest import git
+
     root.mkdir()
     repo = root / "src"
     git("clone", "-q", str(mini.src), str(repo), cwd=root)
@@ -505,8 +707,11 @@ def _routes(world, sid: str) -> dict[str, str]:
     the diff the submitter sent, exactly as sent (checked here): that block is its own
     and is left out of what the tests search for traces of the hidden test."""
     team = world["team"]
-    answers = {"GET": team.get(f"/v1/submissions/{sid}"), "listing": team.get("/v1/submissions?run_id=leak-run"),
-               "portal": world["portal"].get(f"/submissions/{sid}")}
+    answers = {
+        "GET": team.get(f"/v1/submissions/{sid}"),
+        "listing": team.get("/v1/submissions?run_id=leak-run"),
+        "portal": world["portal"].get(f"/submissions/{sid}"),
+    }
     assert {route: r.status_code for route, r in answers.items()} == {route: 200 for route in answers}
     bodies = {route: r.get_data(as_text=True) for route, r in answers.items()}
     bodies["portal"] = _without_own_patch(world, sid, bodies["portal"])
@@ -515,6 +720,7 @@ def _routes(world, sid: str) -> dict[str, str]:
 
 def _own_patch(world, sid: str) -> str:
     from grader.store.models import Submission
+
     with world["svc"].db.read() as s:
         return s.get(Submission, sid).patch.decode()
 
@@ -522,6 +728,7 @@ def _own_patch(world, sid: str) -> str:
 def _without_own_patch(world, sid: str, page: str) -> str:
     import html
     import re
+
     sent = _own_patch(world, sid)
     block = re.search(r'<pre id="patch" class="diff">(.*?)</pre>', page, re.S)
     if not sent:
@@ -538,8 +745,11 @@ def test_the_attack_reads_the_hidden_test_back_where_nothing_withholds_it(world)
         body = host.get(f"/v1/submissions/{world['ids'][('tests', attack)]}").get_data(as_text=True)
         sub = json.loads(body)
         assert sub["verdict"] == "FAIL" and sub["feedback"] == "full"
-        assert {"B64:", "base64", "hex"} <= set(traces(body)) if attack == "leak" else \
-            {"B32:", "HEX2:", "base32", "reversed hex"} <= set(traces(body)), traces(body)
+        assert (
+            {"B64:", "base64", "hex"} <= set(traces(body))
+            if attack == "leak"
+            else {"B32:", "HEX2:", "base32", "reversed hex"} <= set(traces(body))
+        ), traces(body)
     # and under `full` the test output is the submitter's, hidden test and all (the docs say so)
     body = _routes(world, world["ids"][("full", "leak")])["GET"]
     assert json.loads(body)["feedback"] == "full" and "base64" in traces(body)
@@ -565,8 +775,9 @@ def test_under_tests_an_honest_submission_gets_what_it_needs(world):
     r = sub["result"]
     assert (sub["verdict"], r["explanation"]) == ("PASS", "All 3 required test(s) passed.")
     assert r["tests"]["fail_to_pass"]["success"] == ["tests/test_mean.py::test_empty"]
-    assert sorted(r["tests"]["all"]) == sorted(["tests/test_mean.py::test_empty", "tests/test_mean.py::test_two",
-                                                "tests/test_basic.py::test_one"])
+    assert sorted(r["tests"]["all"]) == sorted(
+        ["tests/test_mean.py::test_empty", "tests/test_mean.py::test_two", "tests/test_basic.py::test_one"]
+    )
     assert r["durations"]["total"] > 0 and r["provenance"]["image_id"].startswith("sha256:")
     assert r["apply"]["method"] == "git apply"
 
@@ -580,8 +791,10 @@ def test_under_verdict_the_submitter_sees_no_test(world, attack):
     assert set(sub["result"]) == {"task_id", "verdict", "explanation"}
     for route, body in bodies.items():
         assert "test_empty" not in body and "test_two" not in body and "test_one" not in body, route
-    assert sub["result"]["explanation"] in ("1 of 3 required test(s) did not pass.",
-                                            "3 of 3 required test(s) did not pass.")
+    assert sub["result"]["explanation"] in (
+        "1 of 3 required test(s) did not pass.",
+        "3 of 3 required test(s) did not pass.",
+    )
     # the host sees the tests
     full = world["host"].get(f"/v1/submissions/{sub['id']}").json
     assert full["feedback"] == "full" and "tests/test_mean.py::test_empty" in full["result"]["explanation"]
@@ -590,8 +803,11 @@ def test_under_verdict_the_submitter_sees_no_test(world, attack):
 def test_under_verdict_an_honest_submission_is_told_it_passed(world):
     bodies = _routes(world, world["ids"][("verdict", "gold")])
     sub = json.loads(bodies["GET"])
-    assert sub["result"] == {"task_id": "leak-verdict", "verdict": "PASS",
-                             "explanation": "All 3 required test(s) passed."}
+    assert sub["result"] == {
+        "task_id": "leak-verdict",
+        "verdict": "PASS",
+        "explanation": "All 3 required test(s) passed.",
+    }
     assert json.loads(bodies["webhook"])["submission"]["result"] == sub["result"]
     assert "All 3 required test(s) passed." in bodies["portal"]
 
@@ -599,6 +815,7 @@ def test_under_verdict_an_honest_submission_is_told_it_passed(world):
 def _expected_lines() -> set[str]:
     """The expected file's lines that the base does not have: the answer."""
     from conftest import BASE_FILES
+
     base = {ln.strip() for text in BASE_FILES.values() for ln in text.splitlines()}
     return {ln.strip() for ln in EXPECTED.splitlines() if len(ln.strip()) >= 8 and ln.strip() not in base}
 
@@ -607,6 +824,7 @@ def _expected_lines() -> set[str]:
 def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
     from grader.store.models import Submission
     from grader.views.redact import own_lines
+
     sid = world["ids"][("exact", attack)]
     # what the submitter wrote itself is its own to read (the near miss wrote all but one expected line)
     own = own_lines(_own_patch(world, sid))
@@ -616,8 +834,9 @@ def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
         raw = json.dumps(s.get(Submission, sid).result)
     assert [ln for ln in secret if ln in raw], "the grade quotes no expected line: this test would prove nothing"
     bodies = _routes(world, sid)
-    assert {route: [ln for ln in secret if ln in body] for route, body in bodies.items()} == \
-        {route: [] for route in bodies}
+    assert {route: [ln for ln in secret if ln in body] for route, body in bodies.items()} == {
+        route: [] for route in bodies
+    }
     sub = json.loads(bodies["GET"])
     assert sub["feedback"] == "full" and sub["verdict"] == "FAIL"
     assert MASK in sub["result"]["check"]["diffs"]["calc/__init__.py"]
@@ -644,5 +863,6 @@ def test_participants_never_get_the_gold_files_through_any_route(world, policy, 
     assert json.loads(bodies["webhook"])["submission"]["result"]["localization"]["gold_files"] == []
     listed = next(x for x in json.loads(bodies["listing"])["items"] if x["id"] == sid)
     assert (listed.get("result") or {}).get("localization", {}).get("gold_files", []) == []
-    assert world["host"].get(f"/v1/submissions/{sid}").json["result"]["localization"]["gold_files"] == \
-        ["calc/__init__.py"]
+    assert world["host"].get(f"/v1/submissions/{sid}").json["result"]["localization"]["gold_files"] == [
+        "calc/__init__.py"
+    ]

@@ -30,8 +30,10 @@ def test_gold_passes_and_empty_fails_under_gvisor(gvisor, mini_set):
 
 
 def test_conftest_attack_under_gvisor(gvisor, mini, mini_set):
-    conftest = "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n" \
-               "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    conftest = (
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
     result = gvisor.grade(mini_set.get("mini"), mini.diff({"conftest.py": conftest}))
     assert result.verdict is Verdict.FAIL and result.apply.neutralized == ["conftest.py"]
 
@@ -90,11 +92,14 @@ def test_the_process_limit_holds_inside_gvisor(gvisor, mini, mini_set):
 def test_the_memory_limit_still_binds_under_gvisor(gvisor, mini, mini_set):
     """The room made for gVisor's own kernel is not a way round the task's limit: a run
     that really fills memory (pages written, not just reserved) is killed for it."""
-    hog = textwrap.dedent("""\
+    hog = (
+        textwrap.dedent("""\
         hog = []
         for _ in range(64):  # 4 GiB, written
             hog.append(b"x" * (64 * 1024 * 1024))
-        """) + FIXED
+        """)
+        + FIXED
+    )
     result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": hog}))
     assert result.verdict is Verdict.FAIL, result.to_json()
     assert "memory limit" in result.explanation, result.explanation
@@ -103,14 +108,17 @@ def test_the_memory_limit_still_binds_under_gvisor(gvisor, mini, mini_set):
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_a_fork_bomb_is_graded_under_gvisor(gvisor, mini, mini_set, attempt):
-    bomb = textwrap.dedent("""\
+    bomb = (
+        textwrap.dedent("""\
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-        """) + FIXED
+        """)
+        + FIXED
+    )
     result = gvisor.grade(mini_set.get("mini"), mini.diff({"calc/__init__.py": bomb}))
     assert result.verdict in (Verdict.FAIL, Verdict.TIMED_OUT), result.to_json()
     assert gvisor.sandbox.busy_containers() == []

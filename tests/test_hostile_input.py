@@ -32,12 +32,19 @@ def _sub(**kw) -> dict:
     return {"task_id": "calc-mean-empty", "patch": GOLD, **kw}
 
 
-@pytest.mark.parametrize("path,body,content_type", [
-    ("/v1/submissions", DEEP, "application/json"),
-    ("/v1/submissions/batch", DEEP, "application/json"),
-    ("/v1/submissions/batch", '{"instance_id": "calc-mean-empty", "model_patch": ""}\n' + DEEP, "application/x-ndjson"),
-    ("/v1/submissions", '{"task_id": "calc-mean-empty", "metadata": ' + DEEP + "}", "application/json"),
-])
+@pytest.mark.parametrize(
+    "path,body,content_type",
+    [
+        ("/v1/submissions", DEEP, "application/json"),
+        ("/v1/submissions/batch", DEEP, "application/json"),
+        (
+            "/v1/submissions/batch",
+            '{"instance_id": "calc-mean-empty", "model_patch": ""}\n' + DEEP,
+            "application/x-ndjson",
+        ),
+        ("/v1/submissions", '{"task_id": "calc-mean-empty", "metadata": ' + DEEP + "}", "application/json"),
+    ],
+)
 def test_json_nested_too_deep_is_400(api, path, body, content_type):
     r = api.post(path, data=body, content_type=content_type)
     assert r.status_code == 400, r.json
@@ -45,22 +52,27 @@ def test_json_nested_too_deep_is_400(api, path, body, content_type):
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-@pytest.mark.parametrize("path,wrap", [
-    ("/v1/submissions", lambda item: item),
-    ("/v1/submissions/batch", lambda item: "[" + item + "]"),
-])
+@pytest.mark.parametrize(
+    "path,wrap",
+    [
+        ("/v1/submissions", lambda item: item),
+        ("/v1/submissions/batch", lambda item: "[" + item + "]"),
+    ],
+)
 def test_nan_and_infinity_are_refused(api, constant, path, wrap):
-    item = '{"task_id": "calc-mean-empty", "patch": "", "metadata": {"score": ' + constant + '}}'
+    item = '{"task_id": "calc-mean-empty", "patch": "", "metadata": {"score": ' + constant + "}}"
     r = api.post(path, data=wrap(item))
     assert r.status_code == 422, r.json
     assert constant in r.json["error"]["message"] and "NaN or Infinity" in r.json["error"]["message"]
-    r = api.post("/v1/submissions/batch", data=item.replace('"task_id"', '"instance_id"'),
-                 content_type="application/x-ndjson")
+    r = api.post(
+        "/v1/submissions/batch", data=item.replace('"task_id"', '"instance_id"'), content_type="application/x-ndjson"
+    )
     assert r.status_code == 422 and constant in r.json["error"]["message"]
 
 
-@pytest.mark.parametrize("url", ["http://example.org:99999/hook", "http://example.org:abc/hook",
-                                 "http://[::1/hook", "http://[zz]/hook"])
+@pytest.mark.parametrize(
+    "url", ["http://example.org:99999/hook", "http://example.org:abc/hook", "http://[::1/hook", "http://[zz]/hook"]
+)
 def test_unparsable_callback_url_is_422_naming_the_field(api, url):
     r = api.post("/v1/submissions", json=_sub(callback_url=url))
     assert r.status_code == 422, r.json
@@ -108,8 +120,9 @@ def test_delivery_connects_to_the_checked_address_not_a_later_answer(monkeypatch
     monkeypatch.setattr(socket, "getaddrinfo", resolver)
     monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda a: str(a) == "127.0.0.1"))
     try:
-        outcome = webhooks.deliver(f"http://hook.invalid:{port}/cb", b'{"v": 1}', "s3cret", timeout=10,
-                                   allow_private=False, delivery_id="d1")
+        outcome = webhooks.deliver(
+            f"http://hook.invalid:{port}/cb", b'{"v": 1}', "s3cret", timeout=10, allow_private=False, delivery_id="d1"
+        )
     finally:
         checked.shutdown()
         elsewhere.shutdown()
@@ -119,11 +132,15 @@ def test_delivery_connects_to_the_checked_address_not_a_later_answer(monkeypatch
 
 
 def test_check_url_returns_the_addresses_it_checked(monkeypatch):
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80))])
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, *a, **kw: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80))],
+    )
     assert webhooks.check_url("http://hook.invalid/cb", allow_private=False) == ["93.184.216.34"]
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **kw: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 80))])
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda host, *a, **kw: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.5", 80))]
+    )
     with pytest.raises(webhooks.CallbackRefused, match="non-public"):
         webhooks.check_url("http://hook.invalid/cb", allow_private=False)
 
@@ -133,8 +150,9 @@ def test_a_name_that_does_not_resolve_is_retried_at_delivery(monkeypatch):
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
 
     monkeypatch.setattr(socket, "getaddrinfo", fail)
-    outcome = webhooks.deliver("http://hook.invalid/cb", b"{}", "s3cret", timeout=5, allow_private=True,
-                               delivery_id="d2")
+    outcome = webhooks.deliver(
+        "http://hook.invalid/cb", b"{}", "s3cret", timeout=5, allow_private=True, delivery_id="d2"
+    )
     assert not outcome.ok and outcome.retryable and "does not resolve" in outcome.error
     with pytest.raises(webhooks.CallbackRefused, match="does not resolve"):
         webhooks.check_url("http://hook.invalid/cb", allow_private=True)

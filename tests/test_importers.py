@@ -33,8 +33,10 @@ from tests.importer_repos import (
 )
 
 # A gold patch that applies but fixes nothing: validation must catch it.
-NOT_A_FIX = ("diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
-             "@@ -1,2 +1,3 @@\n+# mean of the values\n def mean(xs):\n     return sum(xs) / len(xs)\n")
+NOT_A_FIX = (
+    "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
+    "@@ -1,2 +1,3 @@\n+# mean of the values\n def mean(xs):\n     return sum(xs) / len(xs)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +57,9 @@ def notes(repo_dir) -> Notes:
 @pytest.fixture
 def local(tmp_path):
     """Settings of an empty tasks directory and cache, with the repository's environments."""
-    return get_settings(tasks_dir=tmp_path / "tasks", environments_dir=ROOT / "environments",
-                        cache_dir=tmp_path / "cache")
+    return get_settings(
+        tasks_dir=tmp_path / "tasks", environments_dir=ROOT / "environments", cache_dir=tmp_path / "cache"
+    )
 
 
 def imported(source, rows, local, repo_dir, **kwargs):
@@ -112,23 +115,31 @@ def test_swebench_instance_with_its_own_environment(calc, local, repo_dir):
     assert task.read(check.test_patch) == calc.test_patch.encode()
     assert task.gold_patch_text() == calc.gold.encode()
     assert task.environment == "python-3.11"
-    assert task.install == ("printf '%s\\n' pytest==8.3.3 > /tmp/grader-requirements.txt && pip install -r "
-                            "/tmp/grader-requirements.txt && rm /tmp/grader-requirements.txt && "
-                            "pip install --no-build-isolation --no-deps -e .")
+    assert task.install == (
+        "printf '%s\\n' pytest==8.3.3 > /tmp/grader-requirements.txt && pip install -r "
+        "/tmp/grader-requirements.txt && rm /tmp/grader-requirements.txt && "
+        "pip install --no-build-isolation --no-deps -e ."
+    )
     assert str(task.metadata.created_at) == "2023-02-03" and task.metadata.suite == "swe"
     assert task.instruction.startswith("mean([]) raises ZeroDivisionError.")
     # the suite carries only the base commit's history: the fix is not in the bundle
     assert task.repo.commit == calc.base and task.repo.bundle == "../repos/acme__calc.bundle"
-    heads = subprocess.run(["git", "bundle", "list-heads", str(report.out / "repos" / "acme__calc.bundle")],
-                           capture_output=True, text=True, check=True).stdout
+    heads = subprocess.run(
+        ["git", "bundle", "list-heads", str(report.out / "repos" / "acme__calc.bundle")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert calc.base in heads and calc.fix not in heads
     assert json.loads((report.out / "import-report.json").read_text())["tasks"][0]["task_id"] == "acme__calc-1"
 
 
 def test_swebench_environment_from_the_env_map(calc, local, repo_dir, tmp_path):
     env_map = tmp_path / "env.yaml"
-    env_map.write_text("acme/calc:\n  python: '3.11'\n  requirements: [pytest==8.3.3]\n"
-                       "  versions:\n    '0.1': {install: pip install --no-deps -e ., test_cmd: pytest -x -rA}\n")
+    env_map.write_text(
+        "acme/calc:\n  python: '3.11'\n  requirements: [pytest==8.3.3]\n"
+        "  versions:\n    '0.1': {install: pip install --no-deps -e ., test_cmd: pytest -x -rA}\n"
+    )
     row = swebench_row(calc, python=None, requirements=None, install=None)
     report, ts = imported("swebench", [row], local, repo_dir, suite="swe", env_map=env_map)
     task = ts.get("acme__calc-1")
@@ -147,8 +158,11 @@ def test_swebench_environment_from_the_env_map(calc, local, repo_dir, tmp_path):
 
 def test_swebench_without_an_environment_names_the_instance(calc, local, repo_dir):
     rows = [swebench_row(calc), swebench_row(calc, instance_id="acme__calc-2", python=None)]
-    with pytest.raises(DatasetError, match=r"1 of 2 row\(s\) cannot be imported .*\n  instance acme__calc-2: no "
-                                           r"environment: .* an entry for 'acme/calc' in --env-map"):
+    with pytest.raises(
+        DatasetError,
+        match=r"1 of 2 row\(s\) cannot be imported .*\n  instance acme__calc-2: no "
+        r"environment: .* an entry for 'acme/calc' in --env-map",
+    ):
         imported("swebench", rows, local, repo_dir, suite="swe")
     assert not (local.tasks_dir / "suite").exists(), "nothing is written when a row cannot be converted"
     report, ts = imported("swebench", rows, local, repo_dir, suite="swe", skip_broken=True)
@@ -157,8 +171,11 @@ def test_swebench_without_an_environment_names_the_instance(calc, local, repo_di
 
 
 def test_swebench_python_version_without_an_environment(calc, local, repo_dir):
-    with pytest.raises(DatasetError, match=r"instance acme__calc-1: Python 2.7 has no environment .*available: "
-                                           r"python-3.11"):
+    with pytest.raises(
+        DatasetError,
+        match=r"instance acme__calc-1: Python 2.7 has no environment .*available: "
+        r"python-3.11",
+    ):
         imported("swebench", [swebench_row(calc, python="2.7")], local, repo_dir, suite="swe")
 
 
@@ -175,14 +192,17 @@ def test_swebench_test_cmd_that_is_not_pytest(calc, local, repo_dir, tmp_path):
     assert check.fail_to_pass == ["tests/test_mean.py::test_empty_raises"]
 
 
-@pytest.mark.parametrize("over, message", [
-    ({"FAIL_TO_PASS": "[]"}, "FAIL_TO_PASS is missing or empty"),
-    ({"FAIL_TO_PASS": "tests/x.py::t"}, "FAIL_TO_PASS is a string but not a JSON list"),
-    ({"base_commit": "abc123"}, "base_commit 'abc123' is not a full 40-character commit sha"),
-    ({"repo": "calc"}, "repo 'calc' is not owner/name"),
-    ({"patch": None}, "the field 'patch' is missing or empty"),
-    ({"base_commit": "0" * 40}, "commit 0000000000000000000000000000000000000000 is not in the clone"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        ({"FAIL_TO_PASS": "[]"}, "FAIL_TO_PASS is missing or empty"),
+        ({"FAIL_TO_PASS": "tests/x.py::t"}, "FAIL_TO_PASS is a string but not a JSON list"),
+        ({"base_commit": "abc123"}, "base_commit 'abc123' is not a full 40-character commit sha"),
+        ({"repo": "calc"}, "repo 'calc' is not owner/name"),
+        ({"patch": None}, "the field 'patch' is missing or empty"),
+        ({"base_commit": "0" * 40}, "commit 0000000000000000000000000000000000000000 is not in the clone"),
+    ],
+)
 def test_swebench_bad_fields_name_the_instance(calc, local, repo_dir, over, message):
     with pytest.raises(DatasetError) as info:
         imported("swebench", [swebench_row(calc, **over)], local, repo_dir, suite="swe")
@@ -199,16 +219,26 @@ def test_only_selects_and_a_missing_id_is_an_error(calc, local, repo_dir):
 
 def test_unknown_repository_without_a_clone(calc, local, repo_dir, tmp_path):
     row = swebench_row(calc, repo="acme/nothing")
-    with pytest.raises(DatasetError, match=rf"instance acme__calc-1: repository acme/nothing: no clone in "
-                                           rf"{repo_dir}, and cloning {tmp_path}/upstream/acme__nothing failed"):
+    with pytest.raises(
+        DatasetError,
+        match=rf"instance acme__calc-1: repository acme/nothing: no clone in "
+        rf"{repo_dir}, and cloning {tmp_path}/upstream/acme__nothing failed",
+    ):
         imported("swebench", [row], local, repo_dir, suite="swe", url_template=f"{tmp_path}/upstream/{{key}}")
 
 
 def test_a_repository_without_a_clone_is_cloned_from_its_url(calc, local, repo_dir, tmp_path):
     """No --repo-dir: the upstream URL is cloned once into the cache. With url sources the
     task names the URL instead of carrying a bundle."""
-    report = import_rows("swebench", [swebench_row(calc)], settings=local, validate=False, out=tmp_path / "by-url",
-                         url_template=f"{repo_dir}/{{key}}", repo_source="url")
+    report = import_rows(
+        "swebench",
+        [swebench_row(calc)],
+        settings=local,
+        validate=False,
+        out=tmp_path / "by-url",
+        url_template=f"{repo_dir}/{{key}}",
+        repo_source="url",
+    )
     task = TaskSet(report.out).get("acme__calc-1")
     assert task.repo.url == f"{repo_dir}/acme__calc" and task.repo.bundle is None
     assert (local.cache_dir / "import-clones" / "acme__calc.git").is_dir()
@@ -219,8 +249,10 @@ def test_a_gold_patch_that_does_not_apply_is_rejected_without_docker(calc, local
     broken = calc.gold.replace("return sum(xs) / len(xs)", "return sum(xs) // len(xs)")
     rows = [swebench_row(calc), swebench_row(calc, instance_id="acme__calc-2", patch=broken)]
     report, ts = imported("swebench", rows, local, repo_dir, suite="swe")
-    assert [(o.task_id, o.status) for o in report.outcomes] == [("acme__calc-1", "kept, not validated"),
-                                                              ("acme__calc-2", "rejected")]
+    assert [(o.task_id, o.status) for o in report.outcomes] == [
+        ("acme__calc-1", "kept, not validated"),
+        ("acme__calc-2", "rejected"),
+    ]
     assert "the gold patch does not apply at the base commit" in report.outcomes[1].problems[0]
     assert [t.id for t in ts] == ["acme__calc-1"]
     report, ts = imported("swebench", rows, local, repo_dir, suite="swe", keep_invalid=True)
@@ -250,8 +282,9 @@ def test_resq_row(calc, local, repo_dir):
 
 
 def test_resq_shell_script_and_a_modified_files_mismatch(calc, local, repo_dir):
-    row = resq_row(calc, test_script="#!/bin/bash\nset -e\npython -c 'import calc'\n",
-                   modified_files=[{"path": "calc/other.py"}])
+    row = resq_row(
+        calc, test_script="#!/bin/bash\nset -e\npython -c 'import calc'\n", modified_files=[{"path": "calc/other.py"}]
+    )
     report, ts = imported("resq", [row], local, repo_dir)
     assert ts.get("0_0").check.command == "bash resq_test_script.sh"
     assert "differ from the files the solution patch touches (calc/__init__.py)" in report.outcomes[0].notes[0]
@@ -287,23 +320,36 @@ def test_gitgoodbench_sample_is_a_conflicted_base_with_an_exact_match(notes, loc
 
 
 def test_gitgoodbench_bad_samples(notes, local, repo_dir):
-    swapped = gitgoodbench_row(notes, id="swapped", scenario={"merge_commit_hash": notes.merged,
-                                                              "parents": [notes.theirs, notes.ours]})
-    clean = gitgoodbench_row(notes, id="clean", scenario={"merge_commit_hash": notes.ours,
-                                                          "parents": [notes.ours, notes.theirs]})
+    swapped = gitgoodbench_row(
+        notes, id="swapped", scenario={"merge_commit_hash": notes.merged, "parents": [notes.theirs, notes.ours]}
+    )
+    clean = gitgoodbench_row(
+        notes, id="clean", scenario={"merge_commit_hash": notes.ours, "parents": [notes.ours, notes.theirs]}
+    )
     chain = gitgoodbench_row(notes, id="chain", sample_type="file_commit_chain")
-    missing = gitgoodbench_row(notes, id="missing", scenario={
-        "merge_commit_hash": notes.merged, "parents": [notes.ours, notes.theirs],
-        "files_in_merge_conflict": ["notes.txt", "gone.txt"]})
-    short = gitgoodbench_row(notes, id="short", scenario={"merge_commit_hash": notes.merged[:12],
-                                                          "parents": [notes.ours, notes.theirs]})
+    missing = gitgoodbench_row(
+        notes,
+        id="missing",
+        scenario={
+            "merge_commit_hash": notes.merged,
+            "parents": [notes.ours, notes.theirs],
+            "files_in_merge_conflict": ["notes.txt", "gone.txt"],
+        },
+    )
+    short = gitgoodbench_row(
+        notes, id="short", scenario={"merge_commit_hash": notes.merged[:12], "parents": [notes.ours, notes.theirs]}
+    )
     with pytest.raises(DatasetError) as info:
         imported("gitgoodbench", [swapped, clean, chain, missing, short], local, repo_dir)
     text = str(info.value)
-    assert (f"GitGoodBench sample missing: gone.txt is not in the merge commit {notes.merged[:12]} "
-            f"(a delete/modify conflict)") in text
-    assert (f"GitGoodBench sample short: scenario.merge_commit_hash {notes.merged[:12]!r} is not a full "
-            f"40-character commit sha") in text
+    assert (
+        f"GitGoodBench sample missing: gone.txt is not in the merge commit {notes.merged[:12]} "
+        f"(a delete/modify conflict)"
+    ) in text
+    assert (
+        f"GitGoodBench sample short: scenario.merge_commit_hash {notes.merged[:12]!r} is not a full "
+        f"40-character commit sha"
+    ) in text
     assert f"GitGoodBench sample swapped: the parents of {notes.merged[:12]} are {notes.ours}, {notes.theirs}" in text
     assert f"GitGoodBench sample clean: the parents of {notes.ours[:12]} are" in text
     assert "GitGoodBench sample chain: sample_type 'file_commit_chain'" in text
@@ -312,8 +358,7 @@ def test_gitgoodbench_bad_samples(notes, local, repo_dir):
 def test_gitgoodbench_lists_other_files_than_git_conflicts_in(notes, local, repo_dir):
     sc = json.loads(gitgoodbench_row(notes)["scenario"])
     sc["files_in_merge_conflict"] = ["notes.txt"]
-    report, ts = imported("gitgoodbench", [gitgoodbench_row(notes, scenario=sc, difficulty="trivial")],
-                          local, repo_dir)
+    report, ts = imported("gitgoodbench", [gitgoodbench_row(notes, scenario=sc, difficulty="trivial")], local, repo_dir)
     task = ts.get("acme_notes_merge_0001")
     assert task.check.paths == ["authors.txt", "notes.txt"]  # every conflicted file is compared
     assert task.metadata.difficulty is None
@@ -338,18 +383,37 @@ def test_cli_dataset_error_is_one_clean_line(run_cli, tmp_path):
     result = run_cli("tasks", "import", "swebench", str(bad), "--suite", "s", "--tasks-dir", str(tmp_path))
     assert result.exit_code == 2
     assert "Traceback" not in result.output
-    assert " ".join(result.output.split()) == f"error: {bad}:2: not valid JSON: Expecting property name enclosed " \
-                                              f"in double quotes (column 2)"
+    assert (
+        " ".join(result.output.split()) == f"error: {bad}:2: not valid JSON: Expecting property name enclosed "
+        f"in double quotes (column 2)"
+    )
 
 
 def test_cli_without_validation_lists_kept_and_not_converted(run_cli, calc, repo_dir, tmp_path):
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps(swebench_row(calc)) + "\n"
-                    + json.dumps(swebench_row(calc, instance_id="acme__calc-2", python=None)) + "\n")
-    result = run_cli("tasks", "import", "swebench", str(rows), "--suite", "swe", "--repo-dir", str(repo_dir),
-                     "--no-validate", "--skip-broken", "--json", "--tasks-dir", str(tmp_path / "tasks"))
+    rows.write_text(
+        json.dumps(swebench_row(calc))
+        + "\n"
+        + json.dumps(swebench_row(calc, instance_id="acme__calc-2", python=None))
+        + "\n"
+    )
+    result = run_cli(
+        "tasks",
+        "import",
+        "swebench",
+        str(rows),
+        "--suite",
+        "swe",
+        "--repo-dir",
+        str(repo_dir),
+        "--no-validate",
+        "--skip-broken",
+        "--json",
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+    )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output[:result.output.rindex("}") + 1])
+    report = json.loads(result.output[: result.output.rindex("}") + 1])
     assert [(t["task_id"], t["status"]) for t in report["tasks"]] == [("acme__calc-1", "kept, not validated")]
     assert report["not_converted"][0]["source_id"] == "acme__calc-2"
     assert report["out"] == str(tmp_path / "tasks" / "swe")
@@ -369,13 +433,16 @@ def test_swebench_import_validates_and_leaves_out_a_broken_instance(calc, settin
     good, broken = report.outcomes
     assert (good.status, good.empty, good.gold, good.problems) == ("kept", ["FAIL"], ["PASS"], [])
     assert broken.status == "rejected" and broken.gold == ["FAIL"]
-    assert broken.problems == ["gold patch, run 1: FAIL: 1 of 2 required test(s) did not pass: "
-                               "tests/test_mean.py::test_empty_raises."]
+    assert broken.problems == [
+        "gold patch, run 1: FAIL: 1 of 2 required test(s) did not pass: tests/test_mean.py::test_empty_raises."
+    ]
     ts = TaskSet(report.out)
     assert [t.id for t in ts] == ["acme__calc-1"]
     saved = json.loads((report.out / "import-report.json").read_text())
-    assert [(t["task_id"], t["status"]) for t in saved["tasks"]] == [("acme__calc-1", "kept"),
-                                                                    ("acme__calc-broken", "rejected")]
+    assert [(t["task_id"], t["status"]) for t in saved["tasks"]] == [
+        ("acme__calc-1", "kept"),
+        ("acme__calc-broken", "rejected"),
+    ]
 
     # the kept task grades like any other: the gold patch PASSes with every listed test
     result = grader.grade(ts.get("acme__calc-1"), ts.get("acme__calc-1").gold_patch_text())
@@ -384,8 +451,9 @@ def test_swebench_import_validates_and_leaves_out_a_broken_instance(calc, settin
     assert result.tests.pass_to_pass == {"success": ["tests/test_mean.py::test_values"], "failure": []}
 
     # keep_invalid keeps the broken one, marked as such
-    report = validated("swebench", rows[1:], settings, grader, repo_dir, tmp_path / "swe", suite="swe",
-                       keep_invalid=True)
+    report = validated(
+        "swebench", rows[1:], settings, grader, repo_dir, tmp_path / "swe", suite="swe", keep_invalid=True
+    )
     assert [o.status for o in report.outcomes] == ["kept, invalid"]
     assert [t.id for t in TaskSet(report.out)] == ["acme__calc-1", "acme__calc-broken"]
 
@@ -409,8 +477,11 @@ def test_gitgoodbench_import_validates_and_grades(notes, settings, grader, repo_
     result = grader.grade(task, task.gold_patch_text())
     assert result.verdict is Verdict.PASS, result.to_json()
     # resolving by taking our side is not the merge commit's resolution
-    ours = task.gold_patch_text().decode().replace("+status: final (reviewed)", "+" + NOTES_OURS["notes.txt"]
-                                                   .splitlines()[1])
+    ours = (
+        task.gold_patch_text()
+        .decode()
+        .replace("+status: final (reviewed)", "+" + NOTES_OURS["notes.txt"].splitlines()[1])
+    )
     result = grader.grade(task, ours.encode())
     assert result.verdict is Verdict.FAIL and "notes.txt" in result.explanation
 
@@ -418,10 +489,21 @@ def test_gitgoodbench_import_validates_and_grades(notes, settings, grader, repo_
 @pytest.mark.docker
 def test_cli_import_with_validation(run_cli, calc, repo_dir, tmp_path):
     rows = tmp_path / "rows.json"
-    rows.write_text(json.dumps([swebench_row(calc), swebench_row(calc, instance_id="acme__calc-broken",
-                                                                 patch=NOT_A_FIX)]))
-    args = ["tasks", "import", "swebench", str(rows), "--suite", "swe", "--repo-dir", str(repo_dir),
-            "--tasks-dir", str(tmp_path / "tasks")]
+    rows.write_text(
+        json.dumps([swebench_row(calc), swebench_row(calc, instance_id="acme__calc-broken", patch=NOT_A_FIX)])
+    )
+    args = [
+        "tasks",
+        "import",
+        "swebench",
+        str(rows),
+        "--suite",
+        "swe",
+        "--repo-dir",
+        str(repo_dir),
+        "--tasks-dir",
+        str(tmp_path / "tasks"),
+    ]
     result = run_cli(*args)
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())

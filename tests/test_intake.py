@@ -31,8 +31,9 @@ def _sub(n: int = 0, **kw) -> dict:
 
 @pytest.fixture
 def svc(database_url, redis_url):
-    s = make_service(database_url, redis_url, max_patch_bytes=4096, daily_quota=100_000, queued_quota=100_000,
-                     queue_max=100_000)
+    s = make_service(
+        database_url, redis_url, max_patch_bytes=4096, daily_quota=100_000, queued_quota=100_000, queue_max=100_000
+    )
     yield s
     s.close()
 
@@ -70,8 +71,12 @@ def _graded(svc, patch: str) -> str:
     """A finished grade of `patch`, as a worker would have left it, for the cache to find."""
     accepted = Api(create_app(service=svc, migrate=False).test_client(), new_key(svc, "grader-run"))
     sid = accepted.post("/v1/submissions", json={"task_id": TASK, "patch": patch}).json["id"]
-    result = {"task_id": TASK, "verdict": "PASS", "explanation": "ok",
-              "provenance": {"patch_sha256": "", "grader_version": GRADER_VERSION, "image_id": "sha256:img"}}
+    result = {
+        "task_id": TASK,
+        "verdict": "PASS",
+        "explanation": "ok",
+        "provenance": {"patch_sha256": "", "grader_version": GRADER_VERSION, "image_id": "sha256:img"},
+    }
     with svc.db.write() as s:
         row = s.get(Submission, sid)
         row.status, row.verdict, row.result = Status.DONE.value, "PASS", result
@@ -232,15 +237,17 @@ def served(database_url, redis_url, tmp_path):
     try:
         # these races test the store's atomicity: one team's requests must all be in progress
         # at once, so the per-team bound on threads (grader/api/inflight.py) is lifted here
-        with api_process(database_url, redis_url, tmp_path, "--workers", "2", "--threads", "68",
-                         GRADER_MAX_INFLIGHT_PER_TEAM="64") as url:
+        with api_process(
+            database_url, redis_url, tmp_path, "--workers", "2", "--threads", "68", GRADER_MAX_INFLIGHT_PER_TEAM="64"
+        ) as url:
             yield svc, url
     finally:
         svc.close()
 
 
-def _race(url: str, key: str | list[str], bodies: list[dict], headers: list[dict] | None = None
-          ) -> list[requests.Response]:
+def _race(
+    url: str, key: str | list[str], bodies: list[dict], headers: list[dict] | None = None
+) -> list[requests.Response]:
     """Every body POSTed at once, each from its own thread, released together (under one
     team's key, or each under its own)."""
     go = threading.Barrier(len(bodies))
@@ -250,8 +257,12 @@ def _race(url: str, key: str | list[str], bodies: list[dict], headers: list[dict
     def post(i):
         with requests.Session() as http:
             go.wait()
-            return http.post(f"{url}/v1/submissions", json=bodies[i], timeout=120,
-                             headers={"Authorization": f"Bearer {keys[i]}", **headers[i]})
+            return http.post(
+                f"{url}/v1/submissions",
+                json=bodies[i],
+                timeout=120,
+                headers={"Authorization": f"Bearer {keys[i]}", **headers[i]},
+            )
 
     with ThreadPoolExecutor(len(bodies)) as pool:
         return list(pool.map(post, range(len(bodies))))

@@ -33,9 +33,17 @@ UID, GID = os.getuid(), os.getgid()
 
 
 def spec(**over):
-    base = {"files": ["tests/test_mean.py"], "names": RUNNER_FILES, "suffixes": RUNNER_SUFFIXES,
-            "prefixes": RUNNER_PREFIXES, "dir_suffixes": METADATA_DIR_SUFFIXES, "tests": True,
-            "test_modules": TEST_MODULES, "test_dir_names": TEST_DIR_NAMES, "globs": []}
+    base = {
+        "files": ["tests/test_mean.py"],
+        "names": RUNNER_FILES,
+        "suffixes": RUNNER_SUFFIXES,
+        "prefixes": RUNNER_PREFIXES,
+        "dir_suffixes": METADATA_DIR_SUFFIXES,
+        "tests": True,
+        "test_modules": TEST_MODULES,
+        "test_dir_names": TEST_DIR_NAMES,
+        "globs": [],
+    }
     return ProtectSpec(**{**base, **over})
 
 
@@ -48,10 +56,20 @@ def make_tree(root: Path, files: dict[str, str]) -> sup.Tree:
 
 # --- what is protected --------------------------------------------------------------------
 
+
 def test_protection_covers_tests_runner_files_and_metadata_but_not_library_test_helpers(tmp_path):
-    base = make_tree(tmp_path, {"calc/__init__.py": "", "tests/test_basic.py": "", "tests/helpers.py": "",
-                                "pkg/core/tests/test_x.py": "", "django/test/testcases.py": "",
-                                "numpy/testing/utils.py": "", "numpy/testing/tests/test_utils.py": ""}).walk()
+    base = make_tree(
+        tmp_path,
+        {
+            "calc/__init__.py": "",
+            "tests/test_basic.py": "",
+            "tests/helpers.py": "",
+            "pkg/core/tests/test_x.py": "",
+            "django/test/testcases.py": "",
+            "numpy/testing/utils.py": "",
+            "numpy/testing/tests/test_utils.py": "",
+        },
+    ).walk()
     p = sup.Protection(spec(), base)
     protected = {
         "tests/test_mean.py": "hidden or listed test",
@@ -68,8 +86,14 @@ def test_protection_covers_tests_runner_files_and_metadata_but_not_library_test_
     }
     for rel, why in protected.items():
         assert p.why(rel) == why, rel
-    for rel in ("calc/__init__.py", "django/test/testcases.py", "numpy/testing/utils.py", "setup.cfg",
-                "pyproject.toml", "calc/testing.py"):
+    for rel in (
+        "calc/__init__.py",
+        "django/test/testcases.py",
+        "numpy/testing/utils.py",
+        "setup.cfg",
+        "pyproject.toml",
+        "calc/testing.py",
+    ):
         assert p.why(rel) is None, rel
 
 
@@ -83,6 +107,7 @@ def test_protection_opt_out_keeps_the_runner_files_and_the_listed_tests(tmp_path
 
 
 # --- the tree, never following a link --------------------------------------------------------
+
 
 def test_changes_come_from_the_tree_ignored_files_included(tmp_path):
     tree = make_tree(tmp_path, {"a.py": "1", ".gitignore": "", "tests/test_a.py": "t"})
@@ -154,8 +179,9 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     (tmp_path / "calc" / "fast.pyc").write_bytes(b"evil")
     (tmp_path / "calc" / "__init__.py").write_text("fixed")
     after = tree.walk()
-    bytecode, restored = sup.restore_protected((UID, GID), tree, before, after, sup.changes(before, after), protection,
-                                               staged)
+    bytecode, restored = sup.restore_protected(
+        (UID, GID), tree, before, after, sup.changes(before, after), protection, staged
+    )
     assert sorted(bytecode) == ["calc/__pycache__/__init__.cpython-311.pyc", "calc/fast.pyc"]
     assert sorted(restored) == ["conftest.py", "tests/test_basic.py"]
     assert (tmp_path / "tests" / "test_basic.py").read_text() == "base test"
@@ -164,6 +190,7 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
 
 
 # --- the report channel -------------------------------------------------------------------
+
 
 def signed(records: list[dict], key: bytes, session: str = "s1") -> bytes:
     out, chain = b"", b""
@@ -180,7 +207,8 @@ RECORDS = [{"t": "test", "id": "t.py::a", "when": w, "outcome": "passed"} for w 
     {"t": "test", "id": "t.py::b", "when": "call", "outcome": "failed"},
     {"t": "test", "id": "t.py::c", "when": "setup", "outcome": "failed"},
     {"t": "test", "id": "t.py::d", "when": "setup", "outcome": "skipped"},
-    {"t": "end", "exit": 1, "collected": 4}]
+    {"t": "end", "exit": 1, "collected": 4},
+]
 
 
 def test_signed_records_fold_into_outcomes():
@@ -192,9 +220,11 @@ def test_signed_records_fold_into_outcomes():
 
 def test_each_pytest_session_of_a_command_has_its_own_chain_and_the_worst_outcome_stands():
     key = os.urandom(32)
-    second = [{"t": "test", "id": "t.py::a", "when": "call", "outcome": "failed"},
-              {"t": "integrity", "what": "_pytest.runner.call_and_report was replaced while the tests ran"},
-              {"t": "end", "exit": 1, "collected": 1}]
+    second = [
+        {"t": "test", "id": "t.py::a", "when": "call", "outcome": "failed"},
+        {"t": "integrity", "what": "_pytest.runner.call_and_report was replaced while the tests ran"},
+        {"t": "end", "exit": 1, "collected": 1},
+    ]
     rep = sup.read_report(signed(RECORDS, key, "one") + signed(second, key, "two"), key)
     assert rep["forged"] is None and rep["sessions"] == 2 and rep["ends"] == 2
     assert rep["outcomes"]["t.py::a"] == "failed"
@@ -208,8 +238,9 @@ def test_lines_without_the_runs_signature_are_caught(forge):
     key = os.urandom(32)
     data = signed(RECORDS, key)
     if forge == "repeated":
-        data = signed(RECORDS[:-1] + [{"t": "test", "id": "t.py::b", "when": "call", "outcome": "passed"},
-                                      RECORDS[-1]], key)
+        data = signed(
+            RECORDS[:-1] + [{"t": "test", "id": "t.py::b", "when": "call", "outcome": "passed"}, RECORDS[-1]], key
+        )
     elif forge == "after the end":
         data = signed(RECORDS + [{"t": "test", "id": "t.py::e", "when": "call", "outcome": "passed"}], key)
     elif forge == "appended":
@@ -237,10 +268,20 @@ def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: 
     secret.write_bytes(key + json.dumps({"repo": str(tmp_path), "tests": ["test_x.py"], **(settings or {})}).encode())
     kfd = os.open(secret, os.O_RDONLY)
     rr, rw = os.pipe()
-    env = {**os.environ, "PYTHONPATH": f"{plugin_dir}:{tmp_path}", "GRADER_REPORT_FD": str(rw),
-           "GRADER_KEY_FD": str(kfd), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "grader_report_t", "-p", "no:cacheprovider",
-                             "test_x.py"], cwd=tmp_path, env=env, pass_fds=(rw, kfd), stdout=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{plugin_dir}:{tmp_path}",
+        "GRADER_REPORT_FD": str(rw),
+        "GRADER_KEY_FD": str(kfd),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "grader_report_t", "-p", "no:cacheprovider", "test_x.py"],
+        cwd=tmp_path,
+        env=env,
+        pass_fds=(rw, kfd),
+        stdout=subprocess.DEVNULL,
+    )
     os.close(rw)
     os.close(kfd)
     data = b""
@@ -256,31 +297,41 @@ def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
     assert rep["outcomes"] == {"test_x.py::test_ok": "passed", "test_x.py::test_bad": "failed"}
 
 
-@pytest.mark.parametrize("how, said", [
-    ("import _pytest.runner as r\nr.call_and_report = lambda *a, **k: None\n", "call_and_report was replaced"),
-    ("import _pytest.reports as r\no = r.TestReport.from_item_and_call\n"
-     "setattr(r.TestReport, 'from_item_' + 'and_call', classmethod(lambda c, i, k: o(i, k)))\n",
-     "_pytest.reports.TestReport.from_item_and_call was replaced"),
-    ("import gc\nobjs = gc.get_objects()\n", "gc.get_objects called from helper.py"),
-    ("import sys\nsys.settrace(lambda *a: None)\nsys.settrace(None)\n", "sys.settrace called from helper.py"),
-    ("import marshal\nexec(marshal.loads(marshal.dumps(compile('x = 1', '<m>', 'exec'))))\n",
-     "code loaded from marshal data at helper.py"),
-    ("import _pytest\nexec(compile('y = 2', _pytest.__file__, 'exec'))\n", "code compiled under the name"),
-])
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        ("import _pytest.runner as r\nr.call_and_report = lambda *a, **k: None\n", "call_and_report was replaced"),
+        (
+            "import _pytest.reports as r\no = r.TestReport.from_item_and_call\n"
+            "setattr(r.TestReport, 'from_item_' + 'and_call', classmethod(lambda c, i, k: o(i, k)))\n",
+            "_pytest.reports.TestReport.from_item_and_call was replaced",
+        ),
+        ("import gc\nobjs = gc.get_objects()\n", "gc.get_objects called from helper.py"),
+        ("import sys\nsys.settrace(lambda *a: None)\nsys.settrace(None)\n", "sys.settrace called from helper.py"),
+        (
+            "import marshal\nexec(marshal.loads(marshal.dumps(compile('x = 1', '<m>', 'exec'))))\n",
+            "code loaded from marshal data at helper.py",
+        ),
+        ("import _pytest\nexec(compile('y = 2', _pytest.__file__, 'exec'))\n", "code compiled under the name"),
+    ],
+)
 def test_the_plugin_names_code_reaching_into_pytest(tmp_path, how, said):
     code, rep = run_plugin(tmp_path, "import helper\n\ndef test_ok():\n    pass\n", extra=how)
     assert any(said in what for what in rep["integrity"]), rep["integrity"]
 
 
 def test_the_plugin_leaves_an_honest_run_and_the_tasks_own_tests_alone(tmp_path):
-    honest = ("import gc, sys\n\ndef test_ok(monkeypatch):\n    import _pytest.reports as r\n"
-              "    monkeypatch.setattr(r.TestReport, 'x_marker', 1, raising=False)\n"
-              "    assert gc.get_referrers(sys) is not None\n")
+    honest = (
+        "import gc, sys\n\ndef test_ok(monkeypatch):\n    import _pytest.reports as r\n"
+        "    monkeypatch.setattr(r.TestReport, 'x_marker', 1, raising=False)\n"
+        "    assert gc.get_referrers(sys) is not None\n"
+    )
     code, rep = run_plugin(tmp_path, honest, extra="import logging, dataclasses, collections\n")
     assert code == 0 and rep["integrity"] == [] and rep["forged"] is None
 
 
 # --- canaries ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seed", range(40))
 def test_canary_bodies_hold_exactly_when_they_must(seed):
@@ -299,23 +350,44 @@ def test_canary_bodies_hold_exactly_when_they_must(seed):
 
 def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path):
     tree = make_tree(tmp_path, {"tests/test_mean.py": ""})
-    check = CheckSpec(kind="pytest", args=["tests/test_mean.py"], canaries=True, canary_dir="tests",
-                      canary_words=["empty", "raises", "values"])
+    check = CheckSpec(
+        kind="pytest",
+        args=["tests/test_mean.py"],
+        canaries=True,
+        canary_dir="tests",
+        canary_words=["empty", "raises", "values"],
+    )
     c = sup.make_canaries(check, tree)
     assert c["path"].startswith("tests/test_") and (tmp_path / c["path"]).is_file()
     assert hashlib.sha256((tmp_path / c["path"]).read_bytes()).hexdigest() == c["digest"]
     assert {"passed", "failed"} == set(c["expect"].values()) and len(c["expect"]) >= 4
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", c["path"]],
-                            cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", c["path"]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     for tid, want in c["expect"].items():
         assert f"{want.upper()} {tid}" in result.stdout, result.stdout
     again = sup.make_canaries(check, tree)
     assert again["path"] != c["path"] or again["expect"] != c["expect"]  # different in every run
 
 
-@pytest.mark.parametrize("arg, blocks", [("-x", True), ("-xvs", True), ("-k", True), ("--maxfail=1", True),
-                                         ("--deselect", True), ("-q", False), ("-rA", False), ("--tb=short", False),
-                                         ("tests/test_x.py", False), ("-p", False)])
+@pytest.mark.parametrize(
+    "arg, blocks",
+    [
+        ("-x", True),
+        ("-xvs", True),
+        ("-k", True),
+        ("--maxfail=1", True),
+        ("--deselect", True),
+        ("-q", False),
+        ("-rA", False),
+        ("--tb=short", False),
+        ("tests/test_x.py", False),
+        ("-p", False),
+    ],
+)
 def test_options_that_could_drop_canaries_turn_them_off(arg, blocks):
     assert sup.blocks_canaries(arg) is blocks
 
@@ -327,10 +399,17 @@ EXPECT = {"t/test_c.py::test_a": "passed", "t/test_c.py::test_b": "failed", "t/t
 
 def supervised(got=None, end_exit=1, exit_code=1, forged=None, tampered_files=(), outcomes=None):
     got = dict(EXPECT) if got is None else got
-    return {"exit_code": exit_code, "tampered_files": list(tampered_files),
-            "report": {"outcomes": outcomes or {"t/test_x.py::test_1": "passed"}, "forged": forged,
-                       "end": None if end_exit is None else {"t": "end", "exit": end_exit}, "collect_errors": []},
-            "canaries": {"expect": EXPECT, "got": got}}
+    return {
+        "exit_code": exit_code,
+        "tampered_files": list(tampered_files),
+        "report": {
+            "outcomes": outcomes or {"t/test_x.py::test_1": "passed"},
+            "forged": forged,
+            "end": None if end_exit is None else {"t": "end", "exit": end_exit},
+            "collect_errors": [],
+        },
+        "canaries": {"expect": EXPECT, "got": got},
+    }
 
 
 def test_an_honest_report_carries_no_evidence():
@@ -364,32 +443,38 @@ def test_forged_lines_and_a_different_exit_status_are_evidence():
 
 # --- the audit ----------------------------------------------------------------------------------
 
+
 def diff(path: str, added: str) -> bytes:
     lines = added.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n{body}").encode()
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    ).encode()
 
 
-@pytest.mark.parametrize("path, code, rule", [
-    ("calc/x.py", "import gc\nfor o in gc.get_objects(): pass", "object-walk"),
-    ("calc/x.py", "from _pytest.reports import TestReport", "runner-internals"),
-    ("calc/x.py", "def pytest_runtest_makereport(item, call): pass", "runner-internals"),
-    ("calc/x.py", "f = sys._getframe(2).f_globals", "frame-tricks"),
-    ("calc/x.py", "sys.meta_path.insert(0, Finder())", "import-hooks"),
-    ("calc/x.py", "m = __import__('g' + 'c')", "import-hooks"),
-    ("calc/x.py", "os._exit(0)", "process-exit"),
-    ("calc/x.py", "open('/proc/self/fd/3', 'w')", "descriptors"),
-    ("calc/x.py", "os.write(3, b'x')", "descriptors"),
-    ("calc/x.py", "import ctypes", "native-code"),
-    ("calc/x.py", "exec(zlib.decompress(base64.b64decode(blob)))", "obfuscation"),
-    ("calc/x.py", "f = getattr(gc, 'get_' + 'objects')", "obfuscation"),
-    ("calc/x.py", "m = importlib.import_module(name)", "import-hooks"),
-    ("calc/x.py", "code = marshal.loads(blob)", "bytecode"),
-    ("evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = calc.evil", "packaging-metadata"),
-    ("calc/__pycache__/x.cpython-311.pyc", "junk", "bytecode"),
-    ("tests/conftest.py", "import pytest", "runner-files"),
-])
+@pytest.mark.parametrize(
+    "path, code, rule",
+    [
+        ("calc/x.py", "import gc\nfor o in gc.get_objects(): pass", "object-walk"),
+        ("calc/x.py", "from _pytest.reports import TestReport", "runner-internals"),
+        ("calc/x.py", "def pytest_runtest_makereport(item, call): pass", "runner-internals"),
+        ("calc/x.py", "f = sys._getframe(2).f_globals", "frame-tricks"),
+        ("calc/x.py", "sys.meta_path.insert(0, Finder())", "import-hooks"),
+        ("calc/x.py", "m = __import__('g' + 'c')", "import-hooks"),
+        ("calc/x.py", "os._exit(0)", "process-exit"),
+        ("calc/x.py", "open('/proc/self/fd/3', 'w')", "descriptors"),
+        ("calc/x.py", "os.write(3, b'x')", "descriptors"),
+        ("calc/x.py", "import ctypes", "native-code"),
+        ("calc/x.py", "exec(zlib.decompress(base64.b64decode(blob)))", "obfuscation"),
+        ("calc/x.py", "f = getattr(gc, 'get_' + 'objects')", "obfuscation"),
+        ("calc/x.py", "m = importlib.import_module(name)", "import-hooks"),
+        ("calc/x.py", "code = marshal.loads(blob)", "bytecode"),
+        ("evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = calc.evil", "packaging-metadata"),
+        ("calc/__pycache__/x.cpython-311.pyc", "junk", "bytecode"),
+        ("tests/conftest.py", "import pytest", "runner-files"),
+    ],
+)
 def test_the_audit_names_what_a_patch_reaches_for(path, code, rule):
     assert rule in {f.rule for f in audit_patch(diff(path, code))}
 
@@ -431,31 +516,40 @@ def test_import_roots_name_the_stdlib_and_what_the_environment_installed():
     assert {"json", "hmac", "hashlib", "os", "pytest", "_pytest"} <= names
 
 
-@pytest.mark.parametrize("how, said", [
-    # a flip registered as a plugin, from anywhere it can find the plugin manager
-    ("import gc, pytest\n"
-     "class Flip:\n"
-     "    @pytest.hookimpl(hookwrapper=True)\n"
-     "    def pytest_runtest_makereport(self, item, call):\n"
-     "        yield\n"
-     "def install():\n"
-     "    for o in gc.get_objects():\n"
-     "        if type(o).__name__ == 'PytestPluginManager':\n"
-     "            o.register(Flip())\n"
-     "            return\n",
-     "a pytest_runtest_makereport hook from helper.py was registered"),
-    # a test function swapped for another on its item
-    ("def install():\n"
-     "    import sys\n"
-     "    f = sys._getframe(1)\n"
-     "    while f and 'item' not in f.f_locals:\n"
-     "        f = f.f_back\n"
-     "    if f:\n"
-     "        f.f_locals['item'].obj = lambda: None\n",
-     "runs code from helper.py"),
-])
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        # a flip registered as a plugin, from anywhere it can find the plugin manager
+        (
+            "import gc, pytest\n"
+            "class Flip:\n"
+            "    @pytest.hookimpl(hookwrapper=True)\n"
+            "    def pytest_runtest_makereport(self, item, call):\n"
+            "        yield\n"
+            "def install():\n"
+            "    for o in gc.get_objects():\n"
+            "        if type(o).__name__ == 'PytestPluginManager':\n"
+            "            o.register(Flip())\n"
+            "            return\n",
+            "a pytest_runtest_makereport hook from helper.py was registered",
+        ),
+        # a test function swapped for another on its item
+        (
+            "def install():\n"
+            "    import sys\n"
+            "    f = sys._getframe(1)\n"
+            "    while f and 'item' not in f.f_locals:\n"
+            "        f = f.f_back\n"
+            "    if f:\n"
+            "        f.f_locals['item'].obj = lambda: None\n",
+            "runs code from helper.py",
+        ),
+    ],
+)
 def test_the_plugin_names_hooks_and_tests_that_come_from_elsewhere(tmp_path, how, said):
-    source = ("import helper\n\nimport pytest\n\n@pytest.fixture(autouse=True)\ndef _x(request):\n"
-              "    helper.install()\n\ndef test_ok():\n    pass\n")
+    source = (
+        "import helper\n\nimport pytest\n\n@pytest.fixture(autouse=True)\ndef _x(request):\n"
+        "    helper.install()\n\ndef test_ok():\n    pass\n"
+    )
     code, rep = run_plugin(tmp_path, source, extra=how)
     assert any(said in what for what in rep["integrity"]), rep["integrity"]

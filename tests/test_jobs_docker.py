@@ -24,8 +24,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.service]
 
 @pytest.fixture
 def svc(database_url, redis_url, settings):
-    s = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir,
-                     retry_backoff=0, webhook_backoff=0, max_retries=2)
+    s = make_service(
+        database_url,
+        redis_url,
+        tasks_dir=settings.tasks_dir,
+        cache_dir=settings.cache_dir,
+        retry_backoff=0,
+        webhook_backoff=0,
+        max_retries=2,
+    )
     jobs.use(s, Grader(s.settings))
     yield s
     s.close()
@@ -48,6 +55,7 @@ def row(svc, sid) -> Submission:
 
 def test_gold_passes_and_empty_fails_through_the_queue(svc, api, mini):
     from conftest import FIXED
+
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     a = api.post("/v1/submissions", json={"task_id": "mini", "patch": gold}).json["id"]
     b = api.post("/v1/submissions", json={"task_id": "mini", "patch": ""}).json["id"]
@@ -67,10 +75,17 @@ def test_gold_passes_and_empty_fails_through_the_queue(svc, api, mini):
 
 def test_cache_in_the_worker_and_switched_off(database_url, redis_url, settings, mini):
     from conftest import FIXED
+
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     for cache in (True, False):
-        svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir,
-                           cache=cache, retry_backoff=0)
+        svc = make_service(
+            database_url,
+            redis_url,
+            tasks_dir=settings.tasks_dir,
+            cache_dir=settings.cache_dir,
+            cache=cache,
+            retry_backoff=0,
+        )
         jobs.use(svc, Grader(svc.settings))
         try:
             api = Api(create_app(service=svc, migrate=False).test_client(), new_key(svc, f"t{cache}"))
@@ -87,6 +102,7 @@ def test_cache_in_the_worker_and_switched_off(database_url, redis_url, settings,
 
 def redis_url_flush(url):
     from redis import Redis
+
     Redis.from_url(url).flushall()
 
 
@@ -120,6 +136,7 @@ def test_machinery_faults_are_retried_then_final_error_not_charged(svc, api, min
 
 def test_reconciler_requeues_a_dead_workers_submission_and_grades_it_once(svc, api, mini):
     from conftest import FIXED
+
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     sid = api.post("/v1/submissions", json={"task_id": "mini", "patch": gold + "\n"}).json["id"]
     job_id = row(svc, sid).job_id
@@ -133,8 +150,12 @@ def test_reconciler_requeues_a_dead_workers_submission_and_grades_it_once(svc, a
     late = Result.model_validate({**got.result, "verdict": "FAIL"})
     assert not subs.finish(svc.db, dead, late)  # the dead worker's late answer cannot replace it
     assert row(svc, sid).verdict == "PASS"
-    assert jobs.reconcile(svc, grace=0) == {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "abandoned": 0,
-                                            "webhooks": 0}
+    assert jobs.reconcile(svc, grace=0) == {
+        "requeued_lost_jobs": 0,
+        "requeued_expired_leases": 0,
+        "abandoned": 0,
+        "webhooks": 0,
+    }
 
 
 class _Receiver:
@@ -173,8 +194,11 @@ def test_webhook_is_signed_and_retried_on_5xx(svc, api):
         with svc.db.read() as s:
             secret = s.query(Team).filter_by(name="team").one().webhook_secret
             deliveries = s.query(WebhookDelivery).filter_by(submission_id=sid).order_by(WebhookDelivery.id).all()
-            assert [(d.attempt, d.status_code, d.ok) for d in deliveries] == [(0, 503, False), (1, 500, False),
-                                                                               (2, 200, True)]
+            assert [(d.attempt, d.status_code, d.ok) for d in deliveries] == [
+                (0, 503, False),
+                (1, 500, False),
+                (2, 200, True),
+            ]
         headers, body = rx.got[-1]
         assert webhooks.verify(body, headers[webhooks.SIGNATURE_HEADER], secret)
         assert not webhooks.verify(body + b" ", headers[webhooks.SIGNATURE_HEADER], secret)

@@ -21,16 +21,39 @@ PACKAGE = Path(grader.__file__).parent
 
 def job(**over) -> JobSpec:
     fields = dict(
-        repo="/work/repo", patch="/opt/grader/run/submission.patch", touched=["calc/__init__.py"],
-        hidden_dir="/opt/grader/task/hidden", uid=1000, gid=1000, deadline=19.0, output_limit=65536,
-        report_limit=8 << 20, apply_chain=[(m, list(a)) for m, a in APPLY_CHAIN],
-        protect=ProtectSpec(files=["tests/test_mean.py"], names=["conftest.py"], suffixes=[".pth"],
-                            prefixes=["__editable__"], dir_suffixes=[".dist-info"], tests=True,
-                            test_modules=["test_*.py"], test_dir_names=["tests"], globs=[]),
-        pycache="/opt/pycache", report_plugin="cGx1Z2lu",
-        check=CheckSpec(kind="pytest", args=["tests/test_mean.py"], canaries=True, canary_dir="tests",
-                        canary_words=["empty"], canary_sources=["tests/test_mean.py"]),
-        env=dict(CONTAINER_ENV), nproc_limit=64,
+        repo="/work/repo",
+        patch="/opt/grader/run/submission.patch",
+        touched=["calc/__init__.py"],
+        hidden_dir="/opt/grader/task/hidden",
+        uid=1000,
+        gid=1000,
+        deadline=19.0,
+        output_limit=65536,
+        report_limit=8 << 20,
+        apply_chain=[(m, list(a)) for m, a in APPLY_CHAIN],
+        protect=ProtectSpec(
+            files=["tests/test_mean.py"],
+            names=["conftest.py"],
+            suffixes=[".pth"],
+            prefixes=["__editable__"],
+            dir_suffixes=[".dist-info"],
+            tests=True,
+            test_modules=["test_*.py"],
+            test_dir_names=["tests"],
+            globs=[],
+        ),
+        pycache="/opt/pycache",
+        report_plugin="cGx1Z2lu",
+        check=CheckSpec(
+            kind="pytest",
+            args=["tests/test_mean.py"],
+            canaries=True,
+            canary_dir="tests",
+            canary_words=["empty"],
+            canary_sources=["tests/test_mean.py"],
+        ),
+        env=dict(CONTAINER_ENV),
+        nproc_limit=64,
     )
     fields.update(over)
     return JobSpec(**fields)
@@ -52,12 +75,16 @@ def test_the_wire_shape_is_plain_json():
     assert data["protect"]["files"] == ["tests/test_mean.py"] and data["nproc_limit"] == 64
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda d: d.update(surprise=1),
-    lambda d: d.pop("deadline"),
-    lambda d: d["check"].update(surprise=1),
-    lambda d: d["protect"].pop("globs"),
-], ids=["unknown-key", "missing-key", "unknown-check-key", "missing-protect-key"])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.update(surprise=1),
+        lambda d: d.pop("deadline"),
+        lambda d: d["check"].update(surprise=1),
+        lambda d: d["protect"].pop("globs"),
+    ],
+    ids=["unknown-key", "missing-key", "unknown-check-key", "missing-protect-key"],
+)
 def test_a_record_refuses_what_it_does_not_know_or_lacks(mutate):
     data = json.loads(job().to_json())
     mutate(data)
@@ -75,8 +102,9 @@ def test_the_supervisor_loads_its_records_from_the_file_beside_it(tmp_path):
     `grader` package is importable (this one): the jobspec.py beside it is what it loads."""
     shutil.copy(PACKAGE / "supervisor.py", tmp_path / "supervisor.py")
     (tmp_path / "jobspec.py").write_text("import sys\nprint('the shipped jobspec')\nsys.exit(7)\n")
-    run = subprocess.run([sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True,
-                         timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True, timeout=60
+    )
     assert (run.returncode, run.stdout) == (7, "the shipped jobspec\n"), run.stderr
 
 
@@ -85,7 +113,8 @@ def test_the_supervisor_as_shipped_reads_a_job_with_the_shipped_records(tmp_path
     read it reports its own fault, as JSON, having loaded the records."""
     for name in ("supervisor.py", "jobspec.py"):
         shutil.copy(PACKAGE / name, tmp_path / name)
-    run = subprocess.run([sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True,
-                         timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True, timeout=60
+    )
     report = json.loads(run.stdout)
     assert "FileNotFoundError" in report["error"] and "/opt/grader/run/job.json" in report["error"]

@@ -31,6 +31,7 @@ def ok(result) -> str:
 
 def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeypatch, tmp_path):  # noqa: F811 (the fixture imported above)
     from grader.tasks.loader import TaskSet
+
     suite = TaskSet(ROOT / "tasks")  # the test knows the answers; the team's machine has no task folder
     svc, url = live(ROOT / "tasks", tmp_path / "service-cache")
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
@@ -46,8 +47,9 @@ def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeyp
     # 2. fix it (the gold patch stands in for the team's work) and submit the diff
     subprocess.run(["git", "apply"], input=suite.get("calc-mean-empty").gold_patch_text(), cwd=work_dir, check=True)
     (team_dir / "fix.patch").write_text(git("diff", cwd=work_dir))
-    sent = json.loads(ok(cli("submit", "--task", "calc-mean-empty", "--patch", "fix.patch", "--run-id", "solo",
-                             "--json")))
+    sent = json.loads(
+        ok(cli("submit", "--task", "calc-mean-empty", "--patch", "fix.patch", "--run-id", "solo", "--json"))
+    )
     work(svc)
     single = json.loads(ok(cli("status", sent["id"], "--json")))
     assert (single["status"], single["verdict"]) == ("done", "PASS"), single
@@ -56,11 +58,16 @@ def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeyp
     #    majority); calc-median-even FAIL, FAIL, PASS (not resolved)
     gold = {t: suite.get(t).gold_patch_text().decode() for t in ("calc-mean-empty", "calc-median-even")}
     lines = []
-    for task_id, patches in (("calc-mean-empty", [gold["calc-mean-empty"], gold["calc-mean-empty"], ""]),
-                             ("calc-median-even", ["", "", gold["calc-median-even"]])):
+    for task_id, patches in (
+        ("calc-mean-empty", [gold["calc-mean-empty"], gold["calc-mean-empty"], ""]),
+        ("calc-median-even", ["", "", gold["calc-median-even"]]),
+    ):
         for trial, patch in enumerate(patches):
-            lines.append(json.dumps({"instance_id": task_id, "model_name_or_path": "my-agent", "model_patch": patch,
-                                     "trial": trial}))
+            lines.append(
+                json.dumps(
+                    {"instance_id": task_id, "model_name_or_path": "my-agent", "model_patch": patch, "trial": trial}
+                )
+            )
     (team_dir / "journey.jsonl").write_text("\n".join(lines) + "\n")
     ok(cli("submit", "--predictions", "journey.jsonl", "--json"))  # the run id is the file's name
     work(svc)
@@ -89,6 +96,7 @@ def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeyp
 
     # the run page, as anyone sees it (it is public now)
     import requests
+
     page = html.unescape(re.sub(r"<[^>]+>", " ", requests.get(f"{url}/runs/{row['id']}", timeout=10).text))
     page = re.sub(r"\s+", " ", page)
     assert "1 of 10 tasks resolved (10.0%)" in page and "2 of 10 tasks attempted" in page, page[:2000]

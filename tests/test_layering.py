@@ -104,8 +104,11 @@ def outer_packages(importer: str, target: str) -> set[str]:
     those below the root that `importer` is not inside of (inside one, its __init__ is
     already running or done)."""
     parts = target.split(".")
-    return {p for p in (".".join(parts[:i]) for i in range(2, len(parts)))
-            if importer != p and not importer.startswith(p + ".")}
+    return {
+        p
+        for p in (".".join(parts[:i]) for i in range(2, len(parts)))
+        if importer != p and not importer.startswith(p + ".")
+    }
 
 
 def graph() -> dict[str, set[str]]:
@@ -186,7 +189,8 @@ def test_every_import_points_down_the_layers():
 def test_no_modules_import_each_other():
     loops = cycles(graph())
     assert not loops, "modules that import each other (each line one loop):\n" + "\n".join(
-        " <-> ".join(loop) for loop in loops)
+        " <-> ".join(loop) for loop in loops
+    )
 
 
 def test_cycles_finds_pairs_and_longer_loops():
@@ -202,10 +206,10 @@ def test_function_level_and_relative_imports_are_read(tmp_path):
         (pkg / rel).write_text("")
     (pkg / "sub" / "mod.py").write_text("def f():\n    from grader import low\n    from . import other\n")
     (pkg / "sub" / "other.py").write_text("from ..low import X\n")
-    known = {".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in pkg.rglob("*.py")}
+    known = {
+        ".".join(p.relative_to(tmp_path).with_suffix("").parts).removesuffix(".__init__"): p for p in pkg.rglob("*.py")
+    }
     assert imported("grader.sub.mod", pkg / "sub" / "mod.py", known) == {"grader.low", "grader.sub.other"}
     assert imported("grader.sub.other", pkg / "sub" / "other.py", known) == {"grader.low"}
     (pkg / "low.py").write_text("import grader.sub.other\n")  # runs grader/sub/__init__.py first
     assert imported("grader.low", pkg / "low.py", known) == {"grader.sub", "grader.sub.other"}
-

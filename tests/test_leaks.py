@@ -89,13 +89,23 @@ def test_a_key_in_a_query_string_never_reaches_the_access_log(redis_url, tmp_pat
     key = new_key(svc, "team-a")
     svc.close()
     port = _free_port()
-    env = {**os.environ, "GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url,
-           "GRADER_TASKS_DIR": str(ROOT / "tasks"), "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
-           "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_url,
+        "GRADER_TASKS_DIR": str(ROOT / "tasks"),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_CACHE_DIR": str(tmp_path / "cache"),
+    }
     log_path = tmp_path / "api.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(BIN), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(BIN), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         for _ in range(600):
@@ -104,11 +114,13 @@ def test_a_key_in_a_query_string_never_reaches_the_access_log(redis_url, tmp_pat
                 break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        answers = [requests.get(f"{url}/v1/tasks?api_key={key}", timeout=10),
-                   requests.get(f"{url}/v1/tasks?access_token={key}&limit=5", timeout=10),
-                   requests.get(f"{url}/v1/account?{key}", timeout=10),
-                   requests.get(f"{url}/leaderboard", headers={"Referer": f"{url}/me?api_key={key}"}, timeout=10),
-                   requests.get(f"{url}/v1/account", headers={"Authorization": f"Bearer {key}"}, timeout=10)]
+        answers = [
+            requests.get(f"{url}/v1/tasks?api_key={key}", timeout=10),
+            requests.get(f"{url}/v1/tasks?access_token={key}&limit=5", timeout=10),
+            requests.get(f"{url}/v1/account?{key}", timeout=10),
+            requests.get(f"{url}/leaderboard", headers={"Referer": f"{url}/me?api_key={key}"}, timeout=10),
+            requests.get(f"{url}/v1/account", headers={"Authorization": f"Bearer {key}"}, timeout=10),
+        ]
         assert [a.status_code for a in answers[:3]] == [401, 401, 401]
         assert answers[-1].status_code == 200
     finally:

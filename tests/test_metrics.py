@@ -192,18 +192,29 @@ def test_attempt_checks_its_verdict():
 
 def _campaign():
     """Four tasks, three trials each; the hand computation is in test_run_summary_by_hand."""
-    t1 = dict(suite="swe", difficulty="easy", language="python", prompt_variant="minimal",
-              created_at=dt.date(2023, 1, 10))
-    t2 = dict(suite="swe", difficulty="hard", language="python", prompt_variant="guided",
-              created_at=dt.date(2023, 6, 1))
-    t3 = dict(suite="git", difficulty="medium", language="shell", prompt_variant="minimal",
-              created_at=dt.date(2024, 2, 1))
+    t1 = dict(
+        suite="swe", difficulty="easy", language="python", prompt_variant="minimal", created_at=dt.date(2023, 1, 10)
+    )
+    t2 = dict(
+        suite="swe", difficulty="hard", language="python", prompt_variant="guided", created_at=dt.date(2023, 6, 1)
+    )
+    t3 = dict(
+        suite="git", difficulty="medium", language="shell", prompt_variant="minimal", created_at=dt.date(2024, 2, 1)
+    )
     t4 = dict(suite="git", prompt_variant="guided", created_at=dt.date(2024, 3, 1))
     return [
-        _a("t1", "PASS", 0, f1=1.0, precision=1.0, **t1), _a("t1", "PASS", 1, f1=0.5, **t1), _a("t1", "PASS", 2, **t1),
-        _a("t2", "PASS", 0, f1=0.0, precision=0.25, **t2), _a("t2", "FAIL", 1, **t2), _a("t2", "TIMED OUT", 2, **t2),
-        _a("t3", "ERROR", 2, f1=0.9, **t3), _a("t3", "FAIL", 1, **t3), _a("t3", "PATCH FAILED", 0, **t3),
-        _a("t4", "ERROR", 0, **t4), _a("t4", "ERROR", 1, **t4), _a("t4", "ERROR", 2, **t4),
+        _a("t1", "PASS", 0, f1=1.0, precision=1.0, **t1),
+        _a("t1", "PASS", 1, f1=0.5, **t1),
+        _a("t1", "PASS", 2, **t1),
+        _a("t2", "PASS", 0, f1=0.0, precision=0.25, **t2),
+        _a("t2", "FAIL", 1, **t2),
+        _a("t2", "TIMED OUT", 2, **t2),
+        _a("t3", "ERROR", 2, f1=0.9, **t3),
+        _a("t3", "FAIL", 1, **t3),
+        _a("t3", "PATCH FAILED", 0, **t3),
+        _a("t4", "ERROR", 0, **t4),
+        _a("t4", "ERROR", 1, **t4),
+        _a("t4", "ERROR", 2, **t4),
     ]
 
 
@@ -234,8 +245,15 @@ def test_run_summary_by_hand():
     assert (s.pass_any_at_n.numerator, s.pass_any_at_n.denominator) == (2, 3)
     assert s.stability == {"stable_pass": 1, "stable_fail": 1, "flaky": 1}
     t3 = s.per_task["t3"]  # given in the order 2, 1, 0; shown in trial order
-    assert (t3.n, t3.c, t3.graded, t3.errors, t3.resolved, t3.stability, t3.verdicts) == \
-        (2, 0, 1, 1, False, "stable_fail", ["PATCH FAILED", "FAIL", "ERROR"])
+    assert (t3.n, t3.c, t3.graded, t3.errors, t3.resolved, t3.stability, t3.verdicts) == (
+        2,
+        0,
+        1,
+        1,
+        False,
+        "stable_fail",
+        ["PATCH FAILED", "FAIL", "ERROR"],
+    )
     t4 = s.per_task["t4"]
     assert (t4.n, t4.c, t4.errors, t4.resolved, t4.stability) == (0, 0, 3, False, None)
     assert list(s.per_task) == ["t1", "t2", "t3", "t4"]
@@ -275,16 +293,26 @@ def test_run_summary_breakdowns_by_hand():
     assert swe["solve_rate"].value == pytest.approx(2 / 3) and swe["success_rate"].value == pytest.approx(5 / 6)
     # git: t3 (0 of 2, 1 graded; its ERROR is out), t4 only ERRORs: a task of the suite, in no rate
     git = suite["git"]
-    assert (_fig(git["resolved"]), _fig(git["solve_rate"]), _fig(git["success_rate"]), git["tasks"]) == \
-        ((0, 1), (0, 1), (0.5, 1), 2)
+    assert (_fig(git["resolved"]), _fig(git["solve_rate"]), _fig(git["success_rate"]), git["tasks"]) == (
+        (0, 1),
+        (0, 1),
+        (0.5, 1),
+        2,
+    )
     # difficulty: t4 has none and is left out of this breakdown
-    assert {k: v["solve_rate"].value for k, v in b["difficulty"].items()} == \
-        {"easy": 1.0, "hard": pytest.approx(1 / 3), "medium": 0.0}
+    assert {k: v["solve_rate"].value for k, v in b["difficulty"].items()} == {
+        "easy": 1.0,
+        "hard": pytest.approx(1 / 3),
+        "medium": 0.0,
+    }
     assert {k: _fig(v["resolved"]) for k, v in b["language"].items()} == {"python": (1, 2), "shell": (0, 1)}
     # minimal: t1 + t3 -> resolved 1 of 2, solve (1 + 0) / 2, success (1 + 1/2) / 2; guided: t2 (+ t4, no valid trial)
     pv = b["prompt_variant"]
-    assert (_fig(pv["minimal"]["resolved"]), pv["minimal"]["solve_rate"].value, pv["minimal"]["success_rate"].value) \
-        == ((1, 2), 0.5, 0.75)
+    assert (
+        _fig(pv["minimal"]["resolved"]),
+        pv["minimal"]["solve_rate"].value,
+        pv["minimal"]["success_rate"].value,
+    ) == ((1, 2), 0.5, 0.75)
     assert (_fig(pv["guided"]["resolved"]), pv["guided"]["tasks"]) == ((0, 1), 2)
     assert pv["guided"]["solve_rate"].value == pytest.approx(1 / 3)
 
@@ -370,8 +398,11 @@ def test_empty_and_all_error_runs():
 
 def test_run_summary_is_json():
     data = json.loads(json.dumps(run_summary(_campaign()).to_dict()))
-    assert {k: data["resolved"][k] for k in ("value", "numerator", "denominator")} == \
-        {"value": 1 / 3, "numerator": 1, "denominator": 3}
+    assert {k: data["resolved"][k] for k in ("value", "numerator", "denominator")} == {
+        "value": 1 / 3,
+        "numerator": 1,
+        "denominator": 3,
+    }
     assert len(data["solve_rate"]["ci"]) == 2 and data["per_task"]["t4"]["stability"] is None
     assert data["per_task"]["t1"]["resolved"] is True and set(data["pass_at_k"]) == {"1", "2", "3"}
 
@@ -385,10 +416,28 @@ def test_resolved_is_a_strict_majority_of_valid_trials():
 
 
 def test_paired_comparison_single_trial_by_hand():
-    a_solved = {"t1": True, "t2": False, "t3": False, "t4": False, "t5": False, "t6": False, "t7": False,
-                "t8": True, "t9": False}
-    b_solved = {"t1": False, "t2": True, "t3": True, "t4": True, "t5": True, "t6": True, "t7": True,
-                "t8": True, "t9": False}
+    a_solved = {
+        "t1": True,
+        "t2": False,
+        "t3": False,
+        "t4": False,
+        "t5": False,
+        "t6": False,
+        "t7": False,
+        "t8": True,
+        "t9": False,
+    }
+    b_solved = {
+        "t1": False,
+        "t2": True,
+        "t3": True,
+        "t4": True,
+        "t5": True,
+        "t6": True,
+        "t7": True,
+        "t8": True,
+        "t9": False,
+    }
     a = [_a(t, "PASS" if ok else "FAIL") for t, ok in a_solved.items()] + [_a("only-a", "PASS")]
     b = [_a(t, "PASS" if ok else "PATCH FAILED") for t, ok in b_solved.items()] + [_a("t10", "ERROR")]
     a.append(_a("t10", "PASS"))  # B never graded t10: not a common task
@@ -417,8 +466,15 @@ def test_paired_comparison_multi_trial_by_hand():
     # m2: A 1/2 is a tie, unresolved; B 0/2 -> neither; m3: A 1 of 2 valid, a tie; B 1/1 -> B;
     # m4: A has no valid trial, not common
     assert (c.common_tasks, c.wins, c.losses, c.ties) == (3, 0, 2, 1)
-    assert c.per_task["m1"] == {"a": "unresolved", "b": "resolved", "outcome": "B", "a_passed": 1, "a_trials": 3,
-                                "b_passed": 2, "b_trials": 3}
+    assert c.per_task["m1"] == {
+        "a": "unresolved",
+        "b": "resolved",
+        "outcome": "B",
+        "a_passed": 1,
+        "a_trials": 3,
+        "b_passed": 2,
+        "b_trials": 3,
+    }
     assert (c.per_task["m2"]["outcome"], c.per_task["m3"]["outcome"]) == ("neither", "B")
     # difference: (1/3 - 2/3) + (1/2 - 0) + (1/2 - 1) = -1/3 over 3 tasks = -1/9
     assert c.difference.value == pytest.approx(-1 / 9) and c.difference.numerator == pytest.approx(-1 / 3)

@@ -33,12 +33,15 @@ def test_a_baseline_slower_than_the_grade_is_broken():
     overhead.judge("runc", [0.72, 0.13, 0.70], [0.68, 0.66, 0.70])
 
 
-@pytest.mark.parametrize("host, words", [
-    ({**IMAGE, "python": "3.12.1"}, "Python 3.12.1"),
-    ({**IMAGE, "packages": ["pluggy==1.5.0", "pytest==9.2.0"]}, "pytest==9.2.0"),
-    ({**IMAGE, "packages": [*IMAGE["packages"], "hypothesis==6.170.15"]}, "hypothesis"),
-    ({**IMAGE, "pytest11": ["hypothesispytest=_hypothesis_pytestplugin"]}, "pytest plugins"),
-])
+@pytest.mark.parametrize(
+    "host, words",
+    [
+        ({**IMAGE, "python": "3.12.1"}, "Python 3.12.1"),
+        ({**IMAGE, "packages": ["pluggy==1.5.0", "pytest==9.2.0"]}, "pytest==9.2.0"),
+        ({**IMAGE, "packages": [*IMAGE["packages"], "hypothesis==6.170.15"]}, "hypothesis"),
+        ({**IMAGE, "pytest11": ["hypothesispytest=_hypothesis_pytestplugin"]}, "pytest plugins"),
+    ],
+)
 def test_a_baseline_unlike_the_image_is_broken(host, words):
     with pytest.raises(overhead.MeasurementBroken, match=words):
         overhead.same_as_image(host, IMAGE)
@@ -51,13 +54,18 @@ def test_the_same_interpreter_and_packages_pass():
 @pytest.mark.docker
 def test_the_benchmark_measures_with_the_environments_pytest(tmp_path):
     out = tmp_path / "overhead.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "3", "--runtimes", "runc", "--json", str(out)],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rounds", "3", "--runtimes", "runc", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads(out.read_text())
     requirements = ROOT / "environments" / "python-3.11" / "requirements.txt"
-    pinned = [line.strip() for line in requirements.read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    pinned = [
+        line.strip() for line in requirements.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     assert sorted(figures["baseline"]["packages"]) == sorted(pinned)
     assert figures["baseline"]["pytest_plugins"] == []
     assert figures["baseline"]["host_python"].rsplit(".", 1)[0] == figures["baseline"]["image_python"].rsplit(".", 1)[0]
@@ -69,9 +77,23 @@ def test_the_benchmark_measures_with_the_environments_pytest(tmp_path):
 @pytest.mark.docker
 def test_the_projects_own_virtualenv_as_baseline_is_refused(tmp_path):
     out = tmp_path / "overhead.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "1", "--runtimes", "runc", "--json", str(out),
-                          "--baseline-python", sys.executable],  # the project's: pytest and its dev plugins
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--rounds",
+            "1",
+            "--runtimes",
+            "runc",
+            "--json",
+            str(out),
+            "--baseline-python",
+            sys.executable,
+        ],  # the project's: pytest and its dev plugins
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 2, run.stdout + run.stderr
     assert "the measurement is broken" in run.stderr
     assert "installed distributions are not the image's" in run.stderr

@@ -26,7 +26,10 @@ def test_good_patch_lists_files_and_hash():
     info = inspect_patch(GOOD, MIB)
     assert info.ok and not info.empty
     assert {(f.path, f.status) for f in info.files} == {
-        ("pkg/mod.py", "modified"), ("pkg/new.py", "added"), ("renamed.txt", "renamed")}
+        ("pkg/mod.py", "modified"),
+        ("pkg/new.py", "added"),
+        ("renamed.txt", "renamed"),
+    }
     assert info.touched() == {"pkg/mod.py", "pkg/new.py", "renamed.txt", "old.txt"}
     assert len(info.sha256) == 64 and info.size == len(GOOD)
 

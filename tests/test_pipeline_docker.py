@@ -34,12 +34,15 @@ def fixed_with(prelude: str) -> str:
 
 # --- the verdicts ----------------------------------------------------------------------
 
+
 def test_gold_patch_passes(grader, mini_set):
     result = grade(grader, mini_set, mini_set.get("mini").gold_patch_text())
     assert result.verdict is Verdict.PASS, result.to_json()
     assert result.tests.fail_to_pass == {"success": ["tests/test_mean.py::test_empty"], "failure": []}
-    assert sorted(result.tests.pass_to_pass["success"]) == ["tests/test_basic.py::test_one",
-                                                            "tests/test_mean.py::test_two"]
+    assert sorted(result.tests.pass_to_pass["success"]) == [
+        "tests/test_basic.py::test_one",
+        "tests/test_mean.py::test_two",
+    ]
     assert result.apply.method == "git apply"
     assert result.apply.restored == ["tests/test_mean.py"]
     assert result.localization.f1 == 1.0
@@ -101,12 +104,18 @@ def test_fuzzy_patch_applies_with_the_fallback(grader, mini_set):
     assert result.verdict is Verdict.PASS
 
 
-@pytest.mark.parametrize("patch, words", [
-    (b"this is not a diff\n", "not a unified diff"),
-    (b"--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "'..'"),
-    (b"--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "absolute"),
-    (b"diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n@@ -1 +1 @@\n-x\n+y\n", ".git"),
-])
+@pytest.mark.parametrize(
+    "patch, words",
+    [
+        (b"this is not a diff\n", "not a unified diff"),
+        (b"--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "'..'"),
+        (b"--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "absolute"),
+        (
+            b"diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n@@ -1 +1 @@\n-x\n+y\n",
+            ".git",
+        ),
+    ],
+)
 def test_unsafe_or_malformed_patches_are_refused(grader, mini_set, patch, words):
     result = grade(grader, mini_set, patch)
     assert result.verdict is Verdict.PATCH_FAILED
@@ -133,6 +142,7 @@ def test_infinite_loop_at_import_is_timed_out(grader, mini, mini_set):
 
 # --- ERROR: faults of the machinery, never FAIL ----------------------------------------
 
+
 def test_docker_down_is_error_not_fail(settings, mini_set):
     dead = DockerSandbox(engine=DockerEngine(base_url="unix:///nonexistent/docker.sock"))
     grader = Grader(settings, sandbox=dead)
@@ -154,6 +164,7 @@ def test_missing_image_is_error_when_builds_are_off(settings, mini_set, tmp_path
 
 # --- hostile patches -------------------------------------------------------------------
 
+
 def test_conftest_attack_is_neutralized(grader, mini, mini_set):
     # The published SWE-bench exploit: a conftest.py that turns every report into a pass.
     conftest = textwrap.dedent("""\
@@ -172,12 +183,14 @@ def test_conftest_attack_is_neutralized(grader, mini, mini_set):
 
 
 def test_modified_repo_conftest_is_reverted_and_injected_ini_ignored(grader, mini, mini_set):
-    patch = mini.diff({
-        "pytest.ini": "[pytest]\naddopts = -p no:python\n",
-        "setup.cfg": "[tool:pytest]\npython_files = nothing_*.py\n",
-        "sitecustomize.py": "import os\nos._exit(0)\n",
-        "calc/evil.pth": "import os; os._exit(0)\n",
-    })
+    patch = mini.diff(
+        {
+            "pytest.ini": "[pytest]\naddopts = -p no:python\n",
+            "setup.cfg": "[tool:pytest]\npython_files = nothing_*.py\n",
+            "sitecustomize.py": "import os\nos._exit(0)\n",
+            "calc/evil.pth": "import os; os._exit(0)\n",
+        }
+    )
     result = grade(grader, mini_set, patch)
     assert result.verdict is Verdict.FAIL
     assert "test_empty" in " ".join(result.tests.fail_to_pass["failure"])
@@ -197,8 +210,9 @@ def test_a_deleted_visible_test_is_put_back(grader, mini, mini_set):
     assert fixed.verdict is Verdict.PASS, fixed.explanation
     assert fixed.protections.protected_restored == ["tests/test_basic.py"]
     assert "restored to the base: tests/test_basic.py" in fixed.explanation
-    broken = grade(grader, mini_set, mini.diff({"calc/__init__.py": "def mean(xs):\n    return 0\n",
-                                                "tests/test_basic.py": None}))
+    broken = grade(
+        grader, mini_set, mini.diff({"calc/__init__.py": "def mean(xs):\n    return 0\n", "tests/test_basic.py": None})
+    )
     assert broken.verdict is Verdict.FAIL
     assert "tests/test_basic.py::test_one" in broken.tests.pass_to_pass["failure"]
 
@@ -234,9 +248,11 @@ def test_forged_passed_lines_and_early_exit_zero_fail(grader, mini, mini_set):
 
 
 def test_forged_junit_file_is_not_read(grader, mini, mini_set):
-    fake = ('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="3">'
-            '<testcase classname="tests.test_mean" name="test_empty" file="tests/test_mean.py"/>'
-            '</testsuite></testsuites>')
+    fake = (
+        '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="3">'
+        '<testcase classname="tests.test_mean" name="test_empty" file="tests/test_mean.py"/>'
+        "</testsuite></testsuites>"
+    )
     prelude = f"""\
         for path in ("report.xml", "junit.xml", "/tmp/junit.xml", "/tmp/report.xml"):
             with open(path, "w") as f:
@@ -377,8 +393,9 @@ def test_submitted_code_runs_unprivileged(grader, mini, mini_set):
 def test_symlink_to_host_files_reads_nothing(grader, mini, mini_set):
     # A symlink the patch creates points into the container's own filesystem only;
     # the hidden test path replaced by a symlink is put back as a real file.
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": FIXED},
-                                               symlinks={"tests/test_mean.py": "../README.md"}))
+    result = grade(
+        grader, mini_set, mini.diff({"calc/__init__.py": FIXED}, symlinks={"tests/test_mean.py": "../README.md"})
+    )
     assert result.verdict is Verdict.PASS
     assert result.apply.restored == ["tests/test_mean.py"]
 

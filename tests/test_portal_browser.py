@@ -26,13 +26,20 @@ SHOTS = Path(os.environ.get("GRADER_SCREENSHOTS", Path(__file__).parent.parent /
 def _browser():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as ChromeService
+
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not chromium or not driver:
         pytest.fail("chromium and chromedriver are not installed: run bash scripts/setup.sh", pytrace=False)
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--window-size=1280,1000", "--disable-dev-shm-usage"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--window-size=1280,1000",
+        "--disable-dev-shm-usage",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=ChromeService(driver), options=opts)
@@ -45,24 +52,35 @@ def site(tmp_path_factory, redis_server, settings, mini):
     """Two public runs graded for real on the mini tasks: 'gold' passes everything, 'empty'
     fails everything; a third team's private run; a live server on a free port."""
     from conftest import FIXED
+
     redis_server.flush()
     db = tmp_path_factory.mktemp("portal") / "grader.db"
-    svc = make_service(f"sqlite:///{db}", redis_server.url, tasks_dir=settings.tasks_dir,
-                       cache_dir=settings.cache_dir, retry_backoff=0)
+    svc = make_service(
+        f"sqlite:///{db}", redis_server.url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir, retry_backoff=0
+    )
     jobs.use(svc, Grader(svc.settings))
     app = create_app(service=svc, migrate=False)
     keys = {name: new_key(svc, name) for name in ("alpha", "beta", "gamma")}
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     c = app.test_client()
-    for team, run, patch, method in (("alpha", "gold-run", gold, "Careful Agent"),
-                                     ("beta", "empty-run", "", "Lazy Agent"), ("gamma", "secret-run", gold, None)):
+    for team, run, patch, method in (
+        ("alpha", "gold-run", gold, "Careful Agent"),
+        ("beta", "empty-run", "", "Lazy Agent"),
+        ("gamma", "secret-run", gold, None),
+    ):
         api = Api(c, keys[team])
-        items = [{"task_id": t, "patch": patch + ("\n" * trial if patch else ""), "trial": trial}
-                 for t in ("mini", "mini-nolist") for trial in range(2)]
+        items = [
+            {"task_id": t, "patch": patch + ("\n" * trial if patch else ""), "trial": trial}
+            for t in ("mini", "mini-nolist")
+            for trial in range(2)
+        ]
         assert api.post("/v1/submissions/batch", json={"run_id": run, "submissions": items}).status_code == 202
         if method:
-            r = c.patch(f"/v1/runs/{run}", json={"public": True, "method": method},
-                        headers={"Authorization": f"Bearer {keys[team]}"})
+            r = c.patch(
+                f"/v1/runs/{run}",
+                json={"public": True, "method": method},
+                headers={"Authorization": f"Bearer {keys[team]}"},
+            )
             assert r.status_code == 200
     work(svc)
     server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -90,11 +108,13 @@ def _wait_for_text(b, text: str) -> None:
             if isinstance(exc, StaleElementReferenceException) or "does not belong to the document" in str(exc):
                 return False
             raise
+
     WebDriverWait(b, 10).until(shown)
 
 
 def visit(site, path: str, shot: str):
     from selenium.webdriver.common.by import By
+
     b = site["b"]
     b.get(site["url"] + path)
     b.save_screenshot(str(SHOTS / f"{shot}.png"))
@@ -107,6 +127,7 @@ def visit(site, path: str, shot: str):
 
 def test_leaderboard_ranks_and_sorts(site):
     from selenium.webdriver.common.by import By
+
     body = visit(site, "/leaderboard", "leaderboard")
     rows = site["b"].find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr.run-row")
     names = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
@@ -126,6 +147,7 @@ def test_leaderboard_ranks_and_sorts(site):
 
 def test_run_page_figures_grid_and_charts(site):
     from selenium.webdriver.common.by import By
+
     site["b"].get(site["url"] + "/leaderboard")
     site["b"].find_element(By.LINK_TEXT, "gold-run").click()
     _wait_for_text(site["b"], "Per task")
@@ -147,6 +169,7 @@ def test_run_page_figures_grid_and_charts(site):
 def test_compare_page(site):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
+
     b = site["b"]
     visit(site, "/compare", "compare-empty")
     Select(b.find_element(By.NAME, "a")).select_by_visible_text("gold-run (alpha)")
@@ -170,9 +193,11 @@ def test_task_page_shows_only_the_public_instruction(site):
 
 def test_submission_logs_need_the_owning_team(site):
     from selenium.webdriver.common.by import By
+
     b = site["b"]
     with site["svc"].db.read() as s:
         from grader.store.models import Submission
+
         sid = s.query(Submission).filter_by(run_id="empty-run").first().id
     b.delete_all_cookies()
     b.get(f"{site['url']}/submissions/{sid}")
@@ -212,6 +237,7 @@ def test_a_submission_page_folds_what_passed_and_shows_the_diff(site):
     from selenium.webdriver.common.by import By
 
     from grader.store.models import Submission
+
     b = site["b"]
     with site["svc"].db.read() as s:
         sub = s.query(Submission).filter_by(run_id="gold-run", task_id="mini", trial=0).one()
@@ -237,6 +263,7 @@ def test_a_submission_page_folds_what_passed_and_shows_the_diff(site):
 
 def test_docs_page_sits_in_the_portal(site):
     from selenium.webdriver.common.by import By
+
     b = site["b"]
     b.get_log("browser")  # earlier tests' entries are theirs
     body = visit(site, "/docs", "docs")

@@ -31,7 +31,7 @@ def _signed_in_as(client) -> str | None:
     assert r.status_code == 200
     text = r.get_data(as_text=True)
     start = text.index('id="signed-in">') + len('id="signed-in">')
-    return text[start:text.index("<", start)]
+    return text[start : text.index("<", start)]
 
 
 def test_signing_out_ends_the_session_on_the_server(portal):
@@ -51,9 +51,15 @@ def test_signing_out_ends_the_session_on_the_server(portal):
     assert _signed_in_as(browser) == "team-a" and _signed_in_as(replay) is None
 
 
-@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Origin": "null"},
-                                     {"Referer": "http://evil.example/page"},
-                                     {"Origin": "http://localhost.evil.example"}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "http://evil.example/page"},
+        {"Origin": "http://localhost.evil.example"},
+    ],
+)
 def test_a_form_from_another_site_is_refused(portal, headers):
     app, svc = portal
     key = new_key(svc, "attacker")
@@ -82,8 +88,10 @@ def test_a_page_elsewhere_cannot_sign_a_browser_in(redis_url, tmp_path):
     server = make_server("127.0.0.1", 0, create_app(service=svc, migrate=False), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     site = f"http://127.0.0.1:{server.server_port}"
-    page = (f'<html><body><form method="post" action="{site}/login"><input name="key" value="{key}"></form>'
-            "<script>document.forms[0].submit()</script></body></html>").encode()
+    page = (
+        f'<html><body><form method="post" action="{site}/login"><input name="key" value="{key}"></form>'
+        "<script>document.forms[0].submit()</script></body></html>"
+    ).encode()
 
     class Evil(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802

@@ -25,8 +25,22 @@ from grader.validate import validate_task
 
 ROOT = Path(__file__).resolve().parent.parent
 # Kept for an independent check of the suite: no task may come from these projects.
-RESERVED = {"attrs", "boltons", "cachetools", "humanize", "idna", "inflect", "more-itertools", "python-dateutil",
-            "six", "toolz", "wcwidth", "tabulate", "sortedcontainers", "python-slugify"}
+RESERVED = {
+    "attrs",
+    "boltons",
+    "cachetools",
+    "humanize",
+    "idna",
+    "inflect",
+    "more-itertools",
+    "python-dateutil",
+    "six",
+    "toolz",
+    "wcwidth",
+    "tabulate",
+    "sortedcontainers",
+    "python-slugify",
+}
 
 
 def _load_build():
@@ -49,6 +63,7 @@ def _quiet(*_args) -> None:
 
 # --- the manifest, no Docker needed ---------------------------------------------------------
 
+
 def test_the_suite_spans_projects_and_years():
     projects = {spec.project for spec in MANIFEST.tasks}
     assert len(TASK_IDS) >= 20
@@ -62,8 +77,11 @@ def test_every_sdist_is_pinned_to_pypi_by_hash():
     for sdist in MANIFEST.sdists.values():
         assert sdist.url.startswith(build.FILES_HOST) and sdist.url.endswith((".tar.gz", ".zip"))
         assert len(sdist.sha256) == 64 and int(sdist.sha256, 16) >= 0
-        assert sdist.filename.lower().replace("_", "-").startswith(
-            MANIFEST.projects[sdist.project].get("pypi", sdist.project).lower().replace("_", "-"))
+        assert (
+            sdist.filename.lower()
+            .replace("_", "-")
+            .startswith(MANIFEST.projects[sdist.project].get("pypi", sdist.project).lower().replace("_", "-"))
+        )
 
 
 def test_every_task_has_lists_computed_from_its_hidden_tests():
@@ -93,6 +111,7 @@ def test_the_suite_file_the_build_writes_sets_tests_feedback(tmp_path):
     """Submitters of the real-world tasks see the listed tests' outcomes, never the output
     that could quote the real projects' hidden tests."""
     from grader.tasks.loader import read_suite_file
+
     (tmp_path / "suite.yaml").write_text(build.SUITE_YAML)
     assert read_suite_file(tmp_path / "suite.yaml") == {"feedback": "tests"}
 
@@ -105,6 +124,7 @@ def test_the_default_tasks_directory_does_not_hold_the_suite():
 
 
 # --- built and graded for real --------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def realworld() -> Path:
@@ -147,8 +167,11 @@ def test_a_rebuild_is_byte_identical(realworld, tmp_path):
     build.build_suite(again, force=True, log=_quiet)
 
     def digest(root: Path) -> dict[str, str]:
-        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(root.rglob("*")) if p.is_file()}
+        return {
+            str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
 
     assert digest(again) == digest(realworld)
     shutil.rmtree(again)

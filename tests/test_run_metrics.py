@@ -89,8 +89,10 @@ def test_run_summary_by_hand():
     assert s.per_task["t2"].verdicts == ["PATCH FAILED", "ERROR"] and s.per_task["t2"].n == 1
     # by suite: s1 (t1) -> 1/2; s2 (t2, t3) -> (0 + 1/2) / 2
     assert s.breakdowns["suite"]["s1"]["solve_rate"].value == 0.5
-    assert (s.breakdowns["suite"]["s2"]["solve_rate"].numerator,
-            s.breakdowns["suite"]["s2"]["solve_rate"].denominator) == (0.5, 2)
+    assert (
+        s.breakdowns["suite"]["s2"]["solve_rate"].numerator,
+        s.breakdowns["suite"]["s2"]["solve_rate"].denominator,
+    ) == (0.5, 2)
     assert s.localization["f1"].value == 0.75 and s.localization["f1"].denominator == 2
     lo, hi = s.solve_rate.ci
     assert lo < 0.4 < hi
@@ -110,8 +112,14 @@ def test_empty_and_all_error_runs():
 
 def test_paired_comparison_by_hand():
     a = [_a("t1", "PASS"), _a("t2", "PASS"), _a("t3", "FAIL"), _a("t4", "FAIL"), _a("only-a", "PASS")]
-    b = [_a("t1", "PASS"), _a("t2", "FAIL"), _a("t3", "FAIL"), _a("t4", "PASS"), _a("only-b", "PASS"),
-         _a("t5", "ERROR")]
+    b = [
+        _a("t1", "PASS"),
+        _a("t2", "FAIL"),
+        _a("t3", "FAIL"),
+        _a("t4", "PASS"),
+        _a("only-b", "PASS"),
+        _a("t5", "ERROR"),
+    ]
     c = paired_comparison(a, b)
     # common with valid trials: t1..t4; A wins t2, B wins t4; ties t1, t3
     assert (c.common_tasks, c.wins, c.losses, c.ties) == (4, 1, 1, 2)

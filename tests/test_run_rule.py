@@ -29,11 +29,13 @@ pytestmark = pytest.mark.service
 # One 3-trial run over five tasks of the examples suite (10 tasks). The newest trial of
 # calc-mean-empty fails and that of calc-median-even passes; calc-add-mode passed once:
 # a rule by the newest trial, or by "any trial passed", gives other answers.
-R3 = {"calc-mean-empty": ["PASS", "PASS", "FAIL"],  # 2 of 3: resolved
-      "calc-median-even": ["FAIL", "FAIL", "PASS"],  # 1 of 3: not
-      "notes-merge-greeting": ["FAIL", "FAIL", "FAIL"],  # 0 of 3
-      "notes-merge-release": ["PASS", "PASS", "PASS"],  # 3 of 3: resolved
-      "calc-add-mode": ["PATCH FAILED", "PASS", "TIMED OUT"]}  # 1 of 3, 2 graded: not
+R3 = {
+    "calc-mean-empty": ["PASS", "PASS", "FAIL"],  # 2 of 3: resolved
+    "calc-median-even": ["FAIL", "FAIL", "PASS"],  # 1 of 3: not
+    "notes-merge-greeting": ["FAIL", "FAIL", "FAIL"],  # 0 of 3
+    "notes-merge-release": ["PASS", "PASS", "PASS"],  # 3 of 3: resolved
+    "calc-add-mode": ["PATCH FAILED", "PASS", "TIMED OUT"],
+}  # 1 of 3, 2 graded: not
 RESOLVED = ["calc-mean-empty", "notes-merge-release"]
 # solve rate: (2/3 + 1/3 + 0 + 1 + 1/3) / 5 = (7/3) / 5 = 46.7%; success: (1 + 1 + 1 + 1 + 1/3) / 5 = 86.7%
 
@@ -54,6 +56,7 @@ def app(svc):
 def served(app):
     """The app over real HTTP, for the command-line client."""
     from werkzeug.serving import make_server
+
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
@@ -74,15 +77,25 @@ def finish_all(svc, verdicts: dict[str, str]) -> None:
         rows = s.query(Submission).filter(Submission.id.in_(list(verdicts))).all()
     for row in rows:
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-        subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=Verdict(verdicts[row.id]), explanation="set",
-                                      durations={"total": 1.0},
-                                      provenance=Provenance(patch_sha256=row.patch_sha256, task_hash=row.task_hash,
-                                                            image_id="img", grader_version="t")))
+        subs.finish(
+            svc.db,
+            c,
+            Result(
+                task_id=row.task_id,
+                verdict=Verdict(verdicts[row.id]),
+                explanation="set",
+                durations={"total": 1.0},
+                provenance=Provenance(
+                    patch_sha256=row.patch_sha256, task_hash=row.task_hash, image_id="img", grader_version="t"
+                ),
+            ),
+        )
 
 
 def publish(api: Api, run: str, **fields) -> dict:
-    r = api.client.patch(f"/v1/runs/{run}", json={"public": True, **fields},
-                         headers={"Authorization": f"Bearer {api.key}"})
+    r = api.client.patch(
+        f"/v1/runs/{run}", json={"public": True, **fields}, headers={"Authorization": f"Bearer {api.key}"}
+    )
     assert r.status_code == 200, r.json
     return r.json
 
@@ -126,16 +139,24 @@ def test_a_three_trial_run_gives_the_same_figures_on_every_surface(app, svc, ser
             verdict_of[row.task_id, row.patch.decode()] = ids[row.id]
     preds = a.get("/v1/runs/r3/predictions").json
     assert [p["instance_id"] for p in preds] == sorted(R3)
-    assert sorted(p["instance_id"] for p in preds if verdict_of[p["instance_id"], p["model_patch"]] == "PASS") \
-        == RESOLVED
+    assert (
+        sorted(p["instance_id"] for p in preds if verdict_of[p["instance_id"], p["model_patch"]] == "PASS") == RESOLVED
+    )
 
     # the comparison's per-task outcomes
     b1 = publish(b, "b1")["id"]  # public, so that alpha may compare with it
     comp = a.get(f"/v1/compare?a=r3&b={b1}").json["comparison"]
     assert sorted(t for t, x in comp["per_task"].items() if x["a"] == "resolved") == RESOLVED
     assert (comp["common_tasks"], comp["wins"], comp["losses"], comp["ties"]) == (5, 0, 3, 2)
-    assert comp["per_task"]["calc-mean-empty"] == {"a": "resolved", "b": "resolved", "outcome": "both",
-                                                   "a_passed": 2, "a_trials": 3, "b_passed": 1, "b_trials": 1}
+    assert comp["per_task"]["calc-mean-empty"] == {
+        "a": "resolved",
+        "b": "resolved",
+        "outcome": "both",
+        "a_passed": 2,
+        "a_trials": 3,
+        "b_passed": 1,
+        "b_trials": 1,
+    }
 
     # the leaderboard, once both are public: over the suite's 10 tasks
     run_id = publish(a, "r3", method="Three Tries")["id"]
@@ -201,8 +222,11 @@ def test_a_one_task_run_does_not_outrank_a_five_task_run_that_resolves_more(app,
 # --- 3. a published run is locked --------------------------------------------------------------------------
 def test_a_published_run_takes_no_more_submissions(app, svc):
     a = Api(app.test_client(), new_key(svc, "alpha"))
-    first = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "x", "run_id": "p"},
-                   headers={"Idempotency-Key": "k-1"})
+    first = a.post(
+        "/v1/submissions",
+        json={"task_id": "calc-mean-empty", "patch": "x", "run_id": "p"},
+        headers={"Idempotency-Key": "k-1"},
+    )
     assert first.status_code == 202
     finish_all(svc, {first.json["id"]: "FAIL"})
     meta = publish(a, "p")
@@ -211,13 +235,22 @@ def test_a_published_run_takes_no_more_submissions(app, svc):
     assert r.status_code == 409 and r.json["error"]["code"] == "run_locked"
     assert "new run_id" in r.json["error"]["message"]
     # a retry of the request accepted before publication is still answered with its submission
-    again = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "x", "run_id": "p"},
-                   headers={"Idempotency-Key": "k-1"})
+    again = a.post(
+        "/v1/submissions",
+        json={"task_id": "calc-mean-empty", "patch": "x", "run_id": "p"},
+        headers={"Idempotency-Key": "k-1"},
+    )
     assert again.status_code == 200 and again.json["id"] == first.json["id"]
     # a batch: every item into the locked run is refused with the reason; the rest go through
-    r = a.post("/v1/submissions/batch", json={"submissions": [
-        {"task_id": "calc-mean-empty", "patch": "z", "run_id": "p"},
-        {"task_id": "calc-mean-empty", "patch": "z", "run_id": "p-2"}]})
+    r = a.post(
+        "/v1/submissions/batch",
+        json={
+            "submissions": [
+                {"task_id": "calc-mean-empty", "patch": "z", "run_id": "p"},
+                {"task_id": "calc-mean-empty", "patch": "z", "run_id": "p-2"},
+            ]
+        },
+    )
     assert r.status_code == 202 and r.json["accepted"] == 1
     assert r.json["items"][0]["error"]["code"] == "run_locked" and "id" in r.json["items"][1]
     r = a.post("/v1/submissions/batch?run_id=p", json=[{"instance_id": "calc-mean-empty", "model_patch": "w"}])
@@ -225,23 +258,29 @@ def test_a_published_run_takes_no_more_submissions(app, svc):
     # made private again, it stays locked: its figures were shown
     r = a.client.patch("/v1/runs/p", json={"public": False}, headers={"Authorization": f"Bearer {a.key}"})
     assert r.status_code == 200 and r.json["locked"]
-    assert a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "v",
-                                           "run_id": "p"}).status_code == 409
+    assert (
+        a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "v", "run_id": "p"}).status_code == 409
+    )
     assert a.get("/v1/runs/p").json["submissions"] == 1
     # the host's leave: a host key's own published run (a baseline) still takes submissions
     host = Api(app.test_client(), new_key(svc, "host", admin=True))
-    assert host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h",
-                                              "run_id": "base"}).status_code == 202
+    assert (
+        host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h", "run_id": "base"}).status_code
+        == 202
+    )
     host.client.patch("/v1/runs/base", json={"baseline": True}, headers={"Authorization": f"Bearer {host.key}"})
-    assert host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h2",
-                                              "run_id": "base"}).status_code == 202
+    assert (
+        host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h2", "run_id": "base"}).status_code
+        == 202
+    )
     # a team's run the host marks a baseline is on the leaderboard: locked too
     sent = a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q", "run_id": "q"})
     assert sent.status_code == 202
     q = a.get("/v1/runs/q").json["id"]
     host.client.patch(f"/v1/runs/{q}", json={"baseline": True}, headers={"Authorization": f"Bearer {host.key}"})
-    assert a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q2",
-                                           "run_id": "q"}).status_code == 409
+    assert (
+        a.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "q2", "run_id": "q"}).status_code == 409
+    )
 
 
 def test_a_run_published_before_the_lock_existed_is_locked_by_the_migration(database_url):
@@ -249,18 +288,27 @@ def test_a_run_published_before_the_lock_existed_is_locked_by_the_migration(data
     from sqlalchemy import text as sql
 
     from grader.store.db import Database
+
     db = Database(database_url)
     with db._write_engine.connect() as conn:
         command.upgrade(db._alembic(conn), "0003")
         conn.commit()
     with db._write_engine.begin() as conn:
-        conn.execute(sql("INSERT INTO teams (name, admin, webhook_secret, created_at) "
-                         "VALUES ('t', false, 's', '2025-01-01 00:00:00')"))
+        conn.execute(
+            sql(
+                "INSERT INTO teams (name, admin, webhook_secret, created_at) "
+                "VALUES ('t', false, 's', '2025-01-01 00:00:00')"
+            )
+        )
         tid = conn.execute(sql("SELECT id FROM teams")).scalar()
         for rid, name, public in (("a" * 16, "shown", 1), ("b" * 16, "private", 0)):
-            conn.execute(sql("INSERT INTO runs (id, team_id, name, public, baseline, hidden, verified, created_at) "
-                             "VALUES (:id, :t, :n, :p, false, false, false, '2025-02-03 00:00:00')"),
-                         {"id": rid, "t": tid, "n": name, "p": bool(public)})
+            conn.execute(
+                sql(
+                    "INSERT INTO runs (id, team_id, name, public, baseline, hidden, verified, created_at) "
+                    "VALUES (:id, :t, :n, :p, false, false, false, '2025-02-03 00:00:00')"
+                ),
+                {"id": rid, "t": tid, "n": name, "p": bool(public)},
+            )
     db.migrate()
     with db._write_engine.connect() as conn:
         got = dict(conn.execute(sql("SELECT name, published_at FROM runs")).all())
@@ -317,7 +365,7 @@ def test_the_portal_explains_its_figures_and_says_when_there_is_nothing(app, svc
     finish_all(svc, submit_run(a, "g", {"calc-mean-empty": ["PASS", "FAIL", "PASS"]}))
     gid = publish(a, "g")["id"]
     page = text(anon.get(f"/runs/{gid}"))
-    glossary = page[page.index("What the figures mean"):]
+    glossary = page[page.index("What the figures mean") :]
     for term in ("resolved", "solve rate", "success rate", "pass@k", "pass_any@n", "stability", "more than half"):
         assert term in glossary, term
     assert "pass@1" in page and "pass@2" in page and "pass@3" in page and "pass@4" not in page

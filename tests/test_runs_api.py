@@ -42,10 +42,19 @@ def finish_all(svc, verdicts: dict[str, str]) -> None:
     for row in rows:
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
         v = Verdict(verdicts[row.id])
-        subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=v, explanation="set by the test",
-                                      durations={"total": 1.0},
-                                      provenance=Provenance(patch_sha256=row.patch_sha256, task_hash=row.task_hash,
-                                                            image_id="img", grader_version="t")))
+        subs.finish(
+            svc.db,
+            c,
+            Result(
+                task_id=row.task_id,
+                verdict=v,
+                explanation="set by the test",
+                durations={"total": 1.0},
+                provenance=Provenance(
+                    patch_sha256=row.patch_sha256, task_hash=row.task_hash, image_id="img", grader_version="t"
+                ),
+            ),
+        )
 
 
 def submit_run(api: Api, run: str, outcomes: dict[str, list[str]], patch: str = "x") -> dict[str, str]:
@@ -64,8 +73,15 @@ def test_run_figures_visibility_and_metadata(app, svc):
     a = Api(app.test_client(), new_key(svc, "alpha"))
     b = Api(app.test_client(), new_key(svc, "beta"))
     anon = Api(app.test_client(), None)
-    ids = submit_run(a, "r1", {"calc-mean-empty": ["PASS", "FAIL"], "calc-median-even": ["PASS", "PASS"],
-                               "notes-merge-greeting": ["PATCH FAILED", "FAIL"]})
+    ids = submit_run(
+        a,
+        "r1",
+        {
+            "calc-mean-empty": ["PASS", "FAIL"],
+            "calc-median-even": ["PASS", "PASS"],
+            "notes-merge-greeting": ["PATCH FAILED", "FAIL"],
+        },
+    )
     finish_all(svc, ids)
     view = a.get("/v1/runs/r1").json  # by name, within the team
     m = view["metrics"]
@@ -85,15 +101,19 @@ def test_run_figures_visibility_and_metadata(app, svc):
     assert b.get("/v1/runs/r1").status_code == 404
     assert anon.get("/v1/leaderboard").json["items"] == []
     # the team describes it and makes it public; only an admin marks it
-    r = a.client.patch(f"/v1/runs/{run_id}", json={"method": "M", "paper_url": "https://example.org/p", "public": True},
-                       headers={"Authorization": f"Bearer {a.key}"})
+    r = a.client.patch(
+        f"/v1/runs/{run_id}",
+        json={"method": "M", "paper_url": "https://example.org/p", "public": True},
+        headers={"Authorization": f"Bearer {a.key}"},
+    )
     assert r.status_code == 200 and r.json["public"] and r.json["method"] == "M"
     r = a.client.patch(f"/v1/runs/{run_id}", json={"verified": True}, headers={"Authorization": f"Bearer {a.key}"})
     assert r.status_code == 403
     r = b.client.patch(f"/v1/runs/{run_id}", json={"public": False}, headers={"Authorization": f"Bearer {b.key}"})
     assert r.status_code == 404
-    r = a.client.patch(f"/v1/runs/{run_id}", json={"paper_url": "javascript:alert(1)"},
-                       headers={"Authorization": f"Bearer {a.key}"})
+    r = a.client.patch(
+        f"/v1/runs/{run_id}", json={"paper_url": "javascript:alert(1)"}, headers={"Authorization": f"Bearer {a.key}"}
+    )
     assert r.status_code == 422
     # a mark is true or false, never null (it was stored as NULL and answered 503)
     r = a.client.patch(f"/v1/runs/{run_id}", json={"public": None}, headers={"Authorization": f"Bearer {a.key}"})
@@ -102,8 +122,9 @@ def test_run_figures_visibility_and_metadata(app, svc):
     board = anon.get("/v1/leaderboard").json["items"]
     assert [(x["name"], x["rank"]) for x in board] == [("r1", 1)]
     admin = Api(app.test_client(), new_key(svc, "host", admin=True))
-    r = admin.client.patch(f"/v1/runs/{run_id}", json={"hidden": True},
-                           headers={"Authorization": f"Bearer {admin.key}"})
+    r = admin.client.patch(
+        f"/v1/runs/{run_id}", json={"hidden": True}, headers={"Authorization": f"Bearer {admin.key}"}
+    )
     assert r.status_code == 200
     assert anon.get("/v1/leaderboard").json["items"] == [] and anon.get(f"/v1/runs/{run_id}").status_code == 404
     assert a.get(f"/v1/runs/{run_id}").status_code == 200  # its team still sees it
@@ -122,8 +143,10 @@ def test_leaderboard_ranks_complete_runs_and_filters(app, svc):
     assert [(x["name"], x["rank"]) for x in board] == [("good", 1), ("meh", 2)]
     board = a.get("/v1/leaderboard?include_incomplete=1").json["items"]
     assert [x["name"] for x in board[:2]] == ["good", "meh"]
-    assert {(x["name"], x["rank"], x["complete"]) for x in board[2:]} == {("broken", None, False),
-                                                                          ("pending", None, False)}
+    assert {(x["name"], x["rank"], x["complete"]) for x in board[2:]} == {
+        ("broken", None, False),
+        ("pending", None, False),
+    }
     broken = next(x for x in board if x["name"] == "broken")
     assert broken["errors"] == 1 and broken["metrics"]["solve_rate"]["denominator"] == 1  # ERROR left out
     # a suite filter and a time window: calc-mean-empty was created 2021-03-14, notes-merge-greeting later
@@ -138,10 +161,25 @@ def test_leaderboard_ranks_complete_runs_and_filters(app, svc):
 
 def test_compare_and_swebench_report(app, svc):
     a = Api(app.test_client(), new_key(svc, "alpha"))
-    finish_all(svc, submit_run(a, "A", {"calc-mean-empty": ["PASS"], "calc-median-even": ["FAIL"],
-                                        "notes-merge-greeting": ["FAIL"]}))
-    finish_all(svc, submit_run(a, "B", {"calc-mean-empty": ["PASS"], "calc-median-even": ["PASS"],
-                                        "notes-merge-greeting": ["PASS"], "notes-merge-release": ["PASS"]}))
+    finish_all(
+        svc,
+        submit_run(
+            a, "A", {"calc-mean-empty": ["PASS"], "calc-median-even": ["FAIL"], "notes-merge-greeting": ["FAIL"]}
+        ),
+    )
+    finish_all(
+        svc,
+        submit_run(
+            a,
+            "B",
+            {
+                "calc-mean-empty": ["PASS"],
+                "calc-median-even": ["PASS"],
+                "notes-merge-greeting": ["PASS"],
+                "notes-merge-release": ["PASS"],
+            },
+        ),
+    )
     c = a.get("/v1/compare?a=A&b=B").json
     comp = c["comparison"]
     assert (c["a"]["name"], c["b"]["name"]) == ("A", "B")
@@ -159,8 +197,12 @@ def test_compare_and_swebench_report(app, svc):
     finish_all(svc, {r.json["id"]: "FAIL"})
     rep = a.get("/v1/runs/A/report?format=swebench").json
     # total_instances: the examples suite's 10 tasks, as SWE-bench's is the dataset's size
-    assert rep["total_instances"] == 10 and rep["submitted_ids"] == ["calc-mean-empty", "calc-median-even",
-                                                                     "notes-merge-greeting", "notes-merge-release"]
+    assert rep["total_instances"] == 10 and rep["submitted_ids"] == [
+        "calc-mean-empty",
+        "calc-median-even",
+        "notes-merge-greeting",
+        "notes-merge-release",
+    ]
     assert rep["empty_patch_ids"] == ["notes-merge-release"] and rep["resolved_ids"] == []
     assert rep["unresolved_ids"] == ["calc-mean-empty", "calc-median-even", "notes-merge-greeting"]
     assert rep["completed_instances"] == 3
@@ -169,8 +211,10 @@ def test_compare_and_swebench_report(app, svc):
 
 
 # --- predictions out --------------------------------------------------------------------------------------
-PATCH_A = "diff --git a/calc/stats.py b/calc/stats.py\n--- a/calc/stats.py\n+++ b/calc/stats.py\n" \
-          "@@ -1,2 +1,2 @@\n-\tdef mean(xs):  # moyenne\n+\tdef mean(xs):  # moyenne, \u00e9t\u00e9 \u2713\n  x\r\n"
+PATCH_A = (
+    "diff --git a/calc/stats.py b/calc/stats.py\n--- a/calc/stats.py\n+++ b/calc/stats.py\n"
+    "@@ -1,2 +1,2 @@\n-\tdef mean(xs):  # moyenne\n+\tdef mean(xs):  # moyenne, \u00e9t\u00e9 \u2713\n  x\r\n"
+)
 
 
 def test_predictions_out_round_trip_through_the_api(app, svc):
@@ -178,10 +222,12 @@ def test_predictions_out_round_trip_through_the_api(app, svc):
     task (its newest submission, as the report counts it), and submitting those again
     makes a run with the same predictions."""
     a = Api(app.test_client(), new_key(svc, "alpha"))
-    given = [{"instance_id": "calc-mean-empty", "model_name_or_path": "m-1", "model_patch": PATCH_A},
-             {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-1", "model_patch": "old"},
-             {"instance_id": "calc-median-even", "model_patch": ""},
-             {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-2", "model_patch": "newer\n"}]
+    given = [
+        {"instance_id": "calc-mean-empty", "model_name_or_path": "m-1", "model_patch": PATCH_A},
+        {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-1", "model_patch": "old"},
+        {"instance_id": "calc-median-even", "model_patch": ""},
+        {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-2", "model_patch": "newer\n"},
+    ]
     assert a.post("/v1/submissions/batch?run_id=P", json=given).status_code == 202
     preds = a.get("/v1/runs/P/predictions").json
     assert preds == [
@@ -213,6 +259,7 @@ def test_predictions_out_round_trip_through_the_api(app, svc):
 def served(app):
     """The app over real HTTP, for the command-line client."""
     from werkzeug.serving import make_server
+
     server = make_server("127.0.0.1", 0, app, threaded=False)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
@@ -230,8 +277,14 @@ def test_runs_export_and_submit_predictions_round_trip_through_the_cli(app, svc,
         return result.stdout
 
     given = tmp_path / "given.json"
-    given.write_text(json.dumps([{"instance_id": "calc-mean-empty", "model_name_or_path": "m", "model_patch": PATCH_A},
-                                 {"instance_id": "calc-median-even", "model_name_or_path": "m", "model_patch": ""}]))
+    given.write_text(
+        json.dumps(
+            [
+                {"instance_id": "calc-mean-empty", "model_name_or_path": "m", "model_patch": PATCH_A},
+                {"instance_id": "calc-median-even", "model_name_or_path": "m", "model_patch": ""},
+            ]
+        )
+    )
     cli("submit", "--predictions", str(given), "--run-id", "R1")
     out = tmp_path / "R1.jsonl"
     cli("runs", "export", "R1", "--out", str(out))
@@ -244,9 +297,19 @@ def test_runs_export_and_submit_predictions_round_trip_through_the_cli(app, svc,
     assert report["empty_patch_ids"] == ["calc-median-even"]
 
 
-@pytest.mark.parametrize("target,local", [
-    ("/runs/A", True), ("/submissions/x?y=1", True), ("//evil.example/", False), ("/\\evil.example/", False),
-    ("https://evil.example/", False), ("/\tx", False), ("runs/A", False), ("", False)])
+@pytest.mark.parametrize(
+    "target,local",
+    [
+        ("/runs/A", True),
+        ("/submissions/x?y=1", True),
+        ("//evil.example/", False),
+        ("/\\evil.example/", False),
+        ("https://evil.example/", False),
+        ("/\tx", False),
+        ("runs/A", False),
+        ("", False),
+    ],
+)
 def test_signing_in_returns_only_to_a_page_of_this_site(app, svc, target, local):
     key = new_key(svc, "portal-team")
     r = app.test_client().post("/login", query_string={"next": target}, data={"key": key})
@@ -263,9 +326,17 @@ def test_hosts_see_how_many_grades_of_a_run_showed_tampering(svc, app):
     for n, row in enumerate(rows):
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
         tampered = ["a hidden canary test that must fail was reported as passed"] if n == 0 else []
-        subs.finish(svc.db, c, Result(task_id=row.task_id, verdict=Verdict(ids[row.id]), explanation="set",
-                                      tampered=tampered,
-                                      provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t")))
+        subs.finish(
+            svc.db,
+            c,
+            Result(
+                task_id=row.task_id,
+                verdict=Verdict(ids[row.id]),
+                explanation="set",
+                tampered=tampered,
+                provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t"),
+            ),
+        )
     own = team.get("/v1/runs/tamper-run").json
     assert "integrity" not in own
     assert host.get(f"/v1/runs/{own['id']}").json["integrity"] == {"tampered": 1, "audit_flagged": 0}

@@ -47,8 +47,9 @@ class Probe:
     def spec(self, command: list[str], **fields) -> RunSpec:
         fields.setdefault("limits", Limits(memory="256m", cpus=1.0, pids=64))
         fields.setdefault("timeout", 30.0)
-        return RunSpec(image=self.image, command=command, workdir="/work/repo", labels={"grader.task": "conformance"},
-                       **fields)
+        return RunSpec(
+            image=self.image, command=command, workdir="/work/repo", labels={"grader.task": "conformance"}, **fields
+        )
 
     def run(self, command: list[str], *, fake: FakeRun | None = None, **fields):
         spec = self.spec(command, **fields)
@@ -85,9 +86,12 @@ PY = ["python3", "-I", "-c"]
 
 # --- what the command did comes back as data ----------------------------------------------------
 
+
 def test_output_and_exit_status_come_back_as_data(probe):
-    out = probe.run(["sh", "-c", "printf 'out\\000put'; echo err >&2; exit 3"],
-                    fake=FakeRun(stdout=b"out\x00put", stderr=b"err\n", exit_code=3))
+    out = probe.run(
+        ["sh", "-c", "printf 'out\\000put'; echo err >&2; exit 3"],
+        fake=FakeRun(stdout=b"out\x00put", stderr=b"err\n", exit_code=3),
+    )
     assert out.exit_code == 3
     # bytes as printed (UTF-8: Docker's log driver replaces what is not, so a command that
     # must return binary encodes it; the supervisor prints ASCII JSON)
@@ -123,17 +127,23 @@ def test_a_missing_image_raises_image_error(probe):
 
 # --- what the run is given ------------------------------------------------------------------------
 
+
 def test_files_are_in_place_before_the_start_root_owned_under_files_root(probe):
     files = {"run/job.json": b'{"a": 1}', "run/deep/er/data.bin": bytes(range(256)), "top.txt": b"top"}
-    script = ("import os, hashlib\n"
-              "for rel in ['run', 'run/deep', 'run/deep/er', 'run/job.json', 'run/deep/er/data.bin', 'top.txt']:\n"
-              "    st = os.lstat('/opt/grader/' + rel)\n"
-              "    print(rel, st.st_uid, st.st_gid, oct(st.st_mode & 0o777))\n"
-              "print(hashlib.sha256(open('/opt/grader/run/deep/er/data.bin', 'rb').read()).hexdigest())\n")
+    script = (
+        "import os, hashlib\n"
+        "for rel in ['run', 'run/deep', 'run/deep/er', 'run/job.json', 'run/deep/er/data.bin', 'top.txt']:\n"
+        "    st = os.lstat('/opt/grader/' + rel)\n"
+        "    print(rel, st.st_uid, st.st_gid, oct(st.st_mode & 0o777))\n"
+        "print(hashlib.sha256(open('/opt/grader/run/deep/er/data.bin', 'rb').read()).hexdigest())\n"
+    )
     import hashlib
-    expected = ("run 0 0 0o700\nrun/deep 0 0 0o700\nrun/deep/er 0 0 0o700\nrun/job.json 0 0 0o600\n"
-                "run/deep/er/data.bin 0 0 0o600\ntop.txt 0 0 0o600\n"
-                f"{hashlib.sha256(bytes(range(256))).hexdigest()}\n")
+
+    expected = (
+        "run 0 0 0o700\nrun/deep 0 0 0o700\nrun/deep/er 0 0 0o700\nrun/job.json 0 0 0o600\n"
+        "run/deep/er/data.bin 0 0 0o600\ntop.txt 0 0 0o600\n"
+        f"{hashlib.sha256(bytes(range(256))).hexdigest()}\n"
+    )
     out = probe.run(PY + [script], files=files, files_root="/opt/grader", fake=FakeRun(stdout=expected.encode()))
     assert out.exit_code == 0, out.stderr
     assert out.stdout.decode() == expected
@@ -142,8 +152,11 @@ def test_files_are_in_place_before_the_start_root_owned_under_files_root(probe):
 
 
 def test_env_and_workdir_are_the_specs(probe):
-    out = probe.run(PY + ["import os; print(os.environ['GRADER_PROBE'], os.environ['TZ'], os.getcwd())"],
-                    env={"GRADER_PROBE": "x y", "TZ": "UTC"}, fake=FakeRun(stdout=b"x y UTC /work/repo\n"))
+    out = probe.run(
+        PY + ["import os; print(os.environ['GRADER_PROBE'], os.environ['TZ'], os.getcwd())"],
+        env={"GRADER_PROBE": "x y", "TZ": "UTC"},
+        fake=FakeRun(stdout=b"x y UTC /work/repo\n"),
+    )
     assert out.stdout == b"x y UTC /work/repo\n"
     if not probe.real:
         assert probe.sandbox.runs[-1].env == {"GRADER_PROBE": "x y", "TZ": "UTC"}
@@ -151,9 +164,11 @@ def test_env_and_workdir_are_the_specs(probe):
 
 # --- isolation: a real container's promises -----------------------------------------------------------
 
-STATUS = ("import ctypes, re\n"  # no-new-privileges from prctl: gVisor's /proc/self/status has no NoNewPrivs line
-          "caps = re.search(r'CapEff:\\s*(\\w+)', open('/proc/self/status').read()).group(1)\n"
-          "print(int(caps, 16), ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0))\n")
+STATUS = (
+    "import ctypes, re\n"  # no-new-privileges from prctl: gVisor's /proc/self/status has no NoNewPrivs line
+    "caps = re.search(r'CapEff:\\s*(\\w+)', open('/proc/self/status').read()).group(1)\n"
+    "print(int(caps, 16), ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0))\n"
+)
 
 
 def test_the_command_runs_as_root_with_only_the_supervisors_capabilities(probe):
@@ -176,14 +191,16 @@ def test_a_process_that_becomes_the_user_has_no_capabilities(probe):
 
 def test_there_is_no_network(probe):
     probe.only_in_a_container("the network namespace")
-    script = ("import socket\n"
-              "for host in [('1.1.1.1', 53), ('10.0.0.1', 80)]:\n"
-              "    try:\n"
-              "        socket.create_connection(host, timeout=3).close(); print('connected', host)\n"
-              "    except OSError as e: print('refused', e.errno)\n"
-              "try:\n"
-              "    socket.getaddrinfo('example.com', 80); print('resolved')\n"
-              "except OSError: print('no name')\n")
+    script = (
+        "import socket\n"
+        "for host in [('1.1.1.1', 53), ('10.0.0.1', 80)]:\n"
+        "    try:\n"
+        "        socket.create_connection(host, timeout=3).close(); print('connected', host)\n"
+        "    except OSError as e: print('refused', e.errno)\n"
+        "try:\n"
+        "    socket.getaddrinfo('example.com', 80); print('resolved')\n"
+        "except OSError: print('no name')\n"
+    )
     out = probe.run(PY + [script])
     assert out.exit_code == 0, out.stderr
     assert "connected" not in out.stdout.decode() and "resolved" not in out.stdout.decode()
@@ -207,16 +224,24 @@ def test_the_process_limit_binds(probe):
     bounds that kernel's own threads, so there the limit is RLIMIT_NPROC set inside (the
     supervisor sets it from the job), which counts the sandbox's processes alone."""
     probe.only_in_a_container("the pids cgroup, or the private kernel's own process count")
-    inside = ("import resource; resource.setrlimit(resource.RLIMIT_NPROC, (32, 32))\n"
-              "os.setgroups([]); os.setgid(1000); os.setuid(1000)\n") if probe.sandbox.private_kernel else ""
-    forks = ("import os, time\n" + inside + "n = 0\n"
-             "try:\n"
-             "    for _ in range(200):\n"
-             "        if os.fork() == 0:\n"
-             "            time.sleep(30); os._exit(0)\n"
-             "        n += 1\n"
-             "except OSError: pass\n"
-             "print(n)\n")
+    inside = (
+        (
+            "import resource; resource.setrlimit(resource.RLIMIT_NPROC, (32, 32))\n"
+            "os.setgroups([]); os.setgid(1000); os.setuid(1000)\n"
+        )
+        if probe.sandbox.private_kernel
+        else ""
+    )
+    forks = (
+        "import os, time\n" + inside + "n = 0\n"
+        "try:\n"
+        "    for _ in range(200):\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30); os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError: pass\n"
+        "print(n)\n"
+    )
     out = probe.run(PY + [forks], limits=Limits(memory="256m", pids=32), timeout=20.0)
     assert out.exit_code == 0, out.stderr
     # stopped at the limit, not at 200 (gVisor lets the 32nd fork through: it does not count the parent)

@@ -63,8 +63,12 @@ def tally():
     if not TALLY:
         return
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"examples": EXAMPLES, "tally": dict(sorted(TALLY.items())),
-                               "refused": [repr(r) for r in REFUSED[:40]]}, indent=2))
+    OUT.write_text(
+        json.dumps(
+            {"examples": EXAMPLES, "tally": dict(sorted(TALLY.items())), "refused": [repr(r) for r in REFUSED[:40]]},
+            indent=2,
+        )
+    )
     print("\nschemathesis tally:", dict(sorted(TALLY.items())), f"(written to {OUT})")
     for r in REFUSED[:40]:
         print("REFUSED", r)
@@ -74,6 +78,7 @@ def tally():
 def world(request, tmp_path_factory, redis_server, settings, mini):
     """The app over a database holding real records of three teams, and what names them."""
     from conftest import FIXED
+
     redis_server.flush()
     if request.param == "sqlite":
         url, drop = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/grader.db", None
@@ -81,12 +86,22 @@ def world(request, tmp_path_factory, redis_server, settings, mini):
         pg = request.getfixturevalue("postgres_server")
         name = f"fuzz_{uuid.uuid4().hex[:8]}"
         url, drop = pg.create_database(name), (lambda: pg.drop_database(name))
-    svc = make_service(url, redis_server.url, tasks_dir=settings.tasks_dir, cache_dir=settings.cache_dir,
-                       max_wait=0.2, callback_allow_private=False)
+    svc = make_service(
+        url,
+        redis_server.url,
+        tasks_dir=settings.tasks_dir,
+        cache_dir=settings.cache_dir,
+        max_wait=0.2,
+        callback_allow_private=False,
+    )
     jobs.use(svc, Grader(svc.settings))
     app = create_app(service=svc, migrate=False)
-    keys = {"team": new_key(svc, "fuzzer", queued_quota=25), "admin": new_key(svc, "host", admin=True),
-            "other": new_key(svc, "other"), "wrong": "grk_" + "A" * 43}
+    keys = {
+        "team": new_key(svc, "fuzzer", queued_quota=25),
+        "admin": new_key(svc, "host", admin=True),
+        "other": new_key(svc, "other"),
+        "wrong": "grk_" + "A" * 43,
+    }
     client = app.test_client()
 
     def post(who, body, status=202):
@@ -95,22 +110,36 @@ def world(request, tmp_path_factory, redis_server, settings, mini):
         return r.json["id"]
 
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
-    done = [post("team", {"task_id": "mini", "patch": p, "run_id": "fuzz-run", "trial": i})
-            for i, p in enumerate((gold, "", "not a diff"))]
+    done = [
+        post("team", {"task_id": "mini", "patch": p, "run_id": "fuzz-run", "trial": i})
+        for i, p in enumerate((gold, "", "not a diff"))
+    ]
     public = post("team", {"task_id": "mini", "patch": gold, "run_id": "fuzz-public"})
     others = [post("other", {"task_id": "mini", "patch": "", "run_id": "other-run"})]
     work(svc)  # real grades: PASS, FAIL, PATCH FAILED, PASS, FAIL
     cached = post("team", {"task_id": "mini", "patch": "", "run_id": "fuzz-run"}, status=200)  # the cache answers
-    queued = [post("team", {"task_id": "mini", "patch": mini.diff({"README.md": f"queued {i}\n"}).decode(),
-                            "run_id": "fuzz-run"}) for i in range(3)]
+    queued = [
+        post(
+            "team",
+            {"task_id": "mini", "patch": mini.diff({"README.md": f"queued {i}\n"}).decode(), "run_id": "fuzz-run"},
+        )
+        for i in range(3)
+    ]
     cancelled = queued.pop()
-    assert client.delete(f"/v1/submissions/{cancelled}", headers={"Authorization": f"Bearer {keys['team']}"}
-                         ).status_code == 200
-    r = client.patch("/v1/runs/fuzz-public", json={"public": True, "method": "gold"},
-                     headers={"Authorization": f"Bearer {keys['team']}"})
+    assert (
+        client.delete(f"/v1/submissions/{cancelled}", headers={"Authorization": f"Bearer {keys['team']}"}).status_code
+        == 200
+    )
+    r = client.patch(
+        "/v1/runs/fuzz-public",
+        json={"public": True, "method": "gold"},
+        headers={"Authorization": f"Bearer {keys['team']}"},
+    )
     assert r.status_code == 200
-    run_ids = {r["name"]: r["id"] for r in client.get(
-        "/v1/runs", headers={"Authorization": f"Bearer {keys['admin']}"}).json["items"]}
+    run_ids = {
+        r["name"]: r["id"]
+        for r in client.get("/v1/runs", headers={"Authorization": f"Bearer {keys['admin']}"}).json["items"]
+    }
     known = {
         "submission_id": done + [public, cached] + queued + [cancelled] + others + ["0" * 24],
         "task_id": ["mini", "mini-nolist", "no-such-task"],
@@ -149,8 +178,9 @@ def _with_known_records(case, draw, known: dict) -> None:
             case.query[name] = draw(st.sampled_from(known[name]))
     body = case.body
     items = body if isinstance(body, list) else body.get("submissions") if isinstance(body, dict) else None
-    for item in ([body] if isinstance(body, dict) and "task_id" in body else []) + \
-            [i for i in (items or []) if isinstance(i, dict)]:
+    for item in ([body] if isinstance(body, dict) and "task_id" in body else []) + [
+        i for i in (items or []) if isinstance(i, dict)
+    ]:
         if "task_id" in item and draw(st.booleans()):
             item["task_id"] = "mini"
             item.pop("callback_url", None)
@@ -181,14 +211,20 @@ def test_operation_answers_as_documented(world, path, method):
         # without a value): "invalid data must be rejected" is then not asked of it; every
         # other check is.
         excluded = [positive_data_acceptance] + (
-            [negative_data_rejection] if auth and ParameterLocation.HEADER in invalid else [])
+            [negative_data_rejection] if auth and ParameterLocation.HEADER in invalid else []
+        )
         t = time.monotonic()
         response = case.call(headers=auth)
         seen["seconds"] += time.monotonic() - t
         seen["requests"] += 1
         seen[f"{mode.value} {response.status_code}"] += 1
-        assert response.status_code < 500, (case.method, case.formatted_path, case.query, response.status_code,
-                                            response.text[:500])
+        assert response.status_code < 500, (
+            case.method,
+            case.formatted_path,
+            case.query,
+            response.status_code,
+            response.text[:500],
+        )
         if caller in ("none", "wrong") and operation.definition.raw.get("security") == [{"bearer": []}]:
             assert response.status_code == 401, (caller, response.status_code)
         if response.status_code == 401:
@@ -205,5 +241,7 @@ def test_operation_answers_as_documented(world, path, method):
     TALLY.update({k: v for k, v in seen.items() if k != "seconds"})
     TALLY[f"{db} requests"] += seen["requests"]
     TALLY[f"{db} seconds"] += seen["seconds"]
-    print(f"\n{db} {method.upper()} {path}: {seen['requests']} requests, "
-          + ", ".join(f"{k}: {v}" for k, v in sorted(seen.items()) if k not in ("requests", "seconds")))
+    print(
+        f"\n{db} {method.upper()} {path}: {seen['requests']} requests, "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(seen.items()) if k not in ("requests", "seconds"))
+    )

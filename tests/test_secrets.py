@@ -74,6 +74,7 @@ def _leaks(body: str, files: list[str], lines: set[str]) -> list[str]:
 def _archive(data: bytes) -> dict[str, bytes]:
     import io
     import tarfile
+
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
         return {m.name: t.extractfile(m).read() for m in t.getmembers()}
 
@@ -81,6 +82,7 @@ def _archive(data: bytes) -> dict[str, bytes]:
 def _without_own_patch(page: str, sent: set[str]) -> str:
     """A submission's page without the diff its team sent (checked to be one it sent)."""
     import html
+
     block = re.search(r'<pre id="patch" class="diff">(.*?)</pre>', page, re.S)
     if block is None:
         assert 'id="patch"' in page  # the empty patch, said in words
@@ -101,8 +103,9 @@ def graded(database_url, redis_url):
     for task_id in TASKS:
         gold = svc.task(task_id).gold_patch_text().decode()
         for patch in ("", gold):
-            r = api.post("/v1/submissions", json={"task_id": task_id, "patch": patch, "callback_url": rx.url,
-                                                  "run_id": "leak"})
+            r = api.post(
+                "/v1/submissions", json={"task_id": task_id, "patch": patch, "callback_url": rx.url, "run_id": "leak"}
+            )
             ids.append(r.json["id"])
     work(svc)
     yield svc, app, api, ids, rx
@@ -136,8 +139,11 @@ def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
             paths = [p.replace(f"<{name}>", v) for p in paths for v in values[name]]
         operation = query_names(rule.rule, "GET")  # None: a portal page
         takes = operation[0] if operation else frozenset()
-        queries = [""] + ["?" + urlencode(q) for q in ({"run_id": "leak"}, {"run_id": "leak", "limit": 2},
-                                                        {"a": "leak", "b": "leak"}) if set(q) <= takes]
+        queries = [""] + [
+            "?" + urlencode(q)
+            for q in ({"run_id": "leak"}, {"run_id": "leak", "limit": 2}, {"a": "leak", "b": "leak"})
+            if set(q) <= takes
+        ]
         answered = []
         for path in paths:
             for query in queries:

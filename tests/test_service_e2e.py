@@ -23,12 +23,19 @@ pytestmark = [pytest.mark.docker, pytest.mark.service]
 
 @pytest.fixture
 def stack(database_url, redis_url, settings, tmp_path):
-    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_url,
-           "GRADER_TASKS_DIR": str(settings.tasks_dir), "GRADER_CACHE_DIR": str(settings.cache_dir),
-           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_LEASE_SECONDS": "4",
-           "GRADER_RECONCILE_INTERVAL": "1", "GRADER_RETRY_BACKOFF": "1", "GRADER_CACHE": "false",
-           # backoff 1, 2, 4, ... 32 s: an engine restart (tests/test_dockerd_restart.py) fits in it
-           "GRADER_MAX_RETRIES": "6"}
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_url,
+        "GRADER_TASKS_DIR": str(settings.tasks_dir),
+        "GRADER_CACHE_DIR": str(settings.cache_dir),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_LEASE_SECONDS": "4",
+        "GRADER_RECONCILE_INTERVAL": "1",
+        "GRADER_RETRY_BACKOFF": "1",
+        "GRADER_CACHE": "false",
+        # backoff 1, 2, 4, ... 32 s: an engine restart (tests/test_dockerd_restart.py) fits in it
+        "GRADER_MAX_RETRIES": "6",
+    }
     svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, "e2e")
     svc.close()
@@ -42,6 +49,7 @@ def stack(database_url, redis_url, settings, tmp_path):
 
 def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     from conftest import FIXED
+
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     c = Client(stack.url, stack.key)
     a = c.submit("mini", gold, run_id="e2e", system="gold", wait=30)
@@ -52,15 +60,29 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     patch = tmp_path / "gold.patch"
     patch.write_text(gold)
     env = {**os.environ, "GRADER_API_URL": stack.url, "GRADER_API_KEY": stack.key}
-    one = subprocess.run([str(BIN), "submit", "--task", "mini", "--patch", str(patch), "--wait", "--json"],
-                         env=env, capture_output=True, text=True, timeout=120)
+    one = subprocess.run(
+        [str(BIN), "submit", "--task", "mini", "--patch", str(patch), "--wait", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["verdict"] == "PASS"
     preds = tmp_path / "preds.jsonl"
-    preds.write_text("\n".join(json.dumps({"instance_id": "mini", "model_name_or_path": "m", "model_patch": p})
-                               for p in (gold, "", "not a diff")))
-    many = subprocess.run([str(BIN), "submit", "--predictions", str(preds), "--run-id", "preds", "--wait"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    preds.write_text(
+        "\n".join(
+            json.dumps({"instance_id": "mini", "model_name_or_path": "m", "model_patch": p})
+            for p in (gold, "", "not a diff")
+        )
+    )
+    many = subprocess.run(
+        [str(BIN), "submit", "--predictions", str(preds), "--run-id", "preds", "--wait"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert many.returncode == 0, many.stdout + many.stderr
     verdicts = sorted(s["verdict"] for s in c.list(run_id="preds"))
     assert verdicts == ["FAIL", "PASS", "PATCH FAILED"]
@@ -75,8 +97,13 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     assert "solve rate" in shown.stdout and "50.0% (1/2)" in shown.stdout
     board = subprocess.run([str(BIN), "leaderboard", "--all"], env=env, capture_output=True, text=True, timeout=60)
     assert board.returncode == 0 and "no public run" in board.stdout  # nothing published yet, and it says so
-    published = subprocess.run([str(BIN), "runs", "publish", "e2e", "--method", "E2E", "--description", "one task"],
-                               env=env, capture_output=True, text=True, timeout=60)
+    published = subprocess.run(
+        [str(BIN), "runs", "publish", "e2e", "--method", "E2E", "--description", "one task"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert published.returncode == 0, published.stderr
     board = subprocess.run([str(BIN), "leaderboard", "--all"], env=env, capture_output=True, text=True, timeout=60)
     assert board.returncode == 0 and " e2e " in board.stdout and "E2E" in board.stdout, board.stdout
@@ -84,6 +111,7 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
 
 def test_a_worker_killed_mid_grade_loses_nothing(stack, mini):
     from conftest import FIXED
+
     slow = mini.diff({"calc/__init__.py": "import time\ntime.sleep(5)\n" + FIXED}).decode()
     c = Client(stack.url, stack.key)
     sid = c.submit("mini", slow)["id"]
@@ -100,6 +128,7 @@ def test_a_worker_killed_mid_grade_loses_nothing(stack, mini):
     assert final["host"] != sub["host"]
     # the dead worker's container is reaped by its successor
     import docker
+
     client = docker.from_env()
     deadline = time.monotonic() + 30
     while client.containers.list(all=True, filters={"label": f"grader.owner={socket.gethostname()}:{pid}"}):

@@ -37,11 +37,18 @@ pytestmark = [pytest.mark.docker, pytest.mark.service]
 @pytest.fixture
 def stack(database_url, redis_server, settings, tmp_path):
     redis_server.flush()
-    env = {"GRADER_DATABASE_URL": database_url, "GRADER_REDIS_URL": redis_server.url,
-           "GRADER_TASKS_DIR": str(settings.tasks_dir), "GRADER_CACHE_DIR": str(settings.cache_dir),
-           "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"), "GRADER_LEASE_SECONDS": "4",
-           "GRADER_RECONCILE_INTERVAL": "1", "GRADER_RETRY_BACKOFF": "1", "GRADER_MAX_RETRIES": "6",
-           "GRADER_CACHE": "false"}
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_server.url,
+        "GRADER_TASKS_DIR": str(settings.tasks_dir),
+        "GRADER_CACHE_DIR": str(settings.cache_dir),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_LEASE_SECONDS": "4",
+        "GRADER_RECONCILE_INTERVAL": "1",
+        "GRADER_RETRY_BACKOFF": "1",
+        "GRADER_MAX_RETRIES": "6",
+        "GRADER_CACHE": "false",
+    }
     svc = make_service(database_url, redis_server.url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, f"faults-{uuid.uuid4().hex[:6]}")
     svc.close()
@@ -79,8 +86,9 @@ def _after(stack, ledger: Ledger) -> dict[str, dict]:
     stack.stop()
     stack.assert_no_containers()
     assert stack.key not in stack.log_text()
-    print("attempts:", sorted(s["attempts"] for s in final.values()),
-          "claims lost:", stack.log_text().count("claim lost"))
+    print(
+        "attempts:", sorted(s["attempts"] for s in final.values()), "claims lost:", stack.log_text().count("claim lost")
+    )
     return final
 
 

@@ -45,8 +45,9 @@ def _environment(service: dict) -> dict[str, str]:
 
 
 def _volume_sources(service: dict) -> list[str]:
-    return [v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source", ""))
-            for v in service.get("volumes") or []]
+    return [
+        v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source", "")) for v in service.get("volumes") or []
+    ]
 
 
 def test_compose_has_every_service(services):
@@ -108,8 +109,9 @@ def test_dockerignore_keeps_the_context_small():
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if check:
-        assert proc.returncode == 0, (f"{' '.join(args)} exited {proc.returncode}:\n"
-                                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        assert proc.returncode == 0, (
+            f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -152,10 +154,17 @@ def test_the_installed_package_has_every_module_and_data_file(service_image):
     expected = {p for p in package.rglob("*.py") if "__pycache__" not in p.parts}
     for pattern in globs:
         expected |= {p for p in package.glob(pattern) if p.is_file()}
-    listing = json.loads(_in_image("-c", (
-        "import grader, json, pathlib, sys; root = pathlib.Path(grader.__file__).parent; "
-        "print(json.dumps({'prefix': sys.prefix, 'root': str(root), "
-        "'files': [str(p.relative_to(root)) for p in root.rglob('*') if p.is_file()]}))"), entrypoint="python"))
+    listing = json.loads(
+        _in_image(
+            "-c",
+            (
+                "import grader, json, pathlib, sys; root = pathlib.Path(grader.__file__).parent; "
+                "print(json.dumps({'prefix': sys.prefix, 'root': str(root), "
+                "'files': [str(p.relative_to(root)) for p in root.rglob('*') if p.is_file()]}))"
+            ),
+            entrypoint="python",
+        )
+    )
     assert listing["prefix"] == "/opt/grader"
     assert listing["root"].startswith("/opt/grader/lib/"), "grader is not installed into the venv"
     missing = sorted({str(p.relative_to(package)) for p in expected} - set(listing["files"]))

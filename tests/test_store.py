@@ -27,8 +27,16 @@ def db(database_url) -> Database:
 
 
 def _add(db: Database, team_id: int, **kw) -> Submission:
-    row = Submission(id=subs.new_id(), team_id=team_id, task_id="t", patch=b"", patch_sha256="0" * 64,
-                     job_id="j1", task_hash="h" * 64, **kw)
+    row = Submission(
+        id=subs.new_id(),
+        team_id=team_id,
+        task_id="t",
+        patch=b"",
+        patch_sha256="0" * 64,
+        job_id="j1",
+        task_hash="h" * 64,
+        **kw,
+    )
     with db.write() as s:
         s.add(row)
     return row
@@ -39,12 +47,18 @@ def _team(db: Database, name="t1") -> int:
         create_key(s, name)
     with db.read() as s:
         from grader.store.models import Team
+
         return s.query(Team).filter_by(name=name).one().id
 
 
 def _result(verdict=Verdict.PASS, image="img1") -> Result:
-    return Result(task_id="t", verdict=verdict, explanation="x", durations={"total": 1.5},
-                  provenance=Provenance(patch_sha256="0" * 64, task_hash="h" * 64, image_id=image, grader_version="v"))
+    return Result(
+        task_id="t",
+        verdict=verdict,
+        explanation="x",
+        durations={"total": 1.5},
+        provenance=Provenance(patch_sha256="0" * 64, task_hash="h" * 64, image_id=image, grader_version="v"),
+    )
 
 
 def test_migrations_match_the_models(db):
@@ -60,6 +74,7 @@ def test_keys_are_stored_hashed_and_revocable(db):
         key = create_key(s, "team-a", admin=True, daily_quota=5)
     with db.read() as s:
         from grader.store.models import ApiKey
+
         stored = [k.key_hash for k in s.query(ApiKey)]
         assert key not in stored and all(len(h) == 64 for h in stored)
         team = authenticate(s, key)

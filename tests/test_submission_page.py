@@ -25,9 +25,11 @@ GOLD_LINE = 'raise ValueError("mean() of an empty sequence")'  # a line of the t
 HIDDEN_LINE = "with pytest.raises(ValueError):"  # a line of its hidden test: a secret
 F2P = "tests/test_mean.py::test_empty_raises"
 P2P = ["tests/test_mean.py::test_mean_values", "tests/test_stats_basic.py::test_mean_of_three"]
-OWN_PATCH = ('diff --git a/calc/stats.py b/calc/stats.py\n--- a/calc/stats.py\n+++ b/calc/stats.py\n'
-             '@@ -3,6 +3,8 @@\n \n def mean(values):\n     """The arithmetic mean of a sequence of numbers."""\n'
-             f'+    if len(values) == 0:\n+        {GOLD_LINE}\n     return sum(values) / len(values)\n')
+OWN_PATCH = (
+    "diff --git a/calc/stats.py b/calc/stats.py\n--- a/calc/stats.py\n+++ b/calc/stats.py\n"
+    '@@ -3,6 +3,8 @@\n \n def mean(values):\n     """The arithmetic mean of a sequence of numbers."""\n'
+    f"+    if len(values) == 0:\n+        {GOLD_LINE}\n     return sum(values) / len(values)\n"
+)
 OTHER_PATCH = OWN_PATCH.replace(GOLD_LINE, 'raise ValueError("no values")')
 
 
@@ -44,12 +46,14 @@ def app(svc):
 
 
 def output_quoting_secrets() -> str:
-    return ("tests/test_mean.py F..\n"
-            "    def test_empty_raises():\n"
-            f">       {HIDDEN_LINE}\n"
-            "calc/stats.py:6: in mean\n"
-            f"    {GOLD_LINE}\n"
-            "E   Failed: DID NOT RAISE <class 'ValueError'>\n")
+    return (
+        "tests/test_mean.py F..\n"
+        "    def test_empty_raises():\n"
+        f">       {HIDDEN_LINE}\n"
+        "calc/stats.py:6: in mean\n"
+        f"    {GOLD_LINE}\n"
+        "E   Failed: DID NOT RAISE <class 'ValueError'>\n"
+    )
 
 
 def finish(svc, sid: str) -> None:
@@ -57,15 +61,31 @@ def finish(svc, sid: str) -> None:
     the task does not list failed too."""
     with svc.db.read() as s:
         row = s.get(Submission, sid)
-    tests = Outcomes(fail_to_pass={"success": [], "failure": [F2P]},
-                         pass_to_pass={"success": [P2P[0]], "failure": [P2P[1]]},
-                         all={P2P[0]: "passed", F2P: "failed", P2P[1]: "error", "tests/test_extra.py::test_x": "failed",
-                              "tests/test_extra.py::test_ok": "passed"})
+    tests = Outcomes(
+        fail_to_pass={"success": [], "failure": [F2P]},
+        pass_to_pass={"success": [P2P[0]], "failure": [P2P[1]]},
+        all={
+            P2P[0]: "passed",
+            F2P: "failed",
+            P2P[1]: "error",
+            "tests/test_extra.py::test_x": "failed",
+            "tests/test_extra.py::test_ok": "passed",
+        },
+    )
     c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-    assert subs.finish(svc.db, c, Result(
-        task_id=TASK, verdict=Verdict.FAIL, explanation="2 of 3 required test(s) did not pass.", tests=tests,
-        output=output_quoting_secrets(), durations={"validate": 0.01, "apply": 0.2, "check": 0.9, "total": 1.25},
-        provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t")))
+    assert subs.finish(
+        svc.db,
+        c,
+        Result(
+            task_id=TASK,
+            verdict=Verdict.FAIL,
+            explanation="2 of 3 required test(s) did not pass.",
+            tests=tests,
+            output=output_quoting_secrets(),
+            durations={"validate": 0.01, "apply": 0.2, "check": 0.9, "total": 1.25},
+            provenance=Provenance(patch_sha256=row.patch_sha256, grader_version="t"),
+        ),
+    )
 
 
 def page(app, key: str, sid: str) -> str:
@@ -82,8 +102,19 @@ def test_failures_first_grouped_the_diff_shown_and_timings_folded(app, svc):
     finish(svc, sid)
     body = page(app, api.key, sid)
     # grouped: FAIL_TO_PASS, then PASS_TO_PASS, then the tests the task does not list; failures first in each
-    order = [body.index(x) for x in ('id="tests-fail_to_pass"', F2P, 'id="tests-pass_to_pass"', P2P[1], P2P[0],
-                                     'id="tests-other"', "test_extra.py::test_x", "test_extra.py::test_ok")]
+    order = [
+        body.index(x)
+        for x in (
+            'id="tests-fail_to_pass"',
+            F2P,
+            'id="tests-pass_to_pass"',
+            P2P[1],
+            P2P[0],
+            'id="tests-other"',
+            "test_extra.py::test_x",
+            "test_extra.py::test_ok",
+        )
+    ]
     assert order == sorted(order), order
     assert re.search(r'id="tests-fail_to_pass" open>\s*<summary>FAIL_TO_PASS: <span class="fails">1 of 1 failed', body)
     assert re.search(r'id="tests-pass_to_pass" open>\s*<summary>PASS_TO_PASS: <span class="fails">1 of 2 failed', body)
@@ -113,12 +144,12 @@ def test_masking_never_hides_the_submitters_own_lines(app, svc):
     assert HIDDEN_LINE not in out_own and "def test_empty_raises" not in out_own  # other secrets stay masked
     # the page says the same
     body = html.unescape(page(app, api.key, own))
-    shown = body[body.index('<pre id="output">'):]
-    shown = shown[:shown.index("</pre>")]
+    shown = body[body.index('<pre id="output">') :]
+    shown = shown[: shown.index("</pre>")]
     assert GOLD_LINE in shown and HIDDEN_LINE not in shown and MASK in shown
     body = html.unescape(page(app, api.key, other))
-    shown = body[body.index('<pre id="output">'):]
-    assert GOLD_LINE not in shown[:shown.index("</pre>")]
+    shown = body[body.index('<pre id="output">') :]
+    assert GOLD_LINE not in shown[: shown.index("</pre>")]
 
 
 def test_an_empty_patch_and_a_page_without_results(app, svc):

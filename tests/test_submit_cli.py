@@ -42,6 +42,7 @@ def app(svc):
 @pytest.fixture
 def served(app):
     from werkzeug.serving import make_server
+
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
@@ -56,8 +57,7 @@ def key(svc):
 
 
 def cli(served, key, *args, code=0, input=None):
-    result = CliRunner().invoke(main, [*args, "--url", served, "--api-key", key], input=input,
-                                catch_exceptions=False)
+    result = CliRunner().invoke(main, [*args, "--url", served, "--api-key", key], input=input, catch_exceptions=False)
     assert result.exit_code == code, (result.exit_code, result.output)
     return result
 
@@ -81,10 +81,18 @@ def finish_queued(svc) -> int:
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
         if c is None:
             continue
-        subs.finish(svc.db, c, Result(
-            task_id=row.task_id, verdict=verdict_for(row), explanation="set by the test", durations={"total": 0.5},
-            output=f"quoting the hidden test:\n        {HIDDEN_LINE}\nand the patch:\n{row.patch.decode()}",
-            provenance=Provenance(patch_sha256=row.patch_sha256, task_hash=row.task_hash, grader_version="t")))
+        subs.finish(
+            svc.db,
+            c,
+            Result(
+                task_id=row.task_id,
+                verdict=verdict_for(row),
+                explanation="set by the test",
+                durations={"total": 0.5},
+                output=f"quoting the hidden test:\n        {HIDDEN_LINE}\nand the patch:\n{row.patch.decode()}",
+                provenance=Provenance(patch_sha256=row.patch_sha256, task_hash=row.task_hash, grader_version="t"),
+            ),
+        )
         n += 1
     return n
 
@@ -121,8 +129,14 @@ def three_trials() -> list[dict]:
     for trial in range(3):
         for task in TASKS:
             patch = "PASS" if task == "calc-median-even" or trial < 2 else "nope"
-            out.append({"instance_id": task, "model_name_or_path": "agent-1", "model_patch": f"{patch} {trial}",
-                        "trial": trial})
+            out.append(
+                {
+                    "instance_id": task,
+                    "model_name_or_path": "agent-1",
+                    "model_patch": f"{patch} {trial}",
+                    "trial": trial,
+                }
+            )
     return out
 
 
@@ -130,20 +144,61 @@ def three_trials() -> list[dict]:
 def test_one_patch_with_trial_variant_metadata_and_callback(svc, served, key, tmp_path):
     meta = tmp_path / "meta.json"
     meta.write_text('{"seed": 7, "temperature": 0.2}')
-    out = cli(served, key, "submit", "--task", "calc-mean-empty", "--patch", "-", "--run-id", "single",
-              "--trial", "2", "--prompt-variant", "concise", "--metadata", "@" + str(meta),
-              "--callback-url", "http://127.0.0.1:9/hook", "--json", input="a patch\n").stdout
+    out = cli(
+        served,
+        key,
+        "submit",
+        "--task",
+        "calc-mean-empty",
+        "--patch",
+        "-",
+        "--run-id",
+        "single",
+        "--trial",
+        "2",
+        "--prompt-variant",
+        "concise",
+        "--metadata",
+        "@" + str(meta),
+        "--callback-url",
+        "http://127.0.0.1:9/hook",
+        "--json",
+        input="a patch\n",
+    ).stdout
     sub = json.loads(out)
-    assert (sub["trial"], sub["prompt_variant"], sub["metadata"], sub["callback_url"]) == \
-        (2, "concise", {"seed": 7, "temperature": 0.2}, "http://127.0.0.1:9/hook")
+    assert (sub["trial"], sub["prompt_variant"], sub["metadata"], sub["callback_url"]) == (
+        2,
+        "concise",
+        {"seed": 7, "temperature": 0.2},
+        "http://127.0.0.1:9/hook",
+    )
     row = rows(svc, "single")[0]
     assert (row.trial, row.prompt_variant, row.meta) == (2, "concise", {"seed": 7, "temperature": 0.2})
-    cli(served, key, "submit", "--task", "calc-mean-empty", "--patch", "-", "--metadata", '{"a": 1}', "--trial", "3",
-        input="x")
+    cli(
+        served,
+        key,
+        "submit",
+        "--task",
+        "calc-mean-empty",
+        "--patch",
+        "-",
+        "--metadata",
+        '{"a": 1}',
+        "--trial",
+        "3",
+        input="x",
+    )
     assert rows(svc)[-1].meta == {"a": 1} and rows(svc)[-1].trial == 3
     # refused before anything is sent
-    for bad in (["--metadata", "[1, 2]"], ["--metadata", "{not json"], ["--trial", "-1"],
-                ["--prompt-variant", "chatty"], ["--instance-ids", "x"], ["--overwrite"], ["--output-dir", "d"]):
+    for bad in (
+        ["--metadata", "[1, 2]"],
+        ["--metadata", "{not json"],
+        ["--trial", "-1"],
+        ["--prompt-variant", "chatty"],
+        ["--instance-ids", "x"],
+        ["--overwrite"],
+        ["--output-dir", "d"],
+    ):
         r = cli(served, key, "submit", "--task", "calc-mean-empty", "--patch", "-", *bad, code=2, input="x")
         assert "Usage" in r.output or "Error" in r.output, r.output
     assert len(rows(svc)) == 2
@@ -161,23 +216,52 @@ def test_a_predictions_file_names_its_run_and_keeps_its_trials(svc, served, key,
 
 
 def test_trial_and_the_other_options_are_defaults_for_the_lines(svc, served, key, tmp_path):
-    lines = [{"instance_id": "calc-mean-empty", "model_patch": "a"},
-             {"instance_id": "calc-median-even", "model_patch": "b", "trial": 9, "cost": 1.5}]
+    lines = [
+        {"instance_id": "calc-mean-empty", "model_patch": "a"},
+        {"instance_id": "calc-median-even", "model_patch": "b", "trial": 9, "cost": 1.5},
+    ]
     path = predictions(tmp_path, "defaults.json", lines)
-    r = cli(served, key, "submit", "--predictions", str(path), "--trial", "4", "--prompt-variant", "guided",
-            "--metadata", '{"k": "v"}', "--system", "sys")
+    r = cli(
+        served,
+        key,
+        "submit",
+        "--predictions",
+        str(path),
+        "--trial",
+        "4",
+        "--prompt-variant",
+        "guided",
+        "--metadata",
+        '{"k": "v"}',
+        "--system",
+        "sys",
+    )
     assert "not kept (grader has no such field): cost on 1 item(s)" in " ".join(r.stderr.split())
     got = [(x.task_id, x.trial, x.prompt_variant, x.meta, x.system) for x in rows(svc, "defaults")]
-    assert got == [("calc-mean-empty", 4, "guided", {"k": "v"}, "sys"),
-                   ("calc-median-even", 9, "guided", {"k": "v"}, "sys")]
+    assert got == [
+        ("calc-mean-empty", 4, "guided", {"k": "v"}, "sys"),
+        ("calc-median-even", 9, "guided", {"k": "v"}, "sys"),
+    ]
 
 
 def test_instance_ids_submit_a_subset(svc, served, key, tmp_path):
     path = predictions(tmp_path, "subset.jsonl", three_trials())
     cli(served, key, "submit", "--predictions", str(path), "--instance-ids", "calc-median-even")
     assert {(x.task_id, x.trial) for x in rows(svc, "subset")} == {("calc-median-even", n) for n in range(3)}
-    r = cli(served, key, "submit", "--predictions", str(path), "--run-id", "subset-2",
-            "--instance-ids", "calc-mean-empty,no-such-task", "--instance-ids", "other", code=2)
+    r = cli(
+        served,
+        key,
+        "submit",
+        "--predictions",
+        str(path),
+        "--run-id",
+        "subset-2",
+        "--instance-ids",
+        "calc-mean-empty,no-such-task",
+        "--instance-ids",
+        "other",
+        code=2,
+    )
     assert "no-such-task" in r.output and "other" in r.output and "calc-mean-empty," not in r.output
     assert rows(svc, "subset-2") == []
 
@@ -193,8 +277,9 @@ def test_a_run_is_not_reused_without_overwrite(svc, served, key, tmp_path):
     assert len(rows(svc, "reuse")) == 2
     # a new trial of the same tasks is not a reuse
     cli(served, key, "submit", "--predictions", str(path), "--trial", "1")
-    assert sorted((x.task_id, -1 if x.trial is None else x.trial) for x in rows(svc, "reuse")) == \
-        sorted([(t, -1) for t in TASKS] + [(t, 1) for t in TASKS])
+    assert sorted((x.task_id, -1 if x.trial is None else x.trial) for x in rows(svc, "reuse")) == sorted(
+        [(t, -1) for t in TASKS] + [(t, 1) for t in TASKS]
+    )
     # --overwrite replaces the run: the earlier submissions leave it, the file's are all it holds
     before = {x.id for x in rows(svc)}
     cli(served, key, "submit", "--predictions", str(path), "--overwrite")
@@ -224,12 +309,28 @@ def test_output_dir_waits_and_writes_the_report(svc, served, key, tmp_path):
 # --- runs publish --------------------------------------------------------------------------------
 def test_publish_from_the_cli(svc, served, key, tmp_path):
     cli(served, key, "submit", "--task", "calc-mean-empty", "--patch", "-", "--run-id", "to-publish", input="x")
-    r = cli(served, key, "runs", "publish", "to-publish", "--method", "Agent 1", "--description", "one try",
-            "--paper-url", "https://example.org/paper")
+    r = cli(
+        served,
+        key,
+        "runs",
+        "publish",
+        "to-publish",
+        "--method",
+        "Agent 1",
+        "--description",
+        "one try",
+        "--paper-url",
+        "https://example.org/paper",
+    )
     with svc.db.read() as s:
         run = s.query(Run).filter_by(name="to-publish").one()
-        assert (run.public, run.method, run.description, run.paper_url, run.project_url) == \
-            (True, "Agent 1", "one try", "https://example.org/paper", None)
+        assert (run.public, run.method, run.description, run.paper_url, run.project_url) == (
+            True,
+            "Agent 1",
+            "one try",
+            "https://example.org/paper",
+            None,
+        )
     assert f"/runs/{run.id}" in r.stdout and "is public" in r.stdout
     meta = json.loads(cli(served, key, "runs", "publish", run.id, "--description", "two tries", "--json").stdout)
     assert meta["public"] and meta["description"] == "two tries" and meta["method"] == "Agent 1"
@@ -254,8 +355,20 @@ def test_runs_logs_downloads_every_submission_in_one_archive(svc, served, key, t
     path = predictions(tmp_path, "logged.jsonl", three_trials())
     cli(served, key, "submit", "--predictions", str(path))
     # a second submission at trial 0 (single patches are not refused for reusing a run)
-    cli(served, key, "submit", "--task", "calc-mean-empty", "--patch", "-", "--run-id", "logged", "--trial", "0",
-        input="PASS again")
+    cli(
+        served,
+        key,
+        "submit",
+        "--task",
+        "calc-mean-empty",
+        "--patch",
+        "-",
+        "--run-id",
+        "logged",
+        "--trial",
+        "0",
+        input="PASS again",
+    )
     assert finish_queued(svc) == 7
     dest = tmp_path / name
     r = cli(served, key, "runs", "logs", "logged", "-o", str(dest))
@@ -275,8 +388,12 @@ def test_runs_logs_downloads_every_submission_in_one_archive(svc, served, key, t
         if row.task_id == "calc-mean-empty":  # the examples' policy is full: the output is there, secrets masked
             assert HIDDEN_LINE not in output and MASK in output
     folders = sorted(e["folder"] for e in index["submissions"])
-    assert folders[:4] == ["calc-mean-empty/trial-0", f"calc-mean-empty/trial-0-{folders[1].rsplit('-', 1)[1]}",
-                           "calc-mean-empty/trial-1", "calc-mean-empty/trial-2"]
+    assert folders[:4] == [
+        "calc-mean-empty/trial-0",
+        f"calc-mean-empty/trial-0-{folders[1].rsplit('-', 1)[1]}",
+        "calc-mean-empty/trial-1",
+        "calc-mean-empty/trial-2",
+    ]
     assert len(files) == 7 * 3
 
 

@@ -52,13 +52,18 @@ def state(repo: Path) -> dict:
         "detached": subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=repo).returncode == 1,
         "refs": git("for-each-ref", cwd=repo),
         "reflog": git("reflog", "--all", cwd=repo),
-        "merge": {n: (git_dir / n).read_bytes() if (git_dir / n).exists() else None
-                  for n in ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE")},
+        "merge": {
+            n: (git_dir / n).read_bytes() if (git_dir / n).exists() else None
+            for n in ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE")
+        },
         "index": git("ls-files", "--stage", cwd=repo),
         "status": git("status", "--porcelain=v2", "--untracked-files=all", cwd=repo),
         "diff": git("diff", cwd=repo),
-        "files": {p.relative_to(repo).as_posix(): p.read_bytes() for p in sorted(repo.rglob("*"))
-                  if p.is_file() and ".git" not in p.relative_to(repo).parts},
+        "files": {
+            p.relative_to(repo).as_posix(): p.read_bytes()
+            for p in sorted(repo.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(repo).parts
+        },
         "objects": objects(repo),
     }
 
@@ -70,6 +75,7 @@ def later_history(tmp_path, mini, mini_tasks_dir):
     (with the hidden tests committed, as upstream would), another branch and a tag."""
     from conftest import FIXED, HIDDEN_TEST
     from conftest import git as cgit
+
     src = tmp_path / "src"
     cgit("clone", "-q", str(mini.src), str(src), cwd=tmp_path)
     (src / "calc" / "__init__.py").write_text(FIXED)
@@ -91,6 +97,7 @@ def later_history(tmp_path, mini, mini_tasks_dir):
 
 def test_the_bundle_holds_exactly_the_base_commits_history(later_history, mini, tmp_path):
     from conftest import FIXED, HIDDEN_TEST
+
     task, src = later_history
     bundle = repository_bundle(task, tmp_path / "cache")
     heads = git("bundle", "list-heads", str(bundle.path), cwd=tmp_path).split("\n")
@@ -115,8 +122,9 @@ def test_a_merge_tasks_bundle_holds_both_commits_history_and_not_the_resolution(
     bundle = repository_bundle(task, tmp_path / "cache")
     assert (bundle.commit, bundle.merge) == (task.repo.commit, task.repo.merge)
     heads = sorted(filter(None, git("bundle", "list-heads", str(bundle.path), cwd=tmp_path).split("\n")))
-    assert heads == sorted([f"{task.repo.commit} HEAD", f"{task.repo.commit} refs/heads/base",
-                            f"{task.repo.merge} refs/heads/merge"])
+    assert heads == sorted(
+        [f"{task.repo.commit} HEAD", f"{task.repo.commit} refs/heads/base", f"{task.repo.merge} refs/heads/merge"]
+    )
     source = unbundle(task.file(task.repo.bundle), tmp_path / "source.git")
     got = objects(unbundle(bundle.path, tmp_path / "unbundled.git"))
     assert got == reachable(source, task.repo.commit, task.repo.merge)

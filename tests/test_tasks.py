@@ -14,10 +14,15 @@ SHA = "a" * 40
 
 def make(**over):
     data = {
-        "id": "t-1", "instruction": "do it", "repo": {"url": "https://example.invalid/r.git", "commit": SHA},
+        "id": "t-1",
+        "instruction": "do it",
+        "repo": {"url": "https://example.invalid/r.git", "commit": SHA},
         "environment": "python-3.11",
-        "check": {"type": "tests", "hidden_tests": {"tests/test_x.py": "hidden.py"},
-                  "fail_to_pass": ["tests/test_x.py::test_a"]},
+        "check": {
+            "type": "tests",
+            "hidden_tests": {"tests/test_x.py": "hidden.py"},
+            "fail_to_pass": ["tests/test_x.py::test_a"],
+        },
     }
     data.update(over)
     return data
@@ -28,18 +33,21 @@ def test_valid_task_and_defaults():
     assert t.limits.timeout == 60 and t.check.runner == "pytest" and t.metadata.suite == "default"
 
 
-@pytest.mark.parametrize("bad, words", [
-    ({"id": "has space"}, "task ids"),
-    ({"repo": {"url": "u", "commit": "abc"}}, "40-character"),
-    ({"repo": {"url": "u", "path": "p", "commit": SHA}}, "exactly one"),
-    ({"check": {"type": "tests", "runner": "command"}}, "needs a command"),
-    ({"check": {"type": "exact_match"}}, "give files"),
-    ({"check": {"type": "output", "command": "x", "expected": "e", "threshold": 1.5}}, "less than or equal"),
-    ({"check": {"type": "nonsense"}}, "type"),
-    ({"prompts": {"verbose": "x"}}, "unknown prompt variants"),
-    ({"surprise": 1}, "Extra inputs"),
-    ({"limits": {"memory": "lots"}}, "pattern"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"id": "has space"}, "task ids"),
+        ({"repo": {"url": "u", "commit": "abc"}}, "40-character"),
+        ({"repo": {"url": "u", "path": "p", "commit": SHA}}, "exactly one"),
+        ({"check": {"type": "tests", "runner": "command"}}, "needs a command"),
+        ({"check": {"type": "exact_match"}}, "give files"),
+        ({"check": {"type": "output", "command": "x", "expected": "e", "threshold": 1.5}}, "less than or equal"),
+        ({"check": {"type": "nonsense"}}, "type"),
+        ({"prompts": {"verbose": "x"}}, "unknown prompt variants"),
+        ({"surprise": 1}, "Extra inputs"),
+        ({"limits": {"memory": "lots"}}, "pattern"),
+    ],
+)
 def test_invalid_tasks_say_why(bad, words):
     with pytest.raises(Exception) as exc:
         Task(**make(**bad))
@@ -53,15 +61,20 @@ def test_public_view_leaks_nothing_private():
         assert secret not in text
 
 
-@pytest.mark.parametrize("check, decided_by", [
-    ({"type": "tests", "hidden_tests": {"t.py": "h.py"}}, "test report"),
-    ({"type": "tests", "runner": "command", "command": "make test"}, "exit status"),
-    ({"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml"}, "exit status"),
-    ({"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml",
-      "fail_to_pass": ["t::a"]}, "test report"),
-    ({"type": "exact_match", "files": {"a": "b"}}, "file contents"),
-    ({"type": "output", "command": "x", "expected": "e"}, "output"),
-])
+@pytest.mark.parametrize(
+    "check, decided_by",
+    [
+        ({"type": "tests", "hidden_tests": {"t.py": "h.py"}}, "test report"),
+        ({"type": "tests", "runner": "command", "command": "make test"}, "exit status"),
+        ({"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml"}, "exit status"),
+        (
+            {"type": "tests", "runner": "command", "command": "make test", "junit": "r.xml", "fail_to_pass": ["t::a"]},
+            "test report",
+        ),
+        ({"type": "exact_match", "files": {"a": "b"}}, "file contents"),
+        ({"type": "output", "command": "x", "expected": "e"}, "output"),
+    ],
+)
 def test_public_view_says_what_decides(check, decided_by):
     # a command task decided by its exit status alone can be faked with os._exit(0): it says so
     assert Task(**make(check=check)).public_view()["decided_by"] == decided_by
@@ -105,6 +118,7 @@ def test_missing_referenced_file_is_a_task_error(tmp_path):
 def test_prepare_strips_future_history(mini, mini_tasks_dir, tmp_path):
     # A later commit (the "fix") in the source must not reach the prepared base.
     from tests.conftest import git
+
     src = tmp_path / "src"
     git("clone", "-q", str(mini.src), str(src), cwd=tmp_path)
     (src / "calc" / "__init__.py").write_text("# the future fix\n")
@@ -134,6 +148,7 @@ def test_checkout_for_submitters(mini_tasks_dir, tmp_path):
 
 # --- suite.yaml: defaults for the task files beneath it ------------------------------------------
 
+
 def _suite(tmp_path, layout: dict[str, dict]) -> TaskSet:
     """Write `layout` (relative path -> YAML mapping) under tmp_path and load it."""
     for rel, data in layout.items():
@@ -144,9 +159,15 @@ def _suite(tmp_path, layout: dict[str, dict]) -> TaskSet:
 
 
 def test_suite_default_applies_to_every_task_beneath_it(tmp_path):
-    ts = _suite(tmp_path, {"s/suite.yaml": {"defaults": {"feedback": "full"}},
-                           "s/a/task.yaml": make(id="a"), "s/deep/b/task.yaml": make(id="b"),
-                           "other/c/task.yaml": make(id="c")})
+    ts = _suite(
+        tmp_path,
+        {
+            "s/suite.yaml": {"defaults": {"feedback": "full"}},
+            "s/a/task.yaml": make(id="a"),
+            "s/deep/b/task.yaml": make(id="b"),
+            "other/c/task.yaml": make(id="c"),
+        },
+    )
     assert {t.id: t.feedback for t in ts} == {"a": "full", "b": "full", "c": "tests"}  # c: the model's default
     # and the default is part of the definition: the hash of a task changes with its suite's policy
     (tmp_path / "s" / "a" / "hidden.py").write_text("def test_a(): pass\n")
@@ -156,10 +177,16 @@ def test_suite_default_applies_to_every_task_beneath_it(tmp_path):
 
 
 def test_a_key_the_task_sets_wins_over_the_suite(tmp_path):
-    ts = _suite(tmp_path, {"suite.yaml": {"defaults": {"feedback": "verdict", "limits": {"memory": "2g"},
-                                                       "protect": {"paths": ["data/*"]}}},
-                           "a/task.yaml": make(id="a", feedback="full", limits={"timeout": 5}),
-                           "b/task.yaml": make(id="b", protect={"tests": False})})
+    ts = _suite(
+        tmp_path,
+        {
+            "suite.yaml": {
+                "defaults": {"feedback": "verdict", "limits": {"memory": "2g"}, "protect": {"paths": ["data/*"]}}
+            },
+            "a/task.yaml": make(id="a", feedback="full", limits={"timeout": 5}),
+            "b/task.yaml": make(id="b", protect={"tests": False}),
+        },
+    )
     a, b = ts.get("a"), ts.get("b")
     assert a.feedback == "full" and b.feedback == "verdict"
     # mappings merge key by key: the task's timeout and the suite's memory
@@ -168,9 +195,15 @@ def test_a_key_the_task_sets_wins_over_the_suite(tmp_path):
 
 
 def test_the_nearest_suite_wins(tmp_path):
-    ts = _suite(tmp_path, {"suite.yaml": {"defaults": {"feedback": "verdict", "limits": {"memory": "2g"}}},
-                           "inner/suite.yaml": {"defaults": {"feedback": "full"}},
-                           "inner/a/task.yaml": make(id="a"), "b/task.yaml": make(id="b")})
+    ts = _suite(
+        tmp_path,
+        {
+            "suite.yaml": {"defaults": {"feedback": "verdict", "limits": {"memory": "2g"}}},
+            "inner/suite.yaml": {"defaults": {"feedback": "full"}},
+            "inner/a/task.yaml": make(id="a"),
+            "b/task.yaml": make(id="b"),
+        },
+    )
     a, b = ts.get("a"), ts.get("b")
     assert (a.feedback, a.limits.memory) == ("full", "2g")  # the outer suite's other keys still apply
     assert (b.feedback, b.limits.memory) == ("verdict", "2g")
@@ -182,15 +215,18 @@ def test_a_suite_file_above_the_tasks_directory_is_not_read(tmp_path):
     assert TaskSet(tmp_path).get("a").feedback == "full"
 
 
-@pytest.mark.parametrize("suite, words", [
-    ({"defaults": {"feedback": "full"}, "feedbacks": "full"}, "unknown key(s) ['feedbacks']"),
-    ({"defaults": {"instruction": "x"}}, "defaults has unknown key(s) ['instruction']"),
-    ({"defaults": {"gold_patch": "g.patch"}}, "defaults has unknown key(s) ['gold_patch']"),
-    ({"defaults": {"feedback": "everything"}}, "invalid default for feedback"),
-    ({"defaults": {"limits": {"timeout": -1}}}, "invalid default for limits"),
-    ({"defaults": ["feedback"]}, "defaults is a mapping"),
-    (["defaults"], "a suite file is a YAML mapping"),
-])
+@pytest.mark.parametrize(
+    "suite, words",
+    [
+        ({"defaults": {"feedback": "full"}, "feedbacks": "full"}, "unknown key(s) ['feedbacks']"),
+        ({"defaults": {"instruction": "x"}}, "defaults has unknown key(s) ['instruction']"),
+        ({"defaults": {"gold_patch": "g.patch"}}, "defaults has unknown key(s) ['gold_patch']"),
+        ({"defaults": {"feedback": "everything"}}, "invalid default for feedback"),
+        ({"defaults": {"limits": {"timeout": -1}}}, "invalid default for limits"),
+        ({"defaults": ["feedback"]}, "defaults is a mapping"),
+        (["defaults"], "a suite file is a YAML mapping"),
+    ],
+)
 def test_a_bad_suite_file_is_a_task_error_naming_it(tmp_path, suite, words):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "task.yaml").write_text(yaml.safe_dump(make(id="a")))
@@ -221,22 +257,35 @@ def test_validation_reports_tampering_evidence_on_an_honest_patch(mini_set):
     class Scripted:
         def grade(self, task, patch):
             gold = bool(patch)
-            return Result(task_id=task.id, verdict=Verdict.PASS if gold else Verdict.FAIL, explanation="scripted",
-                          tampered=["a hidden canary test that must pass was not in the report"] if gold else [],
-                          provenance=Provenance(patch_sha256="x", grader_version="t"))
+            return Result(
+                task_id=task.id,
+                verdict=Verdict.PASS if gold else Verdict.FAIL,
+                explanation="scripted",
+                tampered=["a hidden canary test that must pass was not in the report"] if gold else [],
+                provenance=Provenance(patch_sha256="x", grader_version="t"),
+            )
 
     report = validate_task(Scripted(), mini_set.get("mini"), repeat=1)
     assert not report.ok
-    assert report.problems == ["gold patch, run 1: tampering evidence on an honest patch: "
-                               "a hidden canary test that must pass was not in the report"]
+    assert report.problems == [
+        "gold patch, run 1: tampering evidence on an honest patch: "
+        "a hidden canary test that must pass was not in the report"
+    ]
 
 
 # --- the tasks directory: links and a missing one -------------------------------------------------
 
+
 def test_a_suite_reached_through_a_symlink_is_loaded_with_every_suite_file_above_it(tmp_path):
     # a suite built outside the tasks directory (build/realworld) and linked into it
-    _suite(tmp_path / "build", {"real/suite.yaml": {"defaults": {"limits": {"memory": "2g"}}},
-                                "real/a/task.yaml": make(id="a"), "real/b/task.yml": make(id="b")})
+    _suite(
+        tmp_path / "build",
+        {
+            "real/suite.yaml": {"defaults": {"limits": {"memory": "2g"}}},
+            "real/a/task.yaml": make(id="a"),
+            "real/b/task.yml": make(id="b"),
+        },
+    )
     _suite(tmp_path / "tasks", {"suite.yaml": {"defaults": {"feedback": "full"}}, "own/c/task.yaml": make(id="c")})
     (tmp_path / "tasks" / "linked").symlink_to(tmp_path / "build" / "real", target_is_directory=True)
     (tmp_path / "tasks" / "own" / "loop").symlink_to(tmp_path / "tasks", target_is_directory=True)  # no endless walk

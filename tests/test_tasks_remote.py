@@ -31,6 +31,7 @@ from test_task_repository import EXAMPLES, app, git, state, svc, unbundle  # noq
 @pytest.fixture
 def served(app):  # noqa: F811 (the fixture imported above)
     from werkzeug.serving import make_server
+
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
@@ -81,7 +82,9 @@ def test_list_show_and_checkout_fall_back_to_the_service(svc, served, team_dir, 
         assert state(team_dir / f"work-{task_id}") == state(tmp_path / f"local-{task_id}")
     assert "git add -u" in done.output  # the conflict task says how to make its patch
     assert not (team_dir / "tasks").exists() and sorted(p.name for p in team_dir.iterdir()) == [
-        "work-calc-mean-empty", "work-notes-merge-release"]  # no bundle left behind
+        "work-calc-mean-empty",
+        "work-notes-merge-release",
+    ]  # no bundle left behind
     # a task the service does not have: its answer, and no DIR made
     missing = cli("tasks", "checkout", "nope", "work-nope")
     assert missing.exit_code == 2 and "no task 'nope'" in missing.output and "GRADER_TASKS_DIR" in missing.output
@@ -118,11 +121,22 @@ def test_a_refused_key_says_where_the_key_comes_from(served, team_dir, monkeypat
 def test_a_bundle_that_does_not_match_its_sha256_is_refused_and_nothing_is_left(api, team_dir):  # noqa: F811 (the fixture imported above)
     """A download cut short or changed on the way is not checked out."""
     import hashlib
+
     sent = b"# v2 git bundle\n" + b"x" * 100
     api.on("GET", "/v1/tasks/t1", (200, {"id": "t1", "repo": {"commit": "a" * 40, "merge": None}}))
-    api.on("GET", "/v1/tasks/t1/repository",
-           (200, sent, {"Content-Type": "application/x-git-bundle",
-                        "X-Content-SHA256": hashlib.sha256(sent + b"more").hexdigest(), "X-Grader-Commit": "a" * 40}))
+    api.on(
+        "GET",
+        "/v1/tasks/t1/repository",
+        (
+            200,
+            sent,
+            {
+                "Content-Type": "application/x-git-bundle",
+                "X-Content-SHA256": hashlib.sha256(sent + b"more").hexdigest(),
+                "X-Grader-Commit": "a" * 40,
+            },
+        ),
+    )
     with pytest.raises(ApiError, match="the bundle's sha256 is"):
         Client(api.url, "k").repository("t1", team_dir / "t1.bundle")
     assert list(team_dir.iterdir()) == []
@@ -138,9 +152,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("args", [["tasks", "list"], ["tasks", "show", "calc-mean-empty"],
-                                  ["tasks", "checkout", "calc-mean-empty", "work"],
-                                  ["submit", "--task", "calc-mean-empty", "--patch", "-"], ["runs", "list"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tasks", "list"],
+        ["tasks", "show", "calc-mean-empty"],
+        ["tasks", "checkout", "calc-mean-empty", "work"],
+        ["submit", "--task", "calc-mean-empty", "--patch", "-"],
+        ["runs", "list"],
+    ],
+)
 def test_a_server_that_does_not_answer_is_named_not_traced(args, team_dir):
     url = f"http://127.0.0.1:{free_port()}"
     result = cli(*args, "--url", url, "--api-key", "k", input=b"")
@@ -188,8 +209,9 @@ def test_a_connection_nobody_accepts_gives_up_after_the_connect_timeout():
         listener.close()
 
 
-@pytest.mark.parametrize("args", [["tasks", "list"], ["tasks", "show", "calc-mean-empty"],
-                                  ["tasks", "checkout", "calc-mean-empty", "work"]])
+@pytest.mark.parametrize(
+    "args", [["tasks", "list"], ["tasks", "show", "calc-mean-empty"], ["tasks", "checkout", "calc-mean-empty", "work"]]
+)
 def test_no_tasks_and_no_key_names_both_settings(args, team_dir):
     result = cli(*args)
     assert result.exit_code == 2
@@ -214,8 +236,13 @@ def live(tmp_path, redis_url):
 
     def start(tasks_dir: Path, cache_dir: Path):
         from werkzeug.serving import make_server
-        svc = make_service(f"sqlite:///{tmp_path}/grader-{len(made)}.db", redis_url, tasks_dir=tasks_dir,  # noqa: F811 (a local service, not the fixture imported above)
-                           cache_dir=cache_dir)
+
+        svc = make_service(
+            f"sqlite:///{tmp_path}/grader-{len(made)}.db",
+            redis_url,
+            tasks_dir=tasks_dir,  # noqa: F811 (a local service, not the fixture imported above)
+            cache_dir=cache_dir,
+        )
         jobs.use(svc, Grader(svc.settings))
         server = make_server("127.0.0.1", 0, create_app(service=svc, migrate=False), threaded=True)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
@@ -231,6 +258,7 @@ def live(tmp_path, redis_url):
 
 def submit_and_grade(svc, task_id: str, patch_file: str) -> dict:  # noqa: F811 (a local service, not the fixture imported above)
     from test_jobs_docker import work
+
     sent = cli("submit", "--task", task_id, "--patch", patch_file, "--json")
     assert sent.exit_code == 0, sent.output
     work(svc)
@@ -241,6 +269,7 @@ def submit_and_grade(svc, task_id: str, patch_file: str) -> dict:  # noqa: F811 
 @pytest.mark.service
 def test_a_remote_team_checks_out_fixes_submits_and_passes(live, settings, team_dir, monkeypatch):
     from conftest import FIXED
+
     svc, url = live(settings.tasks_dir, settings.cache_dir)  # noqa: F811 (a local service, not the fixture imported above)
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
     assert [t["id"] for t in json.loads(cli("tasks", "list", "--json").stdout)] == ["mini", "mini-nolist"]
@@ -258,8 +287,9 @@ def test_a_remote_team_checks_out_fixes_submits_and_passes(live, settings, team_
 
 @pytest.mark.docker
 @pytest.mark.service
-def test_a_remote_team_resolves_a_conflicted_merge_as_the_checkout_says_and_passes(live, team_dir, monkeypatch,
-                                                                                   tmp_path):
+def test_a_remote_team_resolves_a_conflicted_merge_as_the_checkout_says_and_passes(
+    live, team_dir, monkeypatch, tmp_path
+):
     task = EXAMPLES.get("notes-merge-release")
     svc, url = live(ROOT / "tasks", tmp_path / "service-cache")  # noqa: F811 (a local service, not the fixture imported above)
     use_service(monkeypatch, url, new_key(svc, "remote-team"))

@@ -66,8 +66,9 @@ def test_a_dead_process_lease_expires(redis_url):
 
 
 def test_without_redis_a_request_is_answered_not_held():
-    w = Waits(Redis(host="127.0.0.1", port=1, socket_connect_timeout=1), "test:done", per_process=8, per_team=8,
-              max_wait=60.0)
+    w = Waits(
+        Redis(host="127.0.0.1", port=1, socket_connect_timeout=1), "test:done", per_process=8, per_team=8, max_wait=60.0
+    )
     with pytest.raises(Refused, match="cannot be counted"):
         with w.slot("team-a"):
             pass
@@ -142,12 +143,25 @@ def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis
     svc = make_service(database_url, redis_url)
     hostile, victim = new_key(svc, "hostile"), new_key(svc, "victim")
     try:
-        with api_process(database_url, redis_url, tmp_path, "--workers", "1", "--threads", "12",
-                         GRADER_MAX_WAIT="60", GRADER_MAX_WAITING_PER_PROCESS="4") as url:
+        with api_process(
+            database_url,
+            redis_url,
+            tmp_path,
+            "--workers",
+            "1",
+            "--threads",
+            "12",
+            GRADER_MAX_WAIT="60",
+            GRADER_MAX_WAITING_PER_PROCESS="4",
+        ) as url:
+
             def long_poll(i: int) -> requests.Response:
-                return requests.post(f"{url}/v1/submissions?wait=60", timeout=180,
-                                     headers={"Authorization": f"Bearer {hostile}"},
-                                     json={"task_id": "calc-mean-empty", "patch": GOLD + "\n" * i})
+                return requests.post(
+                    f"{url}/v1/submissions?wait=60",
+                    timeout=180,
+                    headers={"Authorization": f"Bearer {hostile}"},
+                    json={"task_id": "calc-mean-empty", "patch": GOLD + "\n" * i},
+                )
 
             with ThreadPoolExecutor(40) as pool:
                 polls = [pool.submit(long_poll, i) for i in range(40)]
@@ -158,8 +172,12 @@ def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis
                     time.sleep(0.05)
                 auth = {"Authorization": f"Bearer {victim}"}
                 account = requests.get(f"{url}/v1/account", headers=auth, timeout=180)
-                posted = requests.post(f"{url}/v1/submissions", headers=auth, timeout=180,
-                                       json={"task_id": "calc-mean-empty", "patch": GOLD})
+                posted = requests.post(
+                    f"{url}/v1/submissions",
+                    headers=auth,
+                    timeout=180,
+                    json={"task_id": "calc-mean-empty", "patch": GOLD},
+                )
                 still_held = [f for f in polls if not f.done()]
                 assert account.status_code == 200 and posted.status_code == 202
                 assert len(still_held) == 4  # the victim was served while they still held their threads
@@ -177,8 +195,9 @@ def test_one_teams_long_polls_leave_threads_for_another_team(database_url, redis
                     held_ids = set(s.scalars(select(Submission.id))) - others
                 assert len(held_ids) == 4
                 for sid in held_ids:
-                    r = requests.delete(f"{url}/v1/submissions/{sid}", timeout=60,
-                                        headers={"Authorization": f"Bearer {hostile}"})
+                    r = requests.delete(
+                        f"{url}/v1/submissions/{sid}", timeout=60, headers={"Authorization": f"Bearer {hostile}"}
+                    )
                     assert r.status_code == 200
                 held = [f.result() for f in still_held]
                 assert all(r.status_code == 202 and r.json()["status"] == "cancelled" for r in held)
@@ -225,25 +244,39 @@ def test_a_body_past_the_teams_bytes_is_refused_before_it_is_sent(database_url, 
     svc = make_service(database_url, redis_url)
     greedy, other = new_key(svc, "greedy"), new_key(svc, "other")
     try:
-        with api_process(database_url, redis_url, tmp_path, GRADER_INGEST_BYTES_PER_SECOND=str(2**18),
-                         GRADER_MAX_REQUEST_BYTES=str(4 * 2**20)) as url:
+        with api_process(
+            database_url,
+            redis_url,
+            tmp_path,
+            GRADER_INGEST_BYTES_PER_SECOND=str(2**18),
+            GRADER_MAX_REQUEST_BYTES=str(4 * 2**20),
+        ) as url:
             big = {"task_id": "calc-mean-empty", "patch": "x" * (2 * 2**20)}
-            first = requests.post(f"{url}/v1/submissions", json=big, timeout=60,
-                                  headers={"Authorization": f"Bearer {greedy}"})
+            first = requests.post(
+                f"{url}/v1/submissions", json=big, timeout=60, headers={"Authorization": f"Bearer {greedy}"}
+            )
             assert first.status_code == 413  # read, and over the patch limit: the bucket paid for it
             u = urlparse(url)
             with socket.create_connection((u.hostname, u.port), timeout=30) as conn:
-                conn.sendall((f"POST /v1/submissions HTTP/1.1\r\nHost: {u.netloc}\r\n"
-                              f"Authorization: Bearer {greedy}\r\nContent-Type: application/json\r\n"
-                              f"Content-Length: {4 * 2**20}\r\nConnection: close\r\n\r\n").encode())
+                conn.sendall(
+                    (
+                        f"POST /v1/submissions HTTP/1.1\r\nHost: {u.netloc}\r\n"
+                        f"Authorization: Bearer {greedy}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {4 * 2**20}\r\nConnection: close\r\n\r\n"
+                    ).encode()
+                )
                 answer = b""
                 while chunk := conn.recv(65536):  # no body sent: only an answer from the headers can come
                     answer += chunk
             head, _, body = answer.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 429"), answer[:300]
             assert b"too_many_bytes" in body and b"Retry-After: " in head
-            served = requests.post(f"{url}/v1/submissions", timeout=60, headers={"Authorization": f"Bearer {other}"},
-                                   json={"task_id": "calc-mean-empty", "patch": GOLD})
+            served = requests.post(
+                f"{url}/v1/submissions",
+                timeout=60,
+                headers={"Authorization": f"Bearer {other}"},
+                json={"task_id": "calc-mean-empty", "patch": GOLD},
+            )
             assert served.status_code == 202
     finally:
         svc.close()

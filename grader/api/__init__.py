@@ -18,11 +18,17 @@ def init_app(app: Flask) -> None:
 
     svc = app.extensions["grader"]
     settings = svc.settings
-    app.extensions["grader.waits"] = Waits(svc.redis, svc.done_channel, per_process=settings.max_waiting_per_process,
-                                           per_team=settings.max_waiting_per_team, max_wait=settings.max_wait)
+    app.extensions["grader.waits"] = Waits(
+        svc.redis,
+        svc.done_channel,
+        per_process=settings.max_waiting_per_process,
+        per_team=settings.max_waiting_per_team,
+        max_wait=settings.max_wait,
+    )
     app.extensions["grader.inflight"] = InFlight(settings.max_inflight_per_team)
-    app.extensions["grader.ingest"] = Ingest(svc.redis, settings.queue_name, rate=settings.ingest_bytes_per_second,
-                                             burst=settings.max_request_bytes)
+    app.extensions["grader.ingest"] = Ingest(
+        svc.redis, settings.queue_name, rate=settings.ingest_bytes_per_second, burst=settings.max_request_bytes
+    )
     errors.init_app(app)
     openapi.init_app(app)
     for module in (submissions, tasks, runs, logs, system, openapi):

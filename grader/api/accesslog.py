@@ -21,8 +21,12 @@ def redact_query(query: str) -> str:
         return query
     out = []
     for name, _ in parse_qsl(query, keep_blank_values=True):
-        plain = name.isascii() and name.replace("_", "").replace("-", "").isalnum() and len(name) <= 32 \
+        plain = (
+            name.isascii()
+            and name.replace("_", "").replace("-", "").isalnum()
+            and len(name) <= 32
             and not name.startswith("grk_")
+        )
         out.append(f"{quote(name) if plain else REDACTED}={REDACTED}")
     return "&".join(out) or REDACTED
 
@@ -48,7 +52,11 @@ class RedactingLogger(Logger):
                 atoms[key] = redact_uri(str(atoms[key])) if low != "{query_string}e" else redact_query(str(atoms[key]))
             elif low == "{referer}i" or low == "{http_referer}e":
                 atoms[key] = redact_uri(str(atoms[key]))
-            elif low.endswith("}i") and low[1:-2] in _SECRET_HEADERS or \
-                    low.endswith("}e") and low[1:-2].removeprefix("http_").replace("_", "-") in _SECRET_HEADERS:
+            elif (
+                low.endswith("}i")
+                and low[1:-2] in _SECRET_HEADERS
+                or low.endswith("}e")
+                and low[1:-2].removeprefix("http_").replace("_", "-") in _SECRET_HEADERS
+            ):
                 atoms[key] = REDACTED
         return atoms

@@ -39,6 +39,7 @@ def current() -> Caller:
 def required(view):
     """A team's key, one of the team's places on this process, and its body paid for from
     the team's bytes a second (grader/api/inflight.py)."""
+
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
         g.caller = current()
@@ -47,6 +48,7 @@ def required(view):
         with current_app.extensions["grader.inflight"].hold(g.caller.team_id):
             current_app.extensions["grader.ingest"].charge(g.caller.team_id, request.content_length)
             return view(*args, **kwargs)
+
     return wrapper
 
 
@@ -57,6 +59,7 @@ def admin_required(view):
         if not g.caller.admin:
             raise ApiError(403, "forbidden", "this route needs an admin key")
         return view(*args, **kwargs)
+
     return wrapper
 
 

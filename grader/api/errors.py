@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 class ApiError(Exception):
     """Raised when a request cannot be served as asked; rendered as JSON with `status`."""
 
-    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None,
-                 details: list | None = None):
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None, details: list | None = None
+    ):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.retry_after, self.details = retry_after, details
@@ -33,8 +34,11 @@ class ApiError(Exception):
 
 
 def _refuse_constant(name: str):
-    raise ApiError(422, "invalid_fields", f"{name} is not a JSON number (JSON has no NaN or Infinity); "
-                   "send a finite number, a string or null")
+    raise ApiError(
+        422,
+        "invalid_fields",
+        f"{name} is not a JSON number (JSON has no NaN or Infinity); send a finite number, a string or null",
+    )
 
 
 def parse_json(raw: bytes | str, where: str = "the request body"):
@@ -62,9 +66,20 @@ def validation_error(exc: ValidationError, where: str = "body") -> ApiError:
     return ApiError(422, "invalid_fields", f"invalid {where}: {summary}", details=details)
 
 
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "body_too_large", 415: "unsupported_media_type", 422: "invalid_fields",
-          429: "too_many_requests", 500: "internal_error", 503: "unavailable"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_fields",
+    429: "too_many_requests",
+    500: "internal_error",
+    503: "unavailable",
+}
 
 
 def render(err: ApiError):
@@ -111,8 +126,9 @@ def init_app(app: Flask) -> None:
         if isinstance(exc.__cause__, IntegrityError):  # the database refused what a route wrote: a bug, not an outage
             return _bug(exc)
         log.warning("storage unavailable: %s", exc)
-        return render(ApiError(503, "unavailable", "the service's storage is unavailable; retry shortly",
-                               retry_after=5))
+        return render(
+            ApiError(503, "unavailable", "the service's storage is unavailable; retry shortly", retry_after=5)
+        )
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception):

@@ -41,9 +41,13 @@ class InFlight:
         """One of the team's places for the length of a request, or ApiError 429 if none is free."""
         with self._lock:
             if self.limit > 0 and self._count[team_id] >= self.limit:
-                raise ApiError(429, "too_many_requests",
-                               f"your team has {self.limit} requests in progress on this API process; wait for "
-                               "them, or send many submissions as one batch", retry_after=1)
+                raise ApiError(
+                    429,
+                    "too_many_requests",
+                    f"your team has {self.limit} requests in progress on this API process; wait for "
+                    "them, or send many submissions as one batch",
+                    retry_after=1,
+                )
             self._count[team_id] += 1
         try:
             yield
@@ -93,12 +97,18 @@ class Ingest:
         if not size or self.rate <= 0:
             return
         try:
-            wait = float(self._take(keys=[f"{self.prefix}:ingest:{team_id}"],
-                                    args=[self.rate, max(self.burst, size), time.time(), size]))
+            wait = float(
+                self._take(
+                    keys=[f"{self.prefix}:ingest:{team_id}"], args=[self.rate, max(self.burst, size), time.time(), size]
+                )
+            )
         except RedisError:
             return
         if wait > 0:
-            raise ApiError(429, "too_many_bytes",
-                           f"your team has sent more than {self.burst} bytes of requests at "
-                           f"{self.rate / 2**20:g} MiB/s; this one ({size} bytes) fits in {wait:.1f} s",
-                           retry_after=max(1, math.ceil(wait)))
+            raise ApiError(
+                429,
+                "too_many_bytes",
+                f"your team has sent more than {self.burst} bytes of requests at "
+                f"{self.rate / 2**20:g} MiB/s; this one ({size} bytes) fits in {wait:.1f} s",
+                retry_after=max(1, math.ceil(wait)),
+            )

@@ -49,9 +49,14 @@ def entries(svc, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
     after = ""
     while True:
         with svc.db.read() as s:
-            rows = list(s.scalars(select(Submission).where(
-                Submission.team_id == run.team_id, Submission.run_id == run.name, Submission.id > after)
-                .order_by(Submission.id).limit(PAGE)))
+            rows = list(
+                s.scalars(
+                    select(Submission)
+                    .where(Submission.team_id == run.team_id, Submission.run_id == run.name, Submission.id > after)
+                    .order_by(Submission.id)
+                    .limit(PAGE)
+                )
+            )
         if not rows:
             break
         after = rows[-1].id
@@ -65,17 +70,34 @@ def entries(svc, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
                 files["test_output.txt"] = output.encode("utf-8", errors="replace")
             attempts = (result.get("apply") or {}).get("attempts") or []
             if attempts:
-                files["apply.log"] = "".join(f"$ {a.get('command')}  (exit {a.get('exit_code')})\n{a.get('output', '')}\n"
-                                             for a in attempts).encode("utf-8", errors="replace")
+                files["apply.log"] = "".join(
+                    f"$ {a.get('command')}  (exit {a.get('exit_code')})\n{a.get('output', '')}\n" for a in attempts
+                ).encode("utf-8", errors="replace")
             for name, data in files.items():
                 yield f"{root}/{folder}/{name}", data
-            index.append({"id": sub.id, "task_id": sub.task_id, "trial": sub.trial, "status": sub.status,
-                          "verdict": sub.verdict, "feedback": view.get("feedback"), "folder": folder,
-                          "files": sorted(files),
-                          "test_output": "included" if output else "none" if view.get("feedback") == "full"
-                          else f"withheld by the task's feedback policy ({view.get('feedback')})"})
-    manifest = {"run": run.name, "id": run.id, "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                "submissions": index}
+            index.append(
+                {
+                    "id": sub.id,
+                    "task_id": sub.task_id,
+                    "trial": sub.trial,
+                    "status": sub.status,
+                    "verdict": sub.verdict,
+                    "feedback": view.get("feedback"),
+                    "folder": folder,
+                    "files": sorted(files),
+                    "test_output": "included"
+                    if output
+                    else "none"
+                    if view.get("feedback") == "full"
+                    else f"withheld by the task's feedback policy ({view.get('feedback')})",
+                }
+            )
+    manifest = {
+        "run": run.name,
+        "id": run.id,
+        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "submissions": index,
+    }
     yield f"{root}/index.json", (json.dumps(manifest, indent=1) + "\n").encode()
 
 
@@ -122,5 +144,6 @@ def download(run: str):
     except BaseException:
         spool.close()
         raise
-    return send_file(spool, mimetype=FORMATS[fmt], as_attachment=True,
-                     download_name=f"{safe_name(found.name)}-logs.{fmt}", max_age=0)
+    return send_file(
+        spool, mimetype=FORMATS[fmt], as_attachment=True, download_name=f"{safe_name(found.name)}-logs.{fmt}", max_age=0
+    )

@@ -16,9 +16,29 @@ from grader.version import GRADER_VERSION
 
 bp = Blueprint("openapi", __name__)
 
-_MODELS = [m.SubmissionIn, m.PredictionIn, m.BatchIn, m.SubmissionOut, m.SubmissionPage, m.BatchOut, m.ErrorOut,
-           m.TaskOut, m.TaskPage, m.AccountOut, m.TeamIn, m.KeyOut, m.Health, m.WorkersOut, m.RunOut, m.RunPage,
-           m.RunView, m.RunPatch, m.Leaderboard, m.CompareOut, m.SwebenchReport]
+_MODELS = [
+    m.SubmissionIn,
+    m.PredictionIn,
+    m.BatchIn,
+    m.SubmissionOut,
+    m.SubmissionPage,
+    m.BatchOut,
+    m.ErrorOut,
+    m.TaskOut,
+    m.TaskPage,
+    m.AccountOut,
+    m.TeamIn,
+    m.KeyOut,
+    m.Health,
+    m.WorkersOut,
+    m.RunOut,
+    m.RunPage,
+    m.RunView,
+    m.RunPatch,
+    m.Leaderboard,
+    m.CompareOut,
+    m.SwebenchReport,
+]
 
 
 def _ref(model) -> dict:
@@ -30,46 +50,108 @@ def _json(model, description: str) -> dict:
 
 
 def _errors(*codes: int) -> dict:
-    text = {400: "malformed request", 401: "missing or invalid API key", 403: "needs an admin key",
-            404: "not found (or another team's)", 409: "conflict", 413: "body too large",
-            422: "invalid fields",
-            429: "over quota, or past the team's requests in progress or bytes a second (see Retry-After)",
-            503: "queue full or storage down (see Retry-After)"}
+    text = {
+        400: "malformed request",
+        401: "missing or invalid API key",
+        403: "needs an admin key",
+        404: "not found (or another team's)",
+        409: "conflict",
+        413: "body too large",
+        422: "invalid fields",
+        429: "over quota, or past the team's requests in progress or bytes a second (see Retry-After)",
+        503: "queue full or storage down (see Retry-After)",
+    }
     return {str(c): _json(m.ErrorOut, text[c]) for c in codes}
 
 
 _P = {
     "id": {"name": "submission_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 32}},
     "task": {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"}},
-    "run_ref": {"name": "run", "in": "path", "required": True, "description": "the run's id, or your run_id",
-                "schema": {"type": "string"}},
-    "wait": {"name": "wait", "in": "query", "required": False, "description": "seconds to hold for the verdict "
-             "(capped by the server's maximum). A team holds at most GRADER_MAX_WAITING_PER_TEAM requests at once; "
-             "past that bound the request is answered at once (202) with a `Grader-Wait: not held: ...` header "
-             "and Retry-After, and the client polls GET", "schema": {"type": "number", "minimum": 0}},
-    "idem": {"name": "Idempotency-Key", "in": "header", "required": False, "description": "a retried request "
-             "with the same key returns the first answer", "schema": {"type": "string", "maxLength": 180}},
-    "run": {"name": "run_id", "in": "query", "required": False, "description": "only this run's submissions",
-            "schema": {"type": "string"}},
-    "status": {"name": "status", "in": "query", "required": False, "description": "only submissions in this state",
-               "schema": {"type": "string", "enum": ["queued", "running", "done", "cancelled"]}},
-    "limit": {"name": "limit", "in": "query", "required": False, "description": "submissions per page",
-              "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
-    "cursor": {"name": "cursor", "in": "query", "required": False,
-               "description": "the previous page's next_cursor", "schema": {"type": "string"}},
+    "run_ref": {
+        "name": "run",
+        "in": "path",
+        "required": True,
+        "description": "the run's id, or your run_id",
+        "schema": {"type": "string"},
+    },
+    "wait": {
+        "name": "wait",
+        "in": "query",
+        "required": False,
+        "description": "seconds to hold for the verdict "
+        "(capped by the server's maximum). A team holds at most GRADER_MAX_WAITING_PER_TEAM requests at once; "
+        "past that bound the request is answered at once (202) with a `Grader-Wait: not held: ...` header "
+        "and Retry-After, and the client polls GET",
+        "schema": {"type": "number", "minimum": 0},
+    },
+    "idem": {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "a retried request with the same key returns the first answer",
+        "schema": {"type": "string", "maxLength": 180},
+    },
+    "run": {
+        "name": "run_id",
+        "in": "query",
+        "required": False,
+        "description": "only this run's submissions",
+        "schema": {"type": "string"},
+    },
+    "status": {
+        "name": "status",
+        "in": "query",
+        "required": False,
+        "description": "only submissions in this state",
+        "schema": {"type": "string", "enum": ["queued", "running", "done", "cancelled"]},
+    },
+    "limit": {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": "submissions per page",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    },
+    "cursor": {
+        "name": "cursor",
+        "in": "query",
+        "required": False,
+        "description": "the previous page's next_cursor",
+        "schema": {"type": "string"},
+    },
 }
 _AUTH = [{"bearer": []}]
 _OPTIONAL = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
 _DATE_OR_EMPTY = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 0}]}
 _WINDOW = [
-    {"name": "suite", "in": "query", "required": False, "description": "only tasks of this suite",
-     "schema": {"type": "string"}},
-    {"name": "variant", "in": "query", "required": False, "description": "only attempts with this prompt variant "
-     "(minimal, concise, contextual, guided)", "schema": {"type": "string"}},
-    {"name": "since", "in": "query", "required": False, "description": "tasks created on or after (empty: no bound)",
-     "schema": _DATE_OR_EMPTY},
-    {"name": "until", "in": "query", "required": False, "description": "tasks created on or before (empty: no bound)",
-     "schema": _DATE_OR_EMPTY},
+    {
+        "name": "suite",
+        "in": "query",
+        "required": False,
+        "description": "only tasks of this suite",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "variant",
+        "in": "query",
+        "required": False,
+        "description": "only attempts with this prompt variant (minimal, concise, contextual, guided)",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "since",
+        "in": "query",
+        "required": False,
+        "description": "tasks created on or after (empty: no bound)",
+        "schema": _DATE_OR_EMPTY,
+    },
+    {
+        "name": "until",
+        "in": "query",
+        "required": False,
+        "description": "tasks created on or before (empty: no bound)",
+        "schema": _DATE_OR_EMPTY,
+    },
 ]
 
 
@@ -77,143 +159,353 @@ def _paths() -> dict:
     sub = {"200": _json(m.SubmissionOut, "the submission")}
     return {
         "/v1/submissions": {
-            "post": {"summary": "Submit a patch for grading", "tags": ["submissions"], "security": _AUTH,
-                     "parameters": [_P["wait"], _P["idem"]],
-                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.SubmissionIn)}}},
-                     "responses": {"202": _json(m.SubmissionOut, "accepted; poll Location"),
-                                   "200": _json(m.SubmissionOut, "already done (within wait, from the cache, or replayed)"),
-                                   **_errors(400, 401, 409, 413, 422, 429, 503)}},
-            "get": {"summary": "List your submissions, oldest first", "tags": ["submissions"], "security": _AUTH,
-                    "parameters": [_P["run"], _P["status"], _P["limit"], _P["cursor"]],
-                    "responses": {"200": _json(m.SubmissionPage, "a page; follow next_cursor"), **_errors(401, 422)}},
+            "post": {
+                "summary": "Submit a patch for grading",
+                "tags": ["submissions"],
+                "security": _AUTH,
+                "parameters": [_P["wait"], _P["idem"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.SubmissionIn)}}},
+                "responses": {
+                    "202": _json(m.SubmissionOut, "accepted; poll Location"),
+                    "200": _json(m.SubmissionOut, "already done (within wait, from the cache, or replayed)"),
+                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                },
+            },
+            "get": {
+                "summary": "List your submissions, oldest first",
+                "tags": ["submissions"],
+                "security": _AUTH,
+                "parameters": [_P["run"], _P["status"], _P["limit"], _P["cursor"]],
+                "responses": {"200": _json(m.SubmissionPage, "a page; follow next_cursor"), **_errors(401, 422)},
+            },
         },
         "/v1/submissions/batch": {
-            "post": {"summary": "Submit many patches (ours, or SWE-bench predictions; JSON list or JSONL)",
-                     "tags": ["submissions"], "security": _AUTH, "parameters": [_P["run"], _P["idem"]],
-                     "requestBody": {"required": True, "content": {
-                         "application/json": {"schema": {"oneOf": [_ref(m.BatchIn), {"type": "array", "items": {
-                             "anyOf": [_ref(m.SubmissionIn), _ref(m.PredictionIn)]}}]}},
-                         "application/x-ndjson": {"schema": {"type": "string"}}}},
-                     "responses": {"202": _json(m.BatchOut, "each item's id or error, in input order"),
-                                   **_errors(400, 401, 409, 413, 422, 429, 503)}},
+            "post": {
+                "summary": "Submit many patches (ours, or SWE-bench predictions; JSON list or JSONL)",
+                "tags": ["submissions"],
+                "security": _AUTH,
+                "parameters": [_P["run"], _P["idem"]],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "oneOf": [
+                                    _ref(m.BatchIn),
+                                    {"type": "array", "items": {"anyOf": [_ref(m.SubmissionIn), _ref(m.PredictionIn)]}},
+                                ]
+                            }
+                        },
+                        "application/x-ndjson": {"schema": {"type": "string"}},
+                    },
+                },
+                "responses": {
+                    "202": _json(m.BatchOut, "each item's id or error, in input order"),
+                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                },
+            },
         },
         "/v1/submissions/{submission_id}": {
-            "get": {"summary": "A submission, with its result when done", "tags": ["submissions"], "security": _AUTH,
-                    "parameters": [_P["id"]], "responses": {**sub, **_errors(401, 404)}},
-            "delete": {"summary": "Cancel a queued submission", "tags": ["submissions"], "security": _AUTH,
-                       "parameters": [_P["id"]], "responses": {**sub, **_errors(401, 404, 409)}},
+            "get": {
+                "summary": "A submission, with its result when done",
+                "tags": ["submissions"],
+                "security": _AUTH,
+                "parameters": [_P["id"]],
+                "responses": {**sub, **_errors(401, 404)},
+            },
+            "delete": {
+                "summary": "Cancel a queued submission",
+                "tags": ["submissions"],
+                "security": _AUTH,
+                "parameters": [_P["id"]],
+                "responses": {**sub, **_errors(401, 404, 409)},
+            },
         },
-        "/v1/tasks": {"get": {"summary": "Every task's public view", "tags": ["tasks"], "security": _AUTH,
-                              "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401)}}},
-        "/v1/tasks/{task_id}": {"get": {"summary": "One task's public view", "tags": ["tasks"], "security": _AUTH,
-                                        "parameters": [_P["task"]],
-                                        "responses": {"200": _json(m.TaskOut, "the task"), **_errors(401, 404)}}},
-        "/v1/tasks/{task_id}/repository": {"get": {
-            "summary": "The task's starting repository: a git bundle of the base commit's history (and the merge "
-                       "commit's, for a conflict task), nothing later; `grader tasks checkout` reaches the start state",
-            "description": "Fetch `X-Grader-Commit` (and `X-Grader-Merge`) from the bundle, check the commit out "
-                           "detached, and for a conflict task run `git merge --no-commit --no-ff <merge>`; the "
-                           "task's public view lists the commands. Send the ETag back as If-None-Match: 304 while "
-                           "it is unchanged.",
-            "tags": ["tasks"], "security": _AUTH,
-            "parameters": [_P["task"], {"name": "If-None-Match", "in": "header", "required": False,
-                                        "description": "the ETag of a bundle you have", "schema": {"type": "string"}}],
-            "responses": {
-                "200": {"description": "the bundle", "headers": {
-                    "ETag": {"description": "the quoted sha256 of the bundle", "schema": {"type": "string"}},
-                    "X-Content-SHA256": {"description": "the sha256 of the bundle (hex)", "schema": {"type": "string"}},
-                    "X-Grader-Commit": {"description": "the base commit", "schema": {"type": "string"}},
-                    "X-Grader-Merge": {"description": "a conflict task's commit to merge without committing",
-                                       "schema": {"type": "string"}}},
-                        "content": {"application/x-git-bundle": {"schema": {"type": "string", "format": "binary"}}}},
-                "304": {"description": "unchanged since the ETag sent in If-None-Match"},
-                **_errors(401, 404)}}},
-        "/v1/account": {"get": {"summary": "Your team, quotas, usage and webhook secret", "tags": ["account"],
-                                "security": _AUTH, "responses": {"200": _json(m.AccountOut, "your account"),
-                                                                 **_errors(401)}}},
-        "/v1/workers": {"get": {"summary": "Workers and the queue's depth (what each worker grades: admin keys only)",
-                                "tags": ["system"],
-                                "security": _AUTH, "responses": {"200": _json(m.WorkersOut, "workers"),
-                                                                 **_errors(401)}}},
+        "/v1/tasks": {
+            "get": {
+                "summary": "Every task's public view",
+                "tags": ["tasks"],
+                "security": _AUTH,
+                "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401)},
+            }
+        },
+        "/v1/tasks/{task_id}": {
+            "get": {
+                "summary": "One task's public view",
+                "tags": ["tasks"],
+                "security": _AUTH,
+                "parameters": [_P["task"]],
+                "responses": {"200": _json(m.TaskOut, "the task"), **_errors(401, 404)},
+            }
+        },
+        "/v1/tasks/{task_id}/repository": {
+            "get": {
+                "summary": "The task's starting repository: a git bundle of the base commit's history (and the merge "
+                "commit's, for a conflict task), nothing later; `grader tasks checkout` reaches the start state",
+                "description": "Fetch `X-Grader-Commit` (and `X-Grader-Merge`) from the bundle, check the commit out "
+                "detached, and for a conflict task run `git merge --no-commit --no-ff <merge>`; the "
+                "task's public view lists the commands. Send the ETag back as If-None-Match: 304 while "
+                "it is unchanged.",
+                "tags": ["tasks"],
+                "security": _AUTH,
+                "parameters": [
+                    _P["task"],
+                    {
+                        "name": "If-None-Match",
+                        "in": "header",
+                        "required": False,
+                        "description": "the ETag of a bundle you have",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the bundle",
+                        "headers": {
+                            "ETag": {"description": "the quoted sha256 of the bundle", "schema": {"type": "string"}},
+                            "X-Content-SHA256": {
+                                "description": "the sha256 of the bundle (hex)",
+                                "schema": {"type": "string"},
+                            },
+                            "X-Grader-Commit": {"description": "the base commit", "schema": {"type": "string"}},
+                            "X-Grader-Merge": {
+                                "description": "a conflict task's commit to merge without committing",
+                                "schema": {"type": "string"},
+                            },
+                        },
+                        "content": {"application/x-git-bundle": {"schema": {"type": "string", "format": "binary"}}},
+                    },
+                    "304": {"description": "unchanged since the ETag sent in If-None-Match"},
+                    **_errors(401, 404),
+                },
+            }
+        },
+        "/v1/account": {
+            "get": {
+                "summary": "Your team, quotas, usage and webhook secret",
+                "tags": ["account"],
+                "security": _AUTH,
+                "responses": {"200": _json(m.AccountOut, "your account"), **_errors(401)},
+            }
+        },
+        "/v1/workers": {
+            "get": {
+                "summary": "Workers and the queue's depth (what each worker grades: admin keys only)",
+                "tags": ["system"],
+                "security": _AUTH,
+                "responses": {"200": _json(m.WorkersOut, "workers"), **_errors(401)},
+            }
+        },
         "/v1/admin/teams": {
-            "get": {"summary": "Teams (admin)", "tags": ["admin"], "security": _AUTH,
-                    "responses": {"200": {"description": "teams", "content": {"application/json": {
-                        "schema": {"type": "object"}}}}, **_errors(401, 403)}},
-            "post": {"summary": "Create a team or give it a new key (admin); the key is shown once",
-                     "tags": ["admin"], "security": _AUTH,
-                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.TeamIn)}}},
-                     "responses": {"201": _json(m.KeyOut, "the new key"), **_errors(401, 403, 409, 422)}},
+            "get": {
+                "summary": "Teams (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "responses": {
+                    "200": {"description": "teams", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    **_errors(401, 403),
+                },
+            },
+            "post": {
+                "summary": "Create a team or give it a new key (admin); the key is shown once",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.TeamIn)}}},
+                "responses": {"201": _json(m.KeyOut, "the new key"), **_errors(401, 403, 409, 422)},
+            },
         },
-        "/v1/admin/tasks/reload": {"post": {"summary": "Read the tasks directory again (admin)", "tags": ["admin"],
-                                            "security": _AUTH, "responses": {"200": {"description": "reloaded"},
-                                                                             **_errors(401, 403, 422)}}},
-        "/v1/runs": {"get": {"summary": "Your team's runs and every public one", "tags": ["runs"],
-                             "security": _OPTIONAL, "responses": {"200": _json(m.RunPage, "runs"), **_errors(401)}}},
+        "/v1/admin/tasks/reload": {
+            "post": {
+                "summary": "Read the tasks directory again (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "responses": {"200": {"description": "reloaded"}, **_errors(401, 403, 422)},
+            }
+        },
+        "/v1/runs": {
+            "get": {
+                "summary": "Your team's runs and every public one",
+                "tags": ["runs"],
+                "security": _OPTIONAL,
+                "responses": {"200": _json(m.RunPage, "runs"), **_errors(401)},
+            }
+        },
         "/v1/runs/{run}": {
-            "get": {"summary": "A run's figures and per-task table", "tags": ["runs"], "security": _OPTIONAL,
-                    "parameters": [_P["run_ref"], *_WINDOW],
-                    "responses": {"200": _json(m.RunView, "the run"), **_errors(401, 404, 422)}},
-            "patch": {"summary": "Describe a run, make it public (the host also marks baseline, hidden, verified)",
-                      "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
-                      "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.RunPatch)}}},
-                      "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 422)}},
-            "delete": {"summary": "Delete your run before it is published: its submissions stay yours, without a "
-                                  "run, and the run id can be used again (409 once published)",
-                       "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
-                       "responses": {"200": {"description": "deleted: the run as it was, and how many submissions "
-                                                            "left it", "content": {"application/json": {
-                                                                "schema": {"type": "object"}}}},
-                                     **_errors(401, 403, 404, 409)}},
+            "get": {
+                "summary": "A run's figures and per-task table",
+                "tags": ["runs"],
+                "security": _OPTIONAL,
+                "parameters": [_P["run_ref"], *_WINDOW],
+                "responses": {"200": _json(m.RunView, "the run"), **_errors(401, 404, 422)},
+            },
+            "patch": {
+                "summary": "Describe a run, make it public (the host also marks baseline, hidden, verified)",
+                "tags": ["runs"],
+                "security": _AUTH,
+                "parameters": [_P["run_ref"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.RunPatch)}}},
+                "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 422)},
+            },
+            "delete": {
+                "summary": "Delete your run before it is published: its submissions stay yours, without a "
+                "run, and the run id can be used again (409 once published)",
+                "tags": ["runs"],
+                "security": _AUTH,
+                "parameters": [_P["run_ref"]],
+                "responses": {
+                    "200": {
+                        "description": "deleted: the run as it was, and how many submissions left it",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(401, 403, 404, 409),
+                },
+            },
         },
-        "/v1/runs/{run}/report": {"get": {
-            "summary": "The run in SWE-bench's report format", "tags": ["runs"], "security": _OPTIONAL,
-            "parameters": [_P["run_ref"], {"name": "format", "in": "query", "required": False,
-                                          "schema": {"type": "string", "enum": ["swebench"]}}],
-            "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)}}},
-        "/v1/runs/{run}/predictions": {"get": {
-            "summary": "Your run's patches as SWE-bench predictions, one per task: its newest trial whose outcome "
-                       "is the task's (a PASS for a resolved task)",
-            "tags": ["runs"], "security": _AUTH, "parameters": [_P["run_ref"]],
-            "responses": {"200": {"description": "the predictions", "content": {"application/json": {
-                "schema": {"type": "array", "items": _ref(m.PredictionIn)}}}}, **_errors(401, 404)}}},
-        "/v1/runs/{run}/logs": {"get": {
-            "summary": "Your run's logs in one archive: per task and trial the patch submitted, the test output "
-                       "and the result, as the feedback policy shows them, with index.json",
-            "tags": ["runs"], "security": _AUTH,
-            "parameters": [_P["run_ref"], {"name": "format", "in": "query", "required": False,
-                                          "schema": {"type": "string", "enum": ["tar.gz", "zip"],
-                                                     "default": "tar.gz"}}],
-            "responses": {"200": {"description": "the archive (Content-Disposition: attachment)", "content": {
-                "application/gzip": {"schema": {"type": "string", "format": "binary"}},
-                "application/zip": {"schema": {"type": "string", "format": "binary"}}}},
-                **_errors(401, 404, 422)}}},
-        "/v1/leaderboard": {"get": {
-            "summary": "Public runs ranked by the tasks of their suites' whole task set they resolve; incomplete "
-                       "runs only on request, never ranked",
-            "tags": ["runs"], "security": _OPTIONAL,
-            "parameters": [*_WINDOW, {"name": "include_incomplete", "in": "query", "required": False,
-                                      "description": "1, true or yes (any case) lists incomplete runs too, "
-                                                     "unranked; any other value does not",
-                                      "schema": {"type": "string"}}],
-            "responses": {"200": _json(m.Leaderboard, "the leaderboard"), **_errors(401, 422)}}},
-        "/v1/compare": {"get": {
-            "summary": "Two runs on their common tasks", "tags": ["runs"], "security": _OPTIONAL,
-            "parameters": [{"name": "a", "in": "query", "required": True, "description": "a run: its id, or your "
-                            "run_id", "schema": {"type": "string"}},
-                           {"name": "b", "in": "query", "required": True, "description": "the run to compare it with",
-                            "schema": {"type": "string"}}, *_WINDOW],
-            "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)}}},
-        "/healthz": {"get": {"summary": "The process is alive", "tags": ["system"],
-                             "responses": {"200": _json(m.Health, "alive")}}},
-        "/readyz": {"get": {"summary": "Redis, the database and Docker answer (which is down, not where); "
-                                       "refused task files", "tags": ["system"],
-                            "responses": {"200": _json(m.Health, "ready"), "503": _json(m.Health, "not ready")}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics", "tags": ["system"], "responses": {"200": {
-            "description": "text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-        "/openapi.json": {"get": {"summary": "This document", "tags": ["system"],
-                                  "responses": {"200": {"description": "OpenAPI 3.1"}}}},
-        "/docs": {"get": {"summary": "This document as a page", "tags": ["system"],
-                          "responses": {"200": {"description": "HTML"}}}},
+        "/v1/runs/{run}/report": {
+            "get": {
+                "summary": "The run in SWE-bench's report format",
+                "tags": ["runs"],
+                "security": _OPTIONAL,
+                "parameters": [
+                    _P["run_ref"],
+                    {
+                        "name": "format",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["swebench"]},
+                    },
+                ],
+                "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)},
+            }
+        },
+        "/v1/runs/{run}/predictions": {
+            "get": {
+                "summary": "Your run's patches as SWE-bench predictions, one per task: its newest trial whose outcome "
+                "is the task's (a PASS for a resolved task)",
+                "tags": ["runs"],
+                "security": _AUTH,
+                "parameters": [_P["run_ref"]],
+                "responses": {
+                    "200": {
+                        "description": "the predictions",
+                        "content": {"application/json": {"schema": {"type": "array", "items": _ref(m.PredictionIn)}}},
+                    },
+                    **_errors(401, 404),
+                },
+            }
+        },
+        "/v1/runs/{run}/logs": {
+            "get": {
+                "summary": "Your run's logs in one archive: per task and trial the patch submitted, the test output "
+                "and the result, as the feedback policy shows them, with index.json",
+                "tags": ["runs"],
+                "security": _AUTH,
+                "parameters": [
+                    _P["run_ref"],
+                    {
+                        "name": "format",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["tar.gz", "zip"], "default": "tar.gz"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the archive (Content-Disposition: attachment)",
+                        "content": {
+                            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                            "application/zip": {"schema": {"type": "string", "format": "binary"}},
+                        },
+                    },
+                    **_errors(401, 404, 422),
+                },
+            }
+        },
+        "/v1/leaderboard": {
+            "get": {
+                "summary": "Public runs ranked by the tasks of their suites' whole task set they resolve; incomplete "
+                "runs only on request, never ranked",
+                "tags": ["runs"],
+                "security": _OPTIONAL,
+                "parameters": [
+                    *_WINDOW,
+                    {
+                        "name": "include_incomplete",
+                        "in": "query",
+                        "required": False,
+                        "description": "1, true or yes (any case) lists incomplete runs too, "
+                        "unranked; any other value does not",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {"200": _json(m.Leaderboard, "the leaderboard"), **_errors(401, 422)},
+            }
+        },
+        "/v1/compare": {
+            "get": {
+                "summary": "Two runs on their common tasks",
+                "tags": ["runs"],
+                "security": _OPTIONAL,
+                "parameters": [
+                    {
+                        "name": "a",
+                        "in": "query",
+                        "required": True,
+                        "description": "a run: its id, or your run_id",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "b",
+                        "in": "query",
+                        "required": True,
+                        "description": "the run to compare it with",
+                        "schema": {"type": "string"},
+                    },
+                    *_WINDOW,
+                ],
+                "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)},
+            }
+        },
+        "/healthz": {
+            "get": {
+                "summary": "The process is alive",
+                "tags": ["system"],
+                "responses": {"200": _json(m.Health, "alive")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Redis, the database and Docker answer (which is down, not where); refused task files",
+                "tags": ["system"],
+                "responses": {"200": _json(m.Health, "ready"), "503": _json(m.Health, "not ready")},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "tags": ["system"],
+                "responses": {
+                    "200": {
+                        "description": "text exposition format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "tags": ["system"],
+                "responses": {"200": {"description": "OpenAPI 3.1"}},
+            }
+        },
+        "/docs": {
+            "get": {
+                "summary": "This document as a page",
+                "tags": ["system"],
+                "responses": {"200": {"description": "HTML"}},
+            }
+        },
     }
 
 
@@ -240,6 +532,7 @@ def _with_examples(paths: dict) -> dict:
     import copy
 
     from grader.api.examples import ERRORS, EXAMPLES
+
     for path, ops in paths.items():
         for method, op in ops.items():
             op["responses"] = copy.deepcopy(op["responses"])  # some are shared between operations
@@ -247,8 +540,12 @@ def _with_examples(paths: dict) -> dict:
             ex = EXAMPLES.get((method, path))
             if ex is None:
                 continue  # tests/test_docs.py requires one for every operation
-            op["x-example"] = {"path": ex["path"], "query": ex.get("query", {}), "headers": ex.get("headers", {}),
-                               "status": ex["status"]}
+            op["x-example"] = {
+                "path": ex["path"],
+                "query": ex.get("query", {}),
+                "headers": ex.get("headers", {}),
+                "status": ex["status"],
+            }
             if "body" in ex:
                 op["requestBody"]["content"]["application/json"]["example"] = ex["body"]
             answer = op["responses"][ex["status"]]
@@ -294,8 +591,10 @@ def init_app(app: Flask) -> None:
         path or query (no database stores one in text; PostgreSQL refuses it), or a query
         parameter its operation does not take."""
         nul = "\x00" in request.path or any("\x00" in k or "\x00" in v for k, v in request.args.items(multi=True))
-        known, needs_key = (query_names(request.url_rule.rule, request.method) if request.url_rule else None) \
-            or (None, False)
+        known, needs_key = (query_names(request.url_rule.rule, request.method) if request.url_rule else None) or (
+            None,
+            False,
+        )
         unknown = sorted(set(request.args) - known) if known is not None else []
         if not (nul or unknown):
             return
@@ -304,25 +603,40 @@ def init_app(app: Flask) -> None:
         if nul:
             raise ApiError(400, "bad_request", "the path or the query holds a NUL character")
         takes = ", ".join(sorted(known)) or "none"
-        raise ApiError(400, "unknown_parameter", f"unknown query parameter(s) {', '.join(map(repr, unknown))} "
-                                                 f"for {request.method} {request.url_rule.rule}; it takes: {takes}")
+        raise ApiError(
+            400,
+            "unknown_parameter",
+            f"unknown query parameter(s) {', '.join(map(repr, unknown))} "
+            f"for {request.method} {request.url_rule.rule}; it takes: {takes}",
+        )
 
 
 @functools.lru_cache(maxsize=1)
 def document() -> dict:
-    _, defs = models_json_schema([(model, "validation") for model in _MODELS],
-                                 ref_template="#/components/schemas/{model}")
+    _, defs = models_json_schema(
+        [(model, "validation") for model in _MODELS], ref_template="#/components/schemas/{model}"
+    )
     return {
         "openapi": "3.1.0",
-        "info": {"title": "grader", "version": GRADER_VERSION,
-                 "description": "Grade a unified-diff patch against a task in an isolated container: PASS, FAIL, "
-                                "PATCH FAILED or TIMED OUT, with per-test outcomes, the apply log and durations. "
-                                "ERROR is a fault of the grading machinery: retried, never charged."},
+        "info": {
+            "title": "grader",
+            "version": GRADER_VERSION,
+            "description": "Grade a unified-diff patch against a task in an isolated container: PASS, FAIL, "
+            "PATCH FAILED or TIMED OUT, with per-test outcomes, the apply log and durations. "
+            "ERROR is a fault of the grading machinery: retried, never charged.",
+        },
         "servers": [{"url": "/"}],
         "paths": _with_examples(_strict(_paths())),
-        "components": {"schemas": defs.get("$defs", {}),
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                      "description": "a team's API key (grader keys create TEAM)"}}},
+        "components": {
+            "schemas": defs.get("$defs", {}),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a team's API key (grader keys create TEAM)",
+                }
+            },
+        },
     }
 
 
@@ -334,22 +648,35 @@ def spec():
 # The portal's pages, as /docs lists them (a test checks that every page is here).
 PORTAL_PAGES = {
     "portal.home": ("Home", "goes to the leaderboard", "anyone"),
-    "portal.leaderboard_page": ("Leaderboard", "public runs ranked over their suites' whole task set; sortable, "
-                                "filtered by suite, prompt variant and time window; incomplete runs on request",
-                                "anyone"),
-    "portal.run_page": ("A run", "its figures with intervals, the per-task grid of trials and breakdown charts; "
-                        "its own team also gets a link to each submission", "anyone for a public run; its team"),
-    "portal.compare_page": ("Compare", "two runs on their common tasks: wins, losses, the difference, McNemar's p",
-                            "anyone (the runs one may see)"),
+    "portal.leaderboard_page": (
+        "Leaderboard",
+        "public runs ranked over their suites' whole task set; sortable, "
+        "filtered by suite, prompt variant and time window; incomplete runs on request",
+        "anyone",
+    ),
+    "portal.run_page": (
+        "A run",
+        "its figures with intervals, the per-task grid of trials and breakdown charts; "
+        "its own team also gets a link to each submission",
+        "anyone for a public run; its team",
+    ),
+    "portal.compare_page": (
+        "Compare",
+        "two runs on their common tasks: wins, losses, the difference, McNemar's p",
+        "anyone (the runs one may see)",
+    ),
     "portal.tasks_page": ("Tasks", "every task's public view", "anyone"),
     "portal.task_page": ("A task", "its instruction, prompts, metadata and how to get its repository", "anyone"),
-    "portal.submission_page": ("A submission", "its verdict and explanation, failures first by FAIL_TO_PASS / "
-                               "PASS_TO_PASS, the submitted diff, the output as the task's feedback policy allows, "
-                               "timings folded away", "its team, signed in"),
+    "portal.submission_page": (
+        "A submission",
+        "its verdict and explanation, failures first by FAIL_TO_PASS / "
+        "PASS_TO_PASS, the submitted diff, the output as the task's feedback policy allows, "
+        "timings folded away",
+        "its team, signed in",
+    ),
     "portal.login": ("Sign in", "with the team's API key (the session keeps only its hash)", "anyone"),
     "portal.logout": ("Sign out", "a button in the header", "signed in"),
-    "portal.my_runs": ("Your runs", "the team's runs, private ones included, and its recent submissions",
-                       "signed in"),
+    "portal.my_runs": ("Your runs", "the team's runs, private ones included, and its recent submissions", "signed in"),
 }
 
 
@@ -396,9 +723,10 @@ def _curl(method: str, op: dict) -> str:
     """The example request as a curl command (the key and the service's URL from the
     environment, as the CLI reads them)."""
     from urllib.parse import urlencode
+
     ex = op["x-example"]
     url = "$GRADER_API_URL" + ex["path"] + ("?" + urlencode(ex["query"]) if ex["query"] else "")
-    lines = [f"curl{' -X ' + method.upper() if method != 'get' else ''} \"{url}\""]
+    lines = [f'curl{" -X " + method.upper() if method != "get" else ""} "{url}"']
     if op["x-access"] != "none":
         lines.append('-H "Authorization: Bearer $GRADER_API_KEY"')
     lines += [f"-H '{k}: {v}'" for k, v in ex["headers"].items()]
@@ -423,9 +751,11 @@ def _answer(op: dict) -> tuple[str, str]:
 
 
 def _error_examples(op: dict) -> list[tuple[str, str]]:
-    return [(code, json.dumps(r["content"]["application/json"]["example"], indent=1))
-            for code, r in op["responses"].items() if not code.startswith("2")
-            and "example" in r.get("content", {}).get("application/json", {})]
+    return [
+        (code, json.dumps(r["content"]["application/json"]["example"], indent=1))
+        for code, r in op["responses"].items()
+        if not code.startswith("2") and "example" in r.get("content", {}).get("application/json", {})
+    ]
 
 
 def _operations(doc: dict) -> list[dict]:
@@ -433,15 +763,36 @@ def _operations(doc: dict) -> list[dict]:
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
             status, answer = _answer(op)
-            ops.append({
-                "path": path, "method": method, "op": op, "anchor": f"{method}-{path}",
-                "tag": (op.get("tags") or ["other"])[0], "access": ACCESS[op["x-access"]], "level": op["x-access"],
-                "params": [{"name": prm["name"], "in": prm["in"], "required": prm.get("required", False),
-                            "type": _one_type(prm.get("schema") or {}), "allowed": _allowed(prm.get("schema") or {}),
-                            "description": prm.get("description", "")} for prm in op.get("parameters", [])],
-                "body": [(ctype, (c.get("schema") or {}).get("$ref", "").rsplit("/", 1)[-1] or _one_type(c["schema"]))
-                         for ctype, c in (op.get("requestBody") or {}).get("content", {}).items()],
-                "curl": _curl(method, op), "status": status, "answer": answer, "errors": _error_examples(op)})
+            ops.append(
+                {
+                    "path": path,
+                    "method": method,
+                    "op": op,
+                    "anchor": f"{method}-{path}",
+                    "tag": (op.get("tags") or ["other"])[0],
+                    "access": ACCESS[op["x-access"]],
+                    "level": op["x-access"],
+                    "params": [
+                        {
+                            "name": prm["name"],
+                            "in": prm["in"],
+                            "required": prm.get("required", False),
+                            "type": _one_type(prm.get("schema") or {}),
+                            "allowed": _allowed(prm.get("schema") or {}),
+                            "description": prm.get("description", ""),
+                        }
+                        for prm in op.get("parameters", [])
+                    ],
+                    "body": [
+                        (ctype, (c.get("schema") or {}).get("$ref", "").rsplit("/", 1)[-1] or _one_type(c["schema"]))
+                        for ctype, c in (op.get("requestBody") or {}).get("content", {}).items()
+                    ],
+                    "curl": _curl(method, op),
+                    "status": status,
+                    "answer": answer,
+                    "errors": _error_examples(op),
+                }
+            )
     return ops
 
 
@@ -449,21 +800,43 @@ def _schemas(doc: dict) -> list[dict]:
     out = []
     for name, s in doc["components"]["schemas"].items():
         required = set(s.get("required") or [])
-        out.append({"name": name, "description": s.get("description", ""), "fields": [
-            {"name": prop, "type": _one_type(ps), "allowed": _allowed(ps), "required": prop in required,
-             "description": ps.get("description", "")} for prop, ps in (s.get("properties") or {}).items()]})
+        out.append(
+            {
+                "name": name,
+                "description": s.get("description", ""),
+                "fields": [
+                    {
+                        "name": prop,
+                        "type": _one_type(ps),
+                        "allowed": _allowed(ps),
+                        "required": prop in required,
+                        "description": ps.get("description", ""),
+                    }
+                    for prop, ps in (s.get("properties") or {}).items()
+                ],
+            }
+        )
     return out
 
 
 def _portal_pages() -> list[dict]:
     from flask import current_app
+
     pages = []
     for rule in current_app.url_map.iter_rules():
         if rule.endpoint in PORTAL_PAGES:
             title, what, who = PORTAL_PAGES[rule.endpoint]
             methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
-            pages.append({"rule": rule.rule, "link": "<" not in rule.rule and "GET" in methods, "title": title,
-                          "what": what, "who": who, "methods": methods})
+            pages.append(
+                {
+                    "rule": rule.rule,
+                    "link": "<" not in rule.rule and "GET" in methods,
+                    "title": title,
+                    "what": what,
+                    "who": who,
+                    "methods": methods,
+                }
+            )
     return pages
 
 
@@ -472,5 +845,6 @@ def docs():
     doc = document()
     ops = _operations(doc)
     tags = list(dict.fromkeys(o["tag"] for o in ops))
-    return render_template("docs.html", doc=doc, ops=ops, tags=tags, schemas=_schemas(doc), access=ACCESS,
-                           pages=_portal_pages())
+    return render_template(
+        "docs.html", doc=doc, ops=ops, tags=tags, schemas=_schemas(doc), access=ACCESS, pages=_portal_pages()
+    )

@@ -112,8 +112,12 @@ def delete(run: str):
         if row is None:
             raise ApiError(404, "not_found", f"no run {run!r}")
         if store_runs.locked(row):
-            raise ApiError(409, "run_locked", f"run {row.name!r} was published on {row.published_at:%Y-%m-%d}; a "
-                                              "published run cannot be deleted (the host can hide it)")
+            raise ApiError(
+                409,
+                "run_locked",
+                f"run {row.name!r} was published on {row.published_at:%Y-%m-%d}; a "
+                "published run cannot be deleted (the host can hide it)",
+            )
         meta = R.run_meta(row, s.get(Team, row.team_id))
         detached = store_runs.delete(s, row)
     return jsonify({"deleted": meta, "submissions_detached": detached})
@@ -129,8 +133,16 @@ def report(run: str):
     run = load_run(ref)
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, run)
-        subs = [{"task_id": r.task_id, "verdict": r.verdict, "status": r.status, "patch_sha256": r.patch_sha256,
-                 "trial": r.trial} for r in rows]
+        subs = [
+            {
+                "task_id": r.task_id,
+                "verdict": r.verdict,
+                "status": r.status,
+                "patch_sha256": r.patch_sha256,
+                "trial": r.trial,
+            }
+            for r in rows
+        ]
     return jsonify(R.swebench_report(subs, R.suite_tasks(svc, rows)))
 
 
@@ -143,8 +155,17 @@ def predictions(run: str):
     svc = _svc()
     run = own_run(run)
     with svc.db.read() as s:
-        rows = [{"task_id": r.task_id, "system": r.system, "patch": r.patch.decode("utf-8"), "status": r.status,
-                 "verdict": r.verdict, "trial": r.trial} for r in store_runs.submissions_of(s, run)]
+        rows = [
+            {
+                "task_id": r.task_id,
+                "system": r.system,
+                "patch": r.patch.decode("utf-8"),
+                "status": r.status,
+                "verdict": r.verdict,
+                "trial": r.trial,
+            }
+            for r in store_runs.submissions_of(s, run)
+        ]
     return jsonify(R.swebench_predictions(rows, run.name))
 
 

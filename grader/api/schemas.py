@@ -19,6 +19,7 @@ METADATA_MAX = 16 * 1024  # bytes of JSON
 
 def _small(v: dict | None) -> dict | None:
     import json
+
     if v is not None and len(json.dumps(v)) > METADATA_MAX:
         raise ValueError("metadata is larger than 16 KiB")
     return v
@@ -26,14 +27,27 @@ def _small(v: dict | None) -> dict | None:
 
 # What one attempt says of itself, the same wherever it is given: a submission, a SWE-bench
 # prediction line, or a batch's defaults for its items.
-Trial = Annotated[int | None, Field(None, ge=0, le=1_000_000, description="which attempt of the run this is (0, 1, "
-                                                                          "2, ...): a run's trials of one task")]
-PromptVariant = Annotated[Literal[PROMPT_VARIANTS] | None, Field(
-    None, description="the prompt variant the system was given")]
-Metadata = Annotated[dict[str, Any] | None, AfterValidator(_small), Field(
-    None, description="free JSON kept with the submission (at most 16 KiB)")]
-CallbackUrl = Annotated[Annotated[str, StringConstraints(max_length=2000)] | None, Field(
-    None, description="POSTed the finished submission, signed (X-Grader-Signature)")]
+Trial = Annotated[
+    int | None,
+    Field(
+        None,
+        ge=0,
+        le=1_000_000,
+        description="which attempt of the run this is (0, 1, 2, ...): a run's trials of one task",
+    ),
+]
+PromptVariant = Annotated[
+    Literal[PROMPT_VARIANTS] | None, Field(None, description="the prompt variant the system was given")
+]
+Metadata = Annotated[
+    dict[str, Any] | None,
+    AfterValidator(_small),
+    Field(None, description="free JSON kept with the submission (at most 16 KiB)"),
+]
+CallbackUrl = Annotated[
+    Annotated[str, StringConstraints(max_length=2000)] | None,
+    Field(None, description="POSTed the finished submission, signed (X-Grader-Signature)"),
+]
 
 
 def _clean(value: Any, where: str = "") -> None:
@@ -80,20 +94,24 @@ class _In(BaseModel):
 def unknown_fields(model: type[BaseModel], unknown: list[str]) -> str:
     """'unknown field(s) ...; the fields are ...', with a close match named where there is one."""
     import difflib
+
     names = list(model.model_fields)
     said = []
     for k in unknown:
         close = difflib.get_close_matches(str(k), names, n=1)
         said.append(repr(k) + (f" (did you mean {close[0]!r}?)" if close else ""))
-    allowed = ", ".join(n + (" (admin only)" if (f.description or "") == "admin only" else "")
-                        for n, f in model.model_fields.items())
+    allowed = ", ".join(
+        n + (" (admin only)" if (f.description or "") == "admin only" else "") for n, f in model.model_fields.items()
+    )
     return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(said)}; the fields are: {allowed}"
 
 
 class SubmissionIn(_In):
     task_id: Name = Field(description="the task to grade against (GET /v1/tasks)")
-    patch: str = Field(description="a unified diff (git diff or diff -u), applied at the task's base commit; "
-                                   "the empty string grades the base as it is")
+    patch: str = Field(
+        description="a unified diff (git diff or diff -u), applied at the task's base commit; "
+        "the empty string grades the base as it is"
+    )
     run_id: Name | None = Field(None, description="groups the submissions of one campaign (system, configuration)")
     system: Name | None = Field(None, description="the submitting system or model")
     trial: Trial
@@ -168,12 +186,16 @@ class SubmissionOut(BaseModel):
     host: str | None = Field(description="the worker that graded it")
     links: dict[str, str]
     feedback: Literal["full", "tests", "verdict"] | None = Field(
-        None, description="what of the result this view shows: the task's feedback policy, or full for a host "
-                          "(absent from listings, which show no result)")
+        None,
+        description="what of the result this view shows: the task's feedback policy, or full for a host "
+        "(absent from listings, which show no result)",
+    )
     result: Result | VerdictOnly | None = Field(
-        None, description="the result when done, as the task's feedback policy shows it: full, the whole record; "
-                          "tests, without output, diffs, similarity ratio, unlisted tests or evidence; verdict, the "
-                          "verdict and its explanation")
+        None,
+        description="the result when done, as the task's feedback policy shows it: full, the whole record; "
+        "tests, without output, diffs, similarity ratio, unlisted tests or evidence; verdict, the "
+        "verdict and its explanation",
+    )
 
 
 class SubmissionPage(BaseModel):
@@ -283,12 +305,15 @@ class RunView(RunOut):
     complete: bool
     filters: dict[str, Any]
     suites: list[str] = Field([], description="the suites of the tasks it attempted (its task set's)")
-    metrics: dict[str, Any] = Field(description="figures with numerator, denominator and 95% interval (resolved, "
-                                                "solve rate, success rate, pass@k); per-task table; breakdowns by "
-                                                "suite, difficulty, language, prompt variant; task_set: the figures "
-                                                "over the suites' whole task set")
-    integrity: dict[str, int] | None = Field(None, description="for an admin key: grades that showed tampering or "
-                                                               "audit findings")
+    metrics: dict[str, Any] = Field(
+        description="figures with numerator, denominator and 95% interval (resolved, "
+        "solve rate, success rate, pass@k); per-task table; breakdowns by "
+        "suite, difficulty, language, prompt variant; task_set: the figures "
+        "over the suites' whole task set"
+    )
+    integrity: dict[str, int] | None = Field(
+        None, description="for an admin key: grades that showed tampering or audit findings"
+    )
     rank: int | None = None
 
 
@@ -300,8 +325,10 @@ class Leaderboard(BaseModel):
 class CompareOut(BaseModel):
     a: RunOut
     b: RunOut
-    comparison: dict[str, Any] = Field(description="common tasks, wins, losses, ties, the solve-rate difference "
-                                                   "with a bootstrap interval, McNemar's exact p-value")
+    comparison: dict[str, Any] = Field(
+        description="common tasks, wins, losses, ties, the solve-rate difference "
+        "with a bootstrap interval, McNemar's exact p-value"
+    )
 
 
 class SwebenchReport(BaseModel):

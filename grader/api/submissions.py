@@ -98,20 +98,39 @@ def _quota(svc: Service, caller: auth.Caller, s) -> Quota:
     that no concurrent request of the team can count the same room; near the queue's bound,
     under the queue's lock too, so that no two teams can count its last room."""
     st = svc.settings
-    today, active, queued = subs.count_today(s, caller.team_id), subs.count_active(s, caller.team_id), \
-        subs.count_queued(s)
+    today, active, queued = (
+        subs.count_today(s, caller.team_id),
+        subs.count_active(s, caller.team_id),
+        subs.count_queued(s),
+    )
     if st.queue_max - queued <= QUEUE_NEAR:
         subs.lock_queue(s)
         queued = subs.count_queued(s)  # again, now that no other team's intake can be counting
     daily = caller.daily_quota if caller.daily_quota is not None else st.daily_quota
     at_once = caller.queued_quota if caller.queued_quota is not None else st.queued_quota
     limits = [
-        (daily - today, ApiError(429, "quota_exceeded", f"your team's quota of {daily} submissions a day is used up",
-                                 retry_after=_seconds_to_midnight())),
-        (at_once - active, ApiError(429, "quota_exceeded", f"your team already has {active} submissions queued or "
-                                    f"running; the limit is {at_once}", retry_after=30)),
-        (st.queue_max - queued, ApiError(503, "queue_full", f"the queue is at its bound of {st.queue_max}; "
-                                         "retry later", retry_after=30)),
+        (
+            daily - today,
+            ApiError(
+                429,
+                "quota_exceeded",
+                f"your team's quota of {daily} submissions a day is used up",
+                retry_after=_seconds_to_midnight(),
+            ),
+        ),
+        (
+            at_once - active,
+            ApiError(
+                429,
+                "quota_exceeded",
+                f"your team already has {active} submissions queued or running; the limit is {at_once}",
+                retry_after=30,
+            ),
+        ),
+        (
+            st.queue_max - queued,
+            ApiError(503, "queue_full", f"the queue is at its bound of {st.queue_max}; retry later", retry_after=30),
+        ),
     ]
     room, reason = min(limits, key=lambda r: r[0])  # the binding limit, and what to say when it is reached
     return Quota(max(room, 0), reason)
@@ -150,8 +169,12 @@ def _check_item(svc: Service, item: SubmissionIn) -> None:
 
 def _locked(run: Run) -> ApiError:
     """A published run takes no more trials (grader/store/runs.py says why)."""
-    return ApiError(409, "run_locked", f"run {run.name!r} was published on {run.published_at:%Y-%m-%d} and takes no "
-                                       "more submissions; submit with a new run_id")
+    return ApiError(
+        409,
+        "run_locked",
+        f"run {run.name!r} was published on {run.published_at:%Y-%m-%d} and takes no "
+        "more submissions; submit with a new run_id",
+    )
 
 
 CHUNK = 500  # items stored per write transaction: how long one batch holds the database at a time
@@ -172,11 +195,25 @@ SQLITE_CHUNK_PAUSE = 0.1
 def _new_row(svc: Service, caller: auth.Caller, item: SubmissionIn, key: str | None, request_hash: str) -> Submission:
     patch = item.patch.encode("utf-8")
     return Submission(
-        id=subs.new_id(), team_id=caller.team_id, task_id=item.task_id, patch=patch,
-        patch_sha256=hashlib.sha256(patch).hexdigest(), task_hash=svc.task_hash(item.task_id),
-        run_id=item.run_id, system=item.system, trial=item.trial, prompt_variant=item.prompt_variant,
-        meta=item.metadata, callback_url=item.callback_url, idempotency_key=key, request_hash=request_hash,
-        status=Status.QUEUED.value, queued_at=utcnow(), attempts=0, errors=0, cached=False,
+        id=subs.new_id(),
+        team_id=caller.team_id,
+        task_id=item.task_id,
+        patch=patch,
+        patch_sha256=hashlib.sha256(patch).hexdigest(),
+        task_hash=svc.task_hash(item.task_id),
+        run_id=item.run_id,
+        system=item.system,
+        trial=item.trial,
+        prompt_variant=item.prompt_variant,
+        meta=item.metadata,
+        callback_url=item.callback_url,
+        idempotency_key=key,
+        request_hash=request_hash,
+        status=Status.QUEUED.value,
+        queued_at=utcnow(),
+        attempts=0,
+        errors=0,
+        cached=False,
     )
 
 
@@ -185,8 +222,9 @@ def _too_large(svc: Service, item: SubmissionIn) -> ApiError | None:
     size = len(item.patch.encode("utf-8"))
     if size <= limit:
         return None
-    return ApiError(413, "patch_too_large", f"the patch is {size} bytes; the limit is {limit} bytes "
-                                            "(GRADER_MAX_PATCH_BYTES)")
+    return ApiError(
+        413, "patch_too_large", f"the patch is {size} bytes; the limit is {limit} bytes (GRADER_MAX_PATCH_BYTES)"
+    )
 
 
 def _conflict() -> ApiError:
@@ -229,8 +267,14 @@ def _answer_from_cache(row: Submission, hit: Submission) -> None:
     row.image_id, row.grader_version, row.duration = hit.image_id, hit.grader_version, hit.duration
 
 
-def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiError], keys: list[str | None],
-           *, batch_hash: str | None = None) -> Intake:
+def accept(
+    svc: Service,
+    caller: auth.Caller,
+    items: list[SubmissionIn | ApiError],
+    keys: list[str | None],
+    *,
+    batch_hash: str | None = None,
+) -> Intake:
     """Validate, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping order.
 
     Items are stored CHUNK at a time, each chunk one write transaction that locks the team,
@@ -243,8 +287,13 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
     wanted = [k for k in keys if k]
     with svc.db.read() as s:
         seen = subs.by_idempotency_key(s, caller.team_id, wanted)
-        locked = {} if caller.admin else store_runs.locked_names(
-            s, caller.team_id, {i.run_id for i in items if not isinstance(i, ApiError) and i.run_id})
+        locked = (
+            {}
+            if caller.admin
+            else store_runs.locked_names(
+                s, caller.team_id, {i.run_id for i in items if not isinstance(i, ApiError) and i.run_id}
+            )
+        )
     todo: list[tuple[int, Submission]] = []
     for n, (item, key) in enumerate(zip(items, keys)):
         if isinstance(item, ApiError):
@@ -268,8 +317,9 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
             continue
         todo.append((n, _new_row(svc, caller, item, key, request_hash)))
     if batch_hash and any(isinstance(o, ApiError) and o.code == "idempotency_conflict" for o in out):
-        return Intake([_conflict() if not isinstance(o, ApiError) or o.code != "idempotency_conflict" else o
-                       for o in out])
+        return Intake(
+            [_conflict() if not isinstance(o, ApiError) or o.code != "idempotency_conflict" else o for o in out]
+        )
     fresh: list[Accepted] = []
     if todo:
         hits = _cache_hits(svc, [row for _, row in todo])
@@ -277,7 +327,7 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
         for at in range(0, len(todo), CHUNK):
             if at and svc.db.is_sqlite:
                 time.sleep(SQLITE_CHUNK_PAUSE)
-            fresh += _store(svc, caller, todo[at:at + CHUNK], hits, out)
+            fresh += _store(svc, caller, todo[at : at + CHUNK], hits, out)
     for acc in fresh:
         if acc.row.webhook_status == "pending":
             _after_cached(svc, acc.row.id)
@@ -290,8 +340,13 @@ def accept(svc: Service, caller: auth.Caller, items: list[SubmissionIn | ApiErro
     return Intake(out)
 
 
-def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]],
-           hits: dict[tuple[str, str], Submission], out: list) -> list[Accepted]:
+def _store(
+    svc: Service,
+    caller: auth.Caller,
+    chunk: list[tuple[int, Submission]],
+    hits: dict[tuple[str, str], Submission],
+    out: list,
+) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
     unique index is the last word), the chunk is tried again and its keys answered then."""
@@ -301,8 +356,9 @@ def _store(svc: Service, caller: auth.Caller, chunk: list[tuple[int, Submission]
         try:
             with svc.db.write() as s:
                 subs.lock_team(s, caller.team_id)
-                seen = subs.by_idempotency_key(s, caller.team_id,
-                                               [r.idempotency_key for _, r in chunk if r.idempotency_key])
+                seen = subs.by_idempotency_key(
+                    s, caller.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
+                )
                 quota = _quota(svc, caller, s)
                 add = []
                 for (n, template), hit in zip(chunk, cached):
@@ -350,10 +406,14 @@ def _after_cached(svc: Service, submission_id: str) -> None:
 def _hold(svc: Service, team_id: str, ids: list[str], seconds: float) -> str | None:
     """Hold the request until these submissions are done, or `seconds` pass; the reason it
     was not held, if a bound of grader/api/waiting.py refused it."""
+
     def open_(wanted: list[str]) -> int:
         with svc.db.read() as s:
-            return s.query(Submission.id).filter(Submission.id.in_(wanted), Submission.status.in_(
-                [Status.QUEUED.value, Status.RUNNING.value])).count()
+            return (
+                s.query(Submission.id)
+                .filter(Submission.id.in_(wanted), Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
+                .count()
+            )
 
     waits = current_app.extensions["grader.waits"]
     try:
@@ -385,8 +445,11 @@ def create():
     svc = _svc()
     body = json_body()
     if not isinstance(body, dict):
-        raise ApiError(422, "invalid_fields", "the body must be a JSON object with task_id and patch; "
-                                              "send several submissions to /v1/submissions/batch")
+        raise ApiError(
+            422,
+            "invalid_fields",
+            "the body must be a JSON object with task_id and patch; send several submissions to /v1/submissions/batch",
+        )
     try:
         item = SubmissionIn.model_validate(body)
     except ValidationError as exc:
@@ -431,14 +494,21 @@ def _batch_items(svc: Service) -> tuple[list, str | None, dict]:
             raw, run_id = batch.submissions, batch.run_id
             defaults = {k: getattr(batch, k) for k in ATTEMPT_DEFAULTS if getattr(batch, k) is not None}
         else:
-            raise ApiError(422, "invalid_fields", "the body must be a JSON list, a JSON object with 'submissions', "
-                                                  "or JSONL (Content-Type: application/x-ndjson)")
+            raise ApiError(
+                422,
+                "invalid_fields",
+                "the body must be a JSON list, a JSON object with 'submissions', "
+                "or JSONL (Content-Type: application/x-ndjson)",
+            )
     run_id = request.args.get("run_id") or run_id
     if not raw:
         raise ApiError(422, "invalid_fields", "the batch holds no submissions")
     if len(raw) > svc.settings.max_batch_items:
-        raise ApiError(413, "body_too_large", f"a batch holds at most {svc.settings.max_batch_items} submissions; "
-                                              f"this one has {len(raw)}")
+        raise ApiError(
+            413,
+            "body_too_large",
+            f"a batch holds at most {svc.settings.max_batch_items} submissions; this one has {len(raw)}",
+        )
     return raw, run_id, defaults
 
 
@@ -458,9 +528,16 @@ def _batch_item(raw, run_id: str | None, defaults: dict) -> Item:
         if "instance_id" in raw:  # SWE-bench's prediction format
             p = PredictionIn.model_validate(raw)
             own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
-            sub = SubmissionIn.model_validate({
-                **defaults, **own, "task_id": p.instance_id, "patch": p.model_patch or "", "run_id": run_id,
-                "system": p.model_name_or_path or defaults.get("system")})
+            sub = SubmissionIn.model_validate(
+                {
+                    **defaults,
+                    **own,
+                    "task_id": p.instance_id,
+                    "patch": p.model_patch or "",
+                    "run_id": run_id,
+                    "system": p.model_name_or_path or defaults.get("system"),
+                }
+            )
             return Item(sub, sorted(p.model_extra or {}))
         merged = {"run_id": run_id, **defaults, **raw}
         return Item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw}))
@@ -492,11 +569,20 @@ def create_batch():
     if accepted:
         return jsonify(body), 202
     errors = [it for it in intake.items if isinstance(it, ApiError)]
-    status = 503 if all(e.status == 503 for e in errors) else 429 if all(e.status in (429, 503) for e in errors) \
-        else 409 if all(e.status == 409 for e in errors) else 422
+    status = (
+        503
+        if all(e.status == 503 for e in errors)
+        else 429
+        if all(e.status in (429, 503) for e in errors)
+        else 409
+        if all(e.status == 409 for e in errors)
+        else 422
+    )
     first = errors[0]
-    body["error"] = {"code": first.code if status != 422 else "invalid_items",
-                     "message": f"none of the {len(out)} items was accepted; the first reason: {first.message}"}
+    body["error"] = {
+        "code": first.code if status != 422 else "invalid_items",
+        "message": f"none of the {len(out)} items was accepted; the first reason: {first.message}",
+    }
     response = jsonify(body)
     response.status_code = status
     if status in (429, 503):
@@ -525,12 +611,19 @@ def index():
     if status is not None and status not in {s.value for s in Status}:
         raise ApiError(422, "invalid_fields", f"status must be one of {[s.value for s in Status]}")
     with svc.db.read() as s:
-        rows = subs.page(s, team_id=None if g.caller.admin else g.caller.team_id, run_id=request.args.get("run_id"),
-                         status=status, after=request.args.get("cursor"), limit=limit + 1)
+        rows = subs.page(
+            s,
+            team_id=None if g.caller.admin else g.caller.team_id,
+            run_id=request.args.get("run_id"),
+            status=status,
+            after=request.args.get("cursor"),
+            limit=limit + 1,
+        )
     more = len(rows) > limit
     rows = rows[:limit]
-    return jsonify({"items": [submission_view(r, full=False) for r in rows],
-                    "next_cursor": rows[-1].id if more else None})
+    return jsonify(
+        {"items": [submission_view(r, full=False) for r in rows], "next_cursor": rows[-1].id if more else None}
+    )
 
 
 @bp.delete("/<submission_id>")
@@ -542,8 +635,9 @@ def cancel(submission_id: str):
         sub = _load(svc, submission_id, g.caller)
         if sub.status == Status.CANCELLED.value:
             return jsonify(_full(svc, sub))
-        raise ApiError(409, "conflict", f"submission {sub.id} is {sub.status}; only a queued submission can be "
-                                        "cancelled")
+        raise ApiError(
+            409, "conflict", f"submission {sub.id} is {sub.status}; only a queued submission can be cancelled"
+        )
     svc.cancel_job(sub.job_id)
     svc.announce_done(sub.id)
     return jsonify(_full(svc, _load(svc, submission_id, g.caller)))

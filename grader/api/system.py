@@ -36,12 +36,13 @@ def healthz():
 def docker_status(svc: Service) -> tuple[bool, str]:
     """Whether a Docker engine that can grade answers: this host's, or one a live worker reports."""
     from grader.sandbox.docker import DockerEngine
+
     if DockerEngine().available():
         return True, "this host's engine answers"
     reports = {}
     try:
         for key in svc.redis.scan_iter(f"{DOCKER_KEY}*", count=100):
-            reports[key.decode()[len(DOCKER_KEY):]] = (svc.redis.get(key) or b"").decode()
+            reports[key.decode()[len(DOCKER_KEY) :]] = (svc.redis.get(key) or b"").decode()
     except Exception as exc:  # Redis is checked on its own
         return False, f"no local engine, and worker reports unreadable: {exc}"
     ok = [h for h, v in reports.items() if v == "ok"]
@@ -80,26 +81,37 @@ def readyz():
             checks[name] = {"ok": False, "detail": str(exc) if host else _DOWN[name]}
             ready = False
     ok, detail = docker_status(svc)
-    checks["docker"] = {"ok": ok, "detail": detail if host else
-                        ("a Docker engine answers" if ok else "no Docker engine that can grade answers")}
+    checks["docker"] = {
+        "ok": ok,
+        "detail": detail if host else ("a Docker engine answers" if ok else "no Docker engine that can grade answers"),
+    }
     ready = ready and ok
     # a refused task file is named, not a reason to leave the pool: the others serve
     tasks_ok, refused = svc.tasks_status()
-    checks["tasks"] = {"ok": tasks_ok, "refused": refused,
-                       "detail": "every task file loaded" if tasks_ok else
-                       f"task files refused (the valid tasks serve): {', '.join(refused)}"}
+    checks["tasks"] = {
+        "ok": tasks_ok,
+        "refused": refused,
+        "detail": "every task file loaded"
+        if tasks_ok
+        else f"task files refused (the valid tasks serve): {', '.join(refused)}",
+    }
     return jsonify({"status": "ready" if ready else "not ready", "checks": checks}), 200 if ready else 503
 
 
 def _queue_depth(svc: Service) -> dict[str, int]:
     from rq.registry import ScheduledJobRegistry, StartedJobRegistry
+
     with svc.db.read() as s:
         queued = subs.count_queued(s)
         active = subs.count_active(s)
-    return {"queued": queued, "running": active - queued, "redis_queued": svc.queue.count,
-            "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,
-            "redis_started": StartedJobRegistry(queue=svc.queue).count,
-            "webhooks_queued": svc.webhook_queue.count}
+    return {
+        "queued": queued,
+        "running": active - queued,
+        "redis_queued": svc.queue.count,
+        "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,
+        "redis_started": StartedJobRegistry(queue=svc.queue).count,
+        "webhooks_queued": svc.webhook_queue.count,
+    }
 
 
 @bp.get("/v1/workers")
@@ -109,6 +121,7 @@ def workers():
     how many workers there are and in what state, and the queue's depth: another team's
     submission ids, pids and hosts are not its business."""
     from rq import Worker
+
     svc = _svc()
     out = []
     for w in Worker.all(connection=svc.redis):
@@ -116,11 +129,19 @@ def workers():
             out.append({"state": w.get_state()})
             continue
         job = w.get_current_job_id()
-        out.append({"name": w.name, "host": w.hostname, "pid": w.pid, "state": w.get_state(),
-                    "current_submission": job.rsplit("-", 1)[0] if job else None,
-                    "last_heartbeat": w.last_heartbeat.isoformat() if w.last_heartbeat else None,
-                    "successful_jobs": w.successful_job_count, "failed_jobs": w.failed_job_count,
-                    "queues": w.queue_names()})
+        out.append(
+            {
+                "name": w.name,
+                "host": w.hostname,
+                "pid": w.pid,
+                "state": w.get_state(),
+                "current_submission": job.rsplit("-", 1)[0] if job else None,
+                "last_heartbeat": w.last_heartbeat.isoformat() if w.last_heartbeat else None,
+                "successful_jobs": w.successful_job_count,
+                "failed_jobs": w.failed_job_count,
+                "queues": w.queue_names(),
+            }
+        )
     out.sort(key=lambda w: (w.get("name", ""), w["state"]))
     return jsonify({"workers": out, "queue": _queue_depth(svc)})
 
@@ -159,6 +180,7 @@ class _Collector:
         h.add_metric([], [(str(b), v) for b, v in zip(DURATION_BUCKETS, buckets)] + [("+Inf", n)], total)
         yield h
         from rq import Worker
+
         w = GaugeMetricFamily("grader_workers", "RQ workers registered, by state", labels=["state"])
         states: dict[str, int] = {}
         for worker in Worker.all(connection=self.svc.redis):
@@ -182,12 +204,18 @@ def account():
     st = svc.settings
     with svc.db.read() as s:
         today, active = subs.count_today(s, c.team_id), subs.count_active(s, c.team_id)
-    return jsonify({
-        "team": c.name, "admin": c.admin, "webhook_secret": c.webhook_secret,
-        "quotas": {"per_day": c.daily_quota if c.daily_quota is not None else st.daily_quota,
-                   "queued_at_once": c.queued_quota if c.queued_quota is not None else st.queued_quota},
-        "usage": {"today": today, "queued_or_running": active},
-    })
+    return jsonify(
+        {
+            "team": c.name,
+            "admin": c.admin,
+            "webhook_secret": c.webhook_secret,
+            "quotas": {
+                "per_day": c.daily_quota if c.daily_quota is not None else st.daily_quota,
+                "queued_at_once": c.queued_quota if c.queued_quota is not None else st.queued_quota,
+            },
+            "usage": {"today": today, "queued_or_running": active},
+        }
+    )
 
 
 # --- admin ----------------------------------------------------------------------------------------
@@ -197,9 +225,17 @@ def teams():
     svc = _svc()
     with svc.db.read() as s:
         rows = list(s.scalars(select(Team).order_by(Team.name)))
-        out = [{"name": t.name, "admin": t.admin, "daily_quota": t.daily_quota, "queued_quota": t.queued_quota,
+        out = [
+            {
+                "name": t.name,
+                "admin": t.admin,
+                "daily_quota": t.daily_quota,
+                "queued_quota": t.queued_quota,
                 "keys": sum(1 for k in t.keys if k.revoked_at is None),
-                "created_at": t.created_at.isoformat()} for t in rows]
+                "created_at": t.created_at.isoformat(),
+            }
+            for t in rows
+        ]
     return jsonify({"items": out})
 
 
@@ -213,8 +249,9 @@ def create_team():
         raise validation_error(exc) from None
     try:
         with svc.db.write() as s:
-            key = create_key(s, body.name, admin=body.admin, daily_quota=body.daily_quota,
-                             queued_quota=body.queued_quota)
+            key = create_key(
+                s, body.name, admin=body.admin, daily_quota=body.daily_quota, queued_quota=body.queued_quota
+            )
     except StoreError as exc:
         if isinstance(exc.__cause__, IntegrityError):
             raise ApiError(409, "conflict", f"team {body.name!r} was created concurrently; retry") from None
@@ -229,12 +266,17 @@ def reload_tasks():
     file keeps the previous set in service and is named, with its reason, in a 422."""
     from grader.errors import TaskError
     from grader.tasks.loader import TasksRefused
+
     svc = _svc()
     try:
         tasks = svc.reload_tasks()
     except TasksRefused as exc:
-        raise ApiError(422, "invalid_tasks", str(exc),
-                       details=[{"field": path, "problem": why} for path, why in exc.refused.items()]) from None
+        raise ApiError(
+            422,
+            "invalid_tasks",
+            str(exc),
+            details=[{"field": path, "problem": why} for path, why in exc.refused.items()],
+        ) from None
     except TaskError as exc:
         raise ApiError(422, "invalid_tasks", f"{exc}; the previous set stays in service") from None
     return jsonify({"tasks": len(tasks), "reloaded_at": dt.datetime.now(dt.timezone.utc).isoformat()})

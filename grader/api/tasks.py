@@ -49,10 +49,17 @@ def repository(task_id: str):
         bundle = repository_bundle(task, svc.settings.cache_dir, svc.task_hash(task_id))
     except TaskError as exc:  # the task's repository source is broken or gone: the host's to fix
         log.error("cannot pack the repository of task %s: %s", task_id, exc)
-        raise ApiError(500, "internal_error", f"the repository of task {task_id!r} cannot be packed; "
-                                              f"the host's log says why") from None
-    response = send_file(bundle.path, mimetype=BUNDLE_TYPE, as_attachment=True, download_name=f"{task_id}.bundle",
-                         etag=bundle.sha256, conditional=True)
+        raise ApiError(
+            500, "internal_error", f"the repository of task {task_id!r} cannot be packed; the host's log says why"
+        ) from None
+    response = send_file(
+        bundle.path,
+        mimetype=BUNDLE_TYPE,
+        as_attachment=True,
+        download_name=f"{task_id}.bundle",
+        etag=bundle.sha256,
+        conditional=True,
+    )
     response.cache_control.private = True
     response.cache_control.no_cache = True
     response.headers["X-Content-SHA256"] = bundle.sha256

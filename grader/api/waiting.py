@@ -77,8 +77,9 @@ class Waits:
         try:
             try:
                 now = time.time()
-                held = self._take(keys=[key], args=[now, now + self.max_wait + 30, lease, self.per_team,
-                                                    self.max_wait + 60])
+                held = self._take(
+                    keys=[key], args=[now, now + self.max_wait + 30, lease, self.per_team, self.max_wait + 60]
+                )
             except RedisError as exc:
                 raise Refused(f"waiting requests cannot be counted now ({type(exc).__name__}); poll GET") from None
             if not held:

@@ -14,12 +14,14 @@ def _norm(data: bytes, normalize: Normalize) -> bytes:
     if not (normalize.line_endings or normalize.trailing_whitespace):
         return data
     text = data.decode("utf-8", errors="surrogateescape")
-    return normalize_text(text, line_endings=normalize.line_endings,
-                          trailing_whitespace=normalize.trailing_whitespace).encode("utf-8", errors="surrogateescape")
+    return normalize_text(
+        text, line_endings=normalize.line_endings, trailing_whitespace=normalize.trailing_whitespace
+    ).encode("utf-8", errors="surrogateescape")
 
 
-def evaluate_exact_match(actual: dict[str, bytes | None], expected: dict[str, bytes],
-                         normalize: Normalize) -> CheckOutcome:
+def evaluate_exact_match(
+    actual: dict[str, bytes | None], expected: dict[str, bytes], normalize: Normalize
+) -> CheckOutcome:
     mismatched, missing, diffs = [], [], {}
     for rel in sorted(expected):
         got = actual.get(rel)
@@ -33,7 +35,9 @@ def evaluate_exact_match(actual: dict[str, bytes | None], expected: dict[str, by
             diff = difflib.unified_diff(
                 want.decode(errors="replace").splitlines(keepends=True),
                 have.decode(errors="replace").splitlines(keepends=True),
-                fromfile=f"expected/{rel}", tofile=f"actual/{rel}", n=2,
+                fromfile=f"expected/{rel}",
+                tofile=f"actual/{rel}",
+                n=2,
             )
             diffs[rel] = "".join(list(diff)[:200])
     matched = len(expected) - len(mismatched) - len(missing)

@@ -72,8 +72,10 @@ def read_pytest_report(sup: dict[str, Any], *, command: bool = False) -> Report:
         killed = ", killed: the memory limit or a signal" if exit_code is not None and exit_code < 0 else ""
         out.problem = f"The test run ended before pytest finished its report (exit status {exit_code}{killed})"
     elif end.get("exit") != exit_code and (not command or sessions == 1):
-        out.evidence.append(f"pytest finished with exit status {end.get('exit')} but its process exited with "
-                            f"{exit_code}: something else ended the run")
+        out.evidence.append(
+            f"pytest finished with exit status {end.get('exit')} but its process exited with "
+            f"{exit_code}: something else ended the run"
+        )
     _judge_canaries(sup.get("canaries"), end, out)
     for what in rep.get("integrity") or []:
         out.evidence.append(f"the test process reached into pytest: {what}")
@@ -88,8 +90,10 @@ def _judge_canaries(canaries: dict[str, Any] | None, end: dict[str, Any] | None,
     expect: dict[str, str] = canaries["expect"]
     got: dict[str, str | None] = canaries.get("got") or {}
     completed = end is not None and end.get("exit") in (0, 1) and not out.collect_errors
-    record = Canaries(must_pass=sum(1 for v in expect.values() if v == MUST_PASS),
-                      must_fail=sum(1 for v in expect.values() if v == MUST_FAIL))
+    record = Canaries(
+        must_pass=sum(1 for v in expect.values() if v == MUST_PASS),
+        must_fail=sum(1 for v in expect.values() if v == MUST_FAIL),
+    )
     for tid, want in expect.items():
         have = got.get(tid)
         if have == want:

@@ -26,11 +26,21 @@ def hide_ratio(explanation: str) -> str:
     return _RATIO.sub("", explanation)
 
 
-def evaluate_output(stdout: bytes, complete: bool, expected: bytes, *, threshold: float | None,
-                    normalize: Normalize, exit_code: int | None) -> CheckOutcome:
+def evaluate_output(
+    stdout: bytes,
+    complete: bool,
+    expected: bytes,
+    *,
+    threshold: float | None,
+    normalize: Normalize,
+    exit_code: int | None,
+) -> CheckOutcome:
     def norm(b: bytes) -> str:
-        return normalize_text(b.decode("utf-8", errors="replace"), line_endings=normalize.line_endings,
-                              trailing_whitespace=normalize.trailing_whitespace)
+        return normalize_text(
+            b.decode("utf-8", errors="replace"),
+            line_endings=normalize.line_endings,
+            trailing_whitespace=normalize.trailing_whitespace,
+        )
 
     actual, wanted = norm(stdout), norm(expected)
     exact = similarity(actual, wanted)  # the decision is taken on the exact ratio; only its report is rounded
@@ -39,11 +49,20 @@ def evaluate_output(stdout: bytes, complete: bool, expected: bytes, *, threshold
         passed, why = False, "The command printed more than the output limit"
     elif threshold is None:
         passed = actual == wanted
-        why = "The output matches the expected text exactly" if passed else \
-            f"The output differs from the expected text (similarity {ratio:.3f})"
+        why = (
+            "The output matches the expected text exactly"
+            if passed
+            else f"The output differs from the expected text (similarity {ratio:.3f})"
+        )
     else:
         passed = exact >= threshold
         why = f"The output's similarity {ratio:.3f} is {'at least' if passed else 'below'} the threshold {threshold}"
-    details = {"ratio": ratio, "threshold": threshold, "passed": passed, "exit_code": exit_code,
-               "stdout_bytes": len(stdout), "stdout_truncated": not complete}
+    details = {
+        "ratio": ratio,
+        "threshold": threshold,
+        "passed": passed,
+        "exit_code": exit_code,
+        "stdout_bytes": len(stdout),
+        "stdout_truncated": not complete,
+    }
     return CheckOutcome(passed, why, details=details)

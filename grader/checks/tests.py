@@ -22,8 +22,12 @@ PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
 # pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
 _PYTEST_OK, _PYTEST_FAILED = 0, 1
-_PYTEST_STATUS: dict[int | None, str] = {2: "interrupted, or a test file failed to import", 3: "internal error",
-                  4: "usage error (a test path may be missing)", 5: "no tests were collected"}
+_PYTEST_STATUS: dict[int | None, str] = {
+    2: "interrupted, or a test file failed to import",
+    3: "internal error",
+    4: "usage error (a test path may be missing)",
+    5: "no tests were collected",
+}
 
 
 class ReportError(ValueError):
@@ -37,7 +41,7 @@ def node_id(classname: str, name: str, file: str | None) -> str:
         if classname == module:
             return f"{file}::{name}"
         if classname.startswith(module + "."):
-            classes = classname[len(module) + 1:].split(".")
+            classes = classname[len(module) + 1 :].split(".")
             return "::".join([file, *classes, name])
         return f"{file}::{name}"
     if not classname:
@@ -85,8 +89,15 @@ def _split(ids: list[str], outcomes: dict[str, str]) -> dict[str, list[str]]:
     }
 
 
-def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit_code: int | None,
-                   fail_to_pass: list[str], pass_to_pass: list[str], runner: str) -> CheckOutcome:
+def evaluate_tests(
+    *,
+    outcomes: dict[str, str],
+    report_problem: str | None,
+    exit_code: int | None,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    runner: str,
+) -> CheckOutcome:
     """Decide passed / not passed from the report's outcomes and the exit status.
 
     With FAIL_TO_PASS / PASS_TO_PASS lists, every listed test must be in the report and
@@ -138,5 +149,9 @@ def evaluate_tests(*, outcomes: dict[str, str], report_problem: str | None, exit
         return CheckOutcome(False, f"The test command exited with status {exit_code}", tests=tests, details=details)
     if bad:
         return CheckOutcome(False, f"{bad} test(s) failed", tests=tests, details=details)
-    return CheckOutcome(True, "The test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
-                        tests=tests, details=details)
+    return CheckOutcome(
+        True,
+        "The test command succeeded" + (f" ({counts[PASSED]} passed)" if outcomes else ""),
+        tests=tests,
+        details=details,
+    )

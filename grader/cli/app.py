@@ -32,8 +32,12 @@ def main() -> None:
 def common(fn):
     """--tasks-dir (and GRADER_TASKS_DIR) on every command; machinery faults as clean errors."""
 
-    @click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
-                  help="Directory of task files [default: tasks/, or GRADER_TASKS_DIR].")
+    @click.option(
+        "--tasks-dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Directory of task files [default: tasks/, or GRADER_TASKS_DIR].",
+    )
     @functools.wraps(fn)
     def wrapper(*args, tasks_dir: Path | None, **kwargs):
         settings = get_settings(tasks_dir=tasks_dir)
@@ -60,6 +64,7 @@ def remote(fn):
     @functools.wraps(fn)
     def wrapper(*args, url: str | None, api_key: str | None, **kwargs):
         from grader.client import ApiError
+
         client = client_or_exit(url, api_key)
         try:
             return fn(client, *args, **kwargs)
@@ -75,11 +80,16 @@ def client_or_exit(url: str | None, api_key: str | None, *, why: str = ""):
     from pydantic import SecretStr
 
     from grader.client import Client
+
     settings = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
     if settings.api_key is None:
         first = why + ", and " if why else ""
-        err.print(f"[red]error:[/red] {escape(first)}no API key for {escape(settings.api_url)}: "
-                  "set GRADER_API_KEY or pass --api-key", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {escape(first)}no API key for {escape(settings.api_url)}: "
+            "set GRADER_API_KEY or pass --api-key",
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(2)
     return Client(settings.api_url, settings.api_key)
 

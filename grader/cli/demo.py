@@ -26,8 +26,9 @@ BROKEN_PATCH = "--- a/no/such/file.py\n+++ b/no/such/file.py\n@@ -1 +1 @@\n-old\
 @click.option("--url", default=None, help="The grader service [default: GRADER_API_URL].")
 @click.option("--api-key", default=None, help="[default: GRADER_API_KEY]")
 @common
-def demo(settings: Settings, local: bool, runtime: str | None, as_json: bool, url: str | None,
-         api_key: str | None) -> None:
+def demo(
+    settings: Settings, local: bool, runtime: str | None, as_json: bool, url: str | None, api_key: str | None
+) -> None:
     """Grade every task's gold patch, the empty patch and a broken patch through the REST
     API, then the gold patches again (answered from the cache), and print the verdicts."""
     ts = TaskSet(settings.tasks_dir)
@@ -46,10 +47,15 @@ def demo(settings: Settings, local: bool, runtime: str | None, as_json: bool, ur
         table.columns[0].no_wrap = True
         for r in rows:
             v = Verdict(r["verdict"]) if r["verdict"] else None
-            table.add_row(r["task"], r["patch"], f"[{VERDICT_STYLE[v]}]{v}[/]" if v else str(r["status"]),
-                          "yes" if r.get("cached") else "", f"{r['seconds']:.2f}",
-                          r.get("host") or ("the cache" if r.get("cached") else ""),
-                          escape(r["explanation"]))
+            table.add_row(
+                r["task"],
+                r["patch"],
+                f"[{VERDICT_STYLE[v]}]{v}[/]" if v else str(r["status"]),
+                "yes" if r.get("cached") else "",
+                f"{r['seconds']:.2f}",
+                r.get("host") or ("the cache" if r.get("cached") else ""),
+                escape(r["explanation"]),
+            )
         out.print(table)
     wrong = [(r["task"], r["patch"], r["verdict"]) for r in rows if r["verdict"] != expected[r["patch"].split()[0]]]
     if wrong:
@@ -66,8 +72,16 @@ def _demo_local(settings: Settings, ts: TaskSet, cases, runtime) -> list[dict]:
         for task_id, label, patch in cases:
             bar.update(job, description=f"grading {task_id}")
             r = grader.grade(ts.get(task_id), patch.encode())
-            rows.append({"task": task_id, "patch": label, "verdict": r.verdict.value, "status": "done",
-                         "seconds": r.durations.get("total", 0.0), "explanation": r.explanation})
+            rows.append(
+                {
+                    "task": task_id,
+                    "patch": label,
+                    "verdict": r.verdict.value,
+                    "status": "done",
+                    "seconds": r.durations.get("total", 0.0),
+                    "explanation": r.explanation,
+                }
+            )
             bar.advance(job)
     return rows
 
@@ -79,6 +93,7 @@ def _demo_service(settings: Settings, cases, url: str | None, api_key: str | Non
     from pydantic import SecretStr
 
     from grader.client import ApiError, Client
+
     st = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
     if st.api_key is None:
         err.print("[red]error:[/red] no API key: set GRADER_API_KEY or pass --api-key (scripts/demo.sh does both)")
@@ -89,8 +104,10 @@ def _demo_service(settings: Settings, cases, url: str | None, api_key: str | Non
     try:
         for round_, todo in (("", cases), (" again", [c for c in cases if c[1] == "gold"])):
             t0 = time.monotonic()
-            answer = client.submit_batch([{"task_id": t, "patch": p, "system": label, "metadata": {"demo": label}}
-                                          for t, label, p in todo], run_id=run)
+            answer = client.submit_batch(
+                [{"task_id": t, "patch": p, "system": label, "metadata": {"demo": label}} for t, label, p in todo],
+                run_id=run,
+            )
             ids = [it.get("id") for it in answer["items"]]
             refused = [(todo[it["index"]][0], it["error"]["message"]) for it in answer["items"] if "error" in it]
             if refused:
@@ -102,10 +119,19 @@ def _demo_service(settings: Settings, cases, url: str | None, api_key: str | Non
             for (task_id, label, _), sid in zip(todo, ids, strict=False):
                 sub = client.get(sid)
                 result = sub.get("result") or {}
-                rows.append({"task": task_id, "patch": label + round_, "id": sid, "verdict": sub["verdict"],
-                             "status": sub["status"], "cached": sub["cached"], "host": sub["host"],
-                             "seconds": (result.get("durations") or {}).get("total", 0.0) if not sub["cached"] else 0.0,
-                             "explanation": result.get("explanation", "")})
+                rows.append(
+                    {
+                        "task": task_id,
+                        "patch": label + round_,
+                        "id": sid,
+                        "verdict": sub["verdict"],
+                        "status": sub["status"],
+                        "cached": sub["cached"],
+                        "host": sub["host"],
+                        "seconds": (result.get("durations") or {}).get("total", 0.0) if not sub["cached"] else 0.0,
+                        "explanation": result.get("explanation", ""),
+                    }
+                )
             what = "the gold patches again (the cache answers)" if round_ else "every task: gold, empty, broken"
             err.print(f"{what}: {len(ids)} submissions, {wall:.1f} s from POST to the last verdict", highlight=False)
     except ApiError as exc:

@@ -67,12 +67,16 @@ def served(fn):
     """--url and --api-key on `tasks list / show / checkout`, which read the local task
     folders when there are any and ask the service (GRADER_API_URL) otherwise."""
 
-    @click.option("--url", default=None,
-                  help="Ask this grader service, not the local tasks [default without local tasks: GRADER_API_URL].")
+    @click.option(
+        "--url",
+        default=None,
+        help="Ask this grader service, not the local tasks [default without local tasks: GRADER_API_URL].",
+    )
     @click.option("--api-key", default=None, help="The API key for the service [default: GRADER_API_KEY].")
     @functools.wraps(fn)
     def wrapper(settings: Settings, *args, url: str | None, api_key: str | None, **kwargs):
         from grader.client import ApiError
+
         service = _Served(url, api_key)
         try:
             return fn(settings, service, *args, **kwargs)
@@ -95,8 +99,13 @@ def _local_task(settings: Settings, service: _Served, task_id: str):
     ts = _local_tasks(settings, service)
     if ts is not None and task_id in ts.ids():
         return ts.get(task_id), ""
-    return None, ("" if service.named else _no_tasks_dir(settings) if ts is None
-                  else f"no task {task_id!r} in {settings.tasks_dir} (GRADER_TASKS_DIR or --tasks-dir)")
+    return None, (
+        ""
+        if service.named
+        else _no_tasks_dir(settings)
+        if ts is None
+        else f"no task {task_id!r} in {settings.tasks_dir} (GRADER_TASKS_DIR or --tasks-dir)"
+    )
 
 
 @tasks.command("list")
@@ -107,8 +116,11 @@ def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
     """List the tasks (public fields only), from the local tasks or the service."""
     # leniently, as the service loads: a broken file is named (exit 1), the rest listed
     ts = None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir, strict=False)
-    views = [t.public_view() for t in ts] if ts is not None else \
-        service.client("" if service.named else _no_tasks_dir(settings)).tasks()
+    views = (
+        [t.public_view() for t in ts]
+        if ts is not None
+        else service.client("" if service.named else _no_tasks_dir(settings)).tasks()
+    )
     refused = ts.refused if ts is not None else {}
     for path, why in refused.items():
         err.print(f"[red]refused[/red] {escape(path)}: {escape(why)}")
@@ -118,9 +130,14 @@ def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
     table = Table("id", "check", "suite", "difficulty", "created", "environment")
     for v in views:
         meta = v.get("metadata") or {}
-        table.add_row(escape(v["id"]), escape(v.get("check", "")), escape(meta.get("suite") or ""),
-                      escape(meta.get("difficulty") or ""), escape(meta.get("created_at") or ""),
-                      escape(v.get("environment", "")))
+        table.add_row(
+            escape(v["id"]),
+            escape(v.get("check", "")),
+            escape(meta.get("suite") or ""),
+            escape(meta.get("difficulty") or ""),
+            escape(meta.get("created_at") or ""),
+            escape(v.get("environment", "")),
+        )
     out.print(table)
     if refused:
         sys.exit(1)
@@ -143,8 +160,9 @@ def tasks_show(settings: Settings, service: _Served, task_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None)
 @common
-def tasks_validate(settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool,
-                   runtime: str | None) -> None:
+def tasks_validate(
+    settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool, runtime: str | None
+) -> None:
     """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each."""
     selected = TaskSet(settings.tasks_dir).select(list(task_ids))
     grader = Grader(settings, runtime=runtime)
@@ -159,16 +177,22 @@ def tasks_validate(settings: Settings, task_ids: tuple[str, ...], repeat: int, a
     else:
         table = Table("task", "empty patch", "gold patch", "result")
         for r in reports:
-            table.add_row(r.task_id, " ".join(map(str, r.empty)), " ".join(map(str, r.gold)),
-                          "[green]ok[/green]" if r.ok else "[red]" + ("flaky" if r.flaky else "invalid") + "[/red]")
+            table.add_row(
+                r.task_id,
+                " ".join(map(str, r.empty)),
+                " ".join(map(str, r.gold)),
+                "[green]ok[/green]" if r.ok else "[red]" + ("flaky" if r.flaky else "invalid") + "[/red]",
+            )
         out.print(table)
         for r in reports:
             for p in r.problems:
                 out.print(f"[red]{r.task_id}:[/red] {p}", highlight=False)
     bad = [r for r in reports if not r.ok]
     if bad:
-        err.print(f"{len(bad)} of {len(reports)} task(s) failed validation"
-                  + (f"; flaky: {', '.join(r.task_id for r in bad if r.flaky)}" if any(r.flaky for r in bad) else ""))
+        err.print(
+            f"{len(bad)} of {len(reports)} task(s) failed validation"
+            + (f"; flaky: {', '.join(r.task_id for r in bad if r.flaky)}" if any(r.flaky for r in bad) else "")
+        )
         sys.exit(1)
 
 
@@ -202,6 +226,7 @@ def tasks_checkout(settings: Settings, service: _Served, task_id: str, dest: Pat
     import tempfile
 
     from grader.tasks.prepare import checkout_bundle
+
     if dest.exists():
         raise click.UsageError(f"{dest} exists")
     task, why = _local_task(settings, service, task_id)
@@ -215,18 +240,31 @@ def tasks_checkout(settings: Settings, service: _Served, task_id: str, dest: Pat
             with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
                 got = client.repository(task_id, Path(tmp) / f"{task_id}.bundle")
                 merge = got["merge"] or view["repo"].get("merge")
-                checkout_bundle(Path(tmp) / f"{task_id}.bundle", dest, got["commit"] or view["repo"]["commit"], merge,
-                                task_id=task_id)
+                checkout_bundle(
+                    Path(tmp) / f"{task_id}.bundle",
+                    dest,
+                    got["commit"] or view["repo"]["commit"],
+                    merge,
+                    task_id=task_id,
+                )
             source = f" from {client.url} (bundle sha256 {got['sha256'][:16]}, {got['size']} bytes)"
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # no half-made DEST to trip the next try
         raise
-    err.print(f"checked out {task_id} in {dest}{source}; make your change there, then `git diff > my.patch`",
-              highlight=False, markup=False, soft_wrap=True)
+    err.print(
+        f"checked out {task_id} in {dest}{source}; make your change there, then `git diff > my.patch`",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     if merge:
-        err.print("a conflicted merge is in progress: stage the conflicted files as they are (`git add -u`) "
-                  "before resolving them, so that `git diff` compares your resolution with them",
-                  highlight=False, markup=False, soft_wrap=True)
+        err.print(
+            "a conflicted merge is in progress: stage the conflicted files as they are (`git add -u`) "
+            "before resolving them, so that `git diff` compares your resolution with them",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 # --- tasks import ---------------------------------------------------------------------
@@ -237,24 +275,48 @@ def tasks_import() -> None:
 
 def import_options(fn):
     """What every importer takes; FILE is a JSON list or JSONL."""
-    for opt in reversed([
-        click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
-        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="Where the suite goes [default: TASKS_DIR/SUITE]."),
-        click.option("--only", multiple=True, help="Import only this instance id (repeatable)."),
-        click.option("--repo-source", type=click.Choice(["bundle", "url"]), default="bundle", show_default=True,
-                     help="bundle: the history the tasks need, in the suite (offline); url: the repository's URL."),
-        click.option("--timeout", type=click.FloatRange(min=1, max=MAX_TIMEOUT), default=None,
-                     help="Each task's time limit in seconds [default: the task format's]."),
-        click.option("--no-validate", "no_validate", is_flag=True,
-                     help="Do not grade the empty and gold patches (no Docker); tasks are kept unvalidated."),
-        click.option("--keep-invalid", is_flag=True, help="Keep tasks that fail validation (they are reported)."),
-        click.option("--skip-broken", is_flag=True, help="Import the other rows when some cannot be converted."),
-        click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100),
-                     help="Validation runs of each patch."),
-        click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None),
-        click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON."),
-    ]):
+    for opt in reversed(
+        [
+            click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
+            click.option(
+                "--out",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=None,
+                help="Where the suite goes [default: TASKS_DIR/SUITE].",
+            ),
+            click.option("--only", multiple=True, help="Import only this instance id (repeatable)."),
+            click.option(
+                "--repo-source",
+                type=click.Choice(["bundle", "url"]),
+                default="bundle",
+                show_default=True,
+                help="bundle: the history the tasks need, in the suite (offline); url: the repository's URL.",
+            ),
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=1, max=MAX_TIMEOUT),
+                default=None,
+                help="Each task's time limit in seconds [default: the task format's].",
+            ),
+            click.option(
+                "--no-validate",
+                "no_validate",
+                is_flag=True,
+                help="Do not grade the empty and gold patches (no Docker); tasks are kept unvalidated.",
+            ),
+            click.option("--keep-invalid", is_flag=True, help="Keep tasks that fail validation (they are reported)."),
+            click.option("--skip-broken", is_flag=True, help="Import the other rows when some cannot be converted."),
+            click.option(
+                "--repeat",
+                default=1,
+                show_default=True,
+                type=click.IntRange(1, 100),
+                help="Validation runs of each patch.",
+            ),
+            click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None),
+            click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON."),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -264,23 +326,38 @@ def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_j
 
     with progress() as bar:
         job = bar.add_task("importing", total=None)
-        report = import_file(source, file, settings=settings, validate=not no_validate,
-                             progress=lambda line: bar.update(job, description=line), **kwargs)
+        report = import_file(
+            source,
+            file,
+            settings=settings,
+            validate=not no_validate,
+            progress=lambda line: bar.update(job, description=line),
+            **kwargs,
+        )
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
     else:
         table = Table("task", "instance", "status", "empty patch", "gold patch", "why", title=f"{report.source} import")
         for o in report.outcomes:
             style = "red" if o.problems else "green" if o.validated else "yellow"
-            table.add_row(o.task_id, o.source_id, f"[{style}]{o.status}[/]", " ".join(o.empty), " ".join(o.gold),
-                          escape("; ".join(o.problems + o.notes)))
+            table.add_row(
+                o.task_id,
+                o.source_id,
+                f"[{style}]{o.status}[/]",
+                " ".join(o.empty),
+                " ".join(o.gold),
+                escape("; ".join(o.problems + o.notes)),
+            )
         for source_id, why in report.not_converted:
             table.add_row("", source_id, "[red]not converted[/]", "", "", escape(why))
         out.print(table)
     kept, total = len(report.kept), len(report.outcomes) + len(report.not_converted)
-    err.print(f"{kept} of {total} task(s) kept in {report.out} (suite {report.suite}); "
-              f"{len(report.invalid)} failed validation, {len(report.not_converted)} not converted; "
-              f"the report is {report.out / 'import-report.json'}", highlight=False)
+    err.print(
+        f"{kept} of {total} task(s) kept in {report.out} (suite {report.suite}); "
+        f"{len(report.invalid)} failed validation, {len(report.not_converted)} not converted; "
+        f"the report is {report.out / 'import-report.json'}",
+        highlight=False,
+    )
     if not kept:
         sys.exit(1)
 
@@ -300,28 +377,43 @@ def _import_command(source: str, summary: str, *options) -> None:
 
 
 def _repo_dir(required: bool, otherwise: str):
-    return click.option("--repo-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-                        required=required, help=f"Local clones as DIR/<owner>__<name>{otherwise}.")
+    return click.option(
+        "--repo-dir",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        default=None,
+        required=required,
+        help=f"Local clones as DIR/<owner>__<name>{otherwise}.",
+    )
 
 
 _import_command(
-    "swebench", "SWE-bench instances (JSON list or JSONL, as published) as tasks.",
+    "swebench",
+    "SWE-bench instances (JSON list or JSONL, as published) as tasks.",
     click.option("--suite", required=True, help="The suite's name (metadata.suite; the directory under TASKS_DIR)."),
     _repo_dir(False, "; others are cloned from GitHub"),
-    click.option("--env-map", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-                 help="Per-repository environments (YAML or JSON) for instances without python/requirements."))
+    click.option(
+        "--env-map",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="Per-repository environments (YAML or JSON) for instances without python/requirements.",
+    ),
+)
 
 
 _import_command(
-    "resq", "RES-Q rows (JSON list or JSONL) as tasks.",
+    "resq",
+    "RES-Q rows (JSON list or JSONL) as tasks.",
     click.option("--suite", default="resq", show_default=True, help="The suite's name."),
-    _repo_dir(False, "; others are cloned from the row's repo_url"))
+    _repo_dir(False, "; others are cloned from the row's repo_url"),
+)
 
 
 _import_command(
-    "gitgoodbench", "GitGoodBench merge-conflict samples (JSON list or JSONL) as exact-match tasks.",
+    "gitgoodbench",
+    "GitGoodBench merge-conflict samples (JSON list or JSONL) as exact-match tasks.",
     click.option("--suite", default="gitgoodbench", show_default=True, help="The suite's name."),
-    _repo_dir(True, " holding the merge commits"))
+    _repo_dir(True, " holding the merge commits"),
+)
 
 
 # --- environments and images ------------------------------------------------------------
@@ -362,8 +454,9 @@ def env_list(settings: Settings, as_json: bool) -> None:
     out.print(table)
     table = Table("image", "kind", "size")
     for im in sorted(listing, key=lambda i: (i["labels"].get("grader.kind", ""), i["tags"])):
-        table.add_row(", ".join(im["tags"]) or im["id"][:19], im["labels"].get("grader.kind", ""),
-                      f"{im['size'] / 1e6:.0f} MB")
+        table.add_row(
+            ", ".join(im["tags"]) or im["id"][:19], im["labels"].get("grader.kind", ""), f"{im['size'] / 1e6:.0f} MB"
+        )
     out.print(table)
 
 

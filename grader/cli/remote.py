@@ -36,12 +36,14 @@ LONG_POLL = 60.0  # seconds one submit asks the server to hold for its verdict (
 
 def window(fn):
     """--suite, --variant, --since, --until: the same filters as the API and the portal."""
-    for opt in reversed([
-        click.option("--suite", default=None, help="Only tasks of this suite."),
-        click.option("--variant", default=None, help="Only attempts with this prompt variant."),
-        click.option("--since", default=None, help="Only tasks created on or after this date (YYYY-MM-DD)."),
-        click.option("--until", default=None, help="Only tasks created on or before this date."),
-    ]):
+    for opt in reversed(
+        [
+            click.option("--suite", default=None, help="Only tasks of this suite."),
+            click.option("--variant", default=None, help="Only attempts with this prompt variant."),
+            click.option("--since", default=None, help="Only tasks created on or after this date (YYYY-MM-DD)."),
+            click.option("--until", default=None, help="Only tasks created on or before this date."),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -81,6 +83,7 @@ def run_id_from(path: str) -> str | None:
 def _file_name(run: str) -> str:
     """A run's name made safe as a file name (run ids are free text)."""
     import re
+
     return re.sub(r"[^A-Za-z0-9._-]+", "_", run).strip("._") or "run"
 
 
@@ -92,48 +95,115 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
 @main.command("submit")
 @click.option("--task", "task_id", default=None, help="The task id (one patch).")
 @click.option("--patch", "patch_file", type=click.File("rb"), default=None, help="The unified diff; '-' reads stdin.")
-@click.option("--predictions", "predictions_file", default=None, type=click.Path(dir_okay=False, allow_dash=True),
-              help="A batch: SWE-bench predictions as a JSON list, JSONL, or a JSON object keyed by instance_id "
-                   "('-' reads stdin). A line may carry its own trial, prompt_variant and metadata.")
-@click.option("--run-id", default=None,
-              help="The run the submission(s) belong to [default with --predictions: the file's name without its "
-                   "extension].")
+@click.option(
+    "--predictions",
+    "predictions_file",
+    default=None,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="A batch: SWE-bench predictions as a JSON list, JSONL, or a JSON object keyed by instance_id "
+    "('-' reads stdin). A line may carry its own trial, prompt_variant and metadata.",
+)
+@click.option(
+    "--run-id",
+    default=None,
+    help="The run the submission(s) belong to [default with --predictions: the file's name without its extension].",
+)
 @click.option("--system", default=None, help="The system (agent, model) that made the patch(es).")
-@click.option("--trial", type=click.IntRange(0, 1_000_000), default=None,
-              help="Which attempt of the run this is (0, 1, 2, ...); with --predictions, for lines that give none.")
-@click.option("--prompt-variant", type=click.Choice(PROMPT_VARIANTS), default=None,
-              help="The prompt variant the system was given.")
-@click.option("--metadata", callback=_metadata, default=None, metavar="JSON|@FILE",
-              help="A JSON object kept with the submission(s) (at most 16 KiB).")
+@click.option(
+    "--trial",
+    type=click.IntRange(0, 1_000_000),
+    default=None,
+    help="Which attempt of the run this is (0, 1, 2, ...); with --predictions, for lines that give none.",
+)
+@click.option(
+    "--prompt-variant",
+    type=click.Choice(PROMPT_VARIANTS),
+    default=None,
+    help="The prompt variant the system was given.",
+)
+@click.option(
+    "--metadata",
+    callback=_metadata,
+    default=None,
+    metavar="JSON|@FILE",
+    help="A JSON object kept with the submission(s) (at most 16 KiB).",
+)
 @click.option("--callback-url", default=None, help="POSTed each finished submission, signed (X-Grader-Signature).")
-@click.option("--instance-ids", "instance_ids", multiple=True, callback=_id_list, metavar="ID[,ID...]",
-              help="With --predictions: submit only these instances (comma-separated, or the option repeated).")
-@click.option("--overwrite", is_flag=True,
-              help="With --predictions: replace the run if it exists (it is deleted first, as `grader runs delete` "
-                   "does). Without it, a run that already holds any of these tasks and trials is refused.")
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="With --predictions: wait, then write the run's SWE-bench report to DIR/RUN.json.")
+@click.option(
+    "--instance-ids",
+    "instance_ids",
+    multiple=True,
+    callback=_id_list,
+    metavar="ID[,ID...]",
+    help="With --predictions: submit only these instances (comma-separated, or the option repeated).",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="With --predictions: replace the run if it exists (it is deleted first, as `grader runs delete` "
+    "does). Without it, a run that already holds any of these tasks and trials is refused.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --predictions: wait, then write the run's SWE-bench report to DIR/RUN.json.",
+)
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the verdict(s).")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
-              help="With --wait: give up after this many seconds [default: no limit].")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="With --wait: give up after this many seconds [default: no limit].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the submission(s) as JSON.")
 @remote
-def submit_cmd(client, task_id: str | None, patch_file, predictions_file: str | None, run_id: str | None,
-               system: str | None, trial: int | None, prompt_variant: str | None, metadata: dict | None,
-               callback_url: str | None, instance_ids: list[str] | None, overwrite: bool, output_dir: Path | None,
-               wait_: bool, timeout: float | None, as_json: bool) -> None:
+def submit_cmd(
+    client,
+    task_id: str | None,
+    patch_file,
+    predictions_file: str | None,
+    run_id: str | None,
+    system: str | None,
+    trial: int | None,
+    prompt_variant: str | None,
+    metadata: dict | None,
+    callback_url: str | None,
+    instance_ids: list[str] | None,
+    overwrite: bool,
+    output_dir: Path | None,
+    wait_: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
     """Submit a patch (--task, --patch) or a batch of predictions (--predictions) to the service."""
     import time
-    attempt = {"system": system, "trial": trial, "prompt_variant": prompt_variant, "metadata": metadata,
-               "callback_url": callback_url}
+
+    attempt = {
+        "system": system,
+        "trial": trial,
+        "prompt_variant": prompt_variant,
+        "metadata": metadata,
+        "callback_url": callback_url,
+    }
     if predictions_file is not None:
         if task_id or patch_file:
             raise click.UsageError("give either --predictions or --task with --patch, not both")
         run_id = run_id or run_id_from(predictions_file)
         if not run_id:
             raise click.UsageError("--predictions - needs --run-id (there is no file name to take it from)")
-        _submit_batch(client, predictions_file, run_id, attempt, instance_ids=instance_ids, overwrite=overwrite,
-                      output_dir=output_dir, wait_=wait_ or output_dir is not None, timeout=timeout, as_json=as_json)
+        _submit_batch(
+            client,
+            predictions_file,
+            run_id,
+            attempt,
+            instance_ids=instance_ids,
+            overwrite=overwrite,
+            output_dir=output_dir,
+            wait_=wait_ or output_dir is not None,
+            timeout=timeout,
+            as_json=as_json,
+        )
         return
     if not (task_id and patch_file):
         raise click.UsageError("give --task and --patch (or --predictions)")
@@ -164,9 +234,13 @@ def submit_cmd(client, task_id: str | None, patch_file, predictions_file: str | 
 def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> list[dict]:
     """The file's predictions, only those of `instance_ids` when given (each must be there)."""
     from grader.client import PredictionsError, parse_predictions, read_predictions
+
     try:
-        items = (parse_predictions(click.get_text_stream("stdin").read(), source="<stdin>")
-                 if predictions_file == "-" else read_predictions(predictions_file))
+        items = (
+            parse_predictions(click.get_text_stream("stdin").read(), source="<stdin>")
+            if predictions_file == "-"
+            else read_predictions(predictions_file)
+        )
     except PredictionsError as exc:
         err.print(f"[red]error:[/red] {escape(exc)}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -175,8 +249,10 @@ def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> 
     wanted = set(instance_ids)
     missing = sorted(wanted - {_task_of(i) for i in items})
     if missing:
-        raise click.UsageError(f"--instance-ids names {len(missing)} instance(s) that {predictions_file} does not "
-                               f"hold: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+        raise click.UsageError(
+            f"--instance-ids names {len(missing)} instance(s) that {predictions_file} does not "
+            f"hold: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}"
+        )
     return [i for i in items if _task_of(i) in wanted]
 
 
@@ -187,16 +263,30 @@ def _task_of(item: dict) -> str:
 def _reused(client, run_id: str, items: list[dict], trial: int | None) -> list[tuple[str, int | None]]:
     """The (task, trial) pairs of `items` that the run already holds a submission for
     (cancelled ones aside): what submitting again would silently add a second attempt at."""
-    held = {(s["task_id"], s.get("trial")) for s in client.list(run_id=run_id, page_size=1000)
-            if s.get("status") != "cancelled"}
+    held = {
+        (s["task_id"], s.get("trial"))
+        for s in client.list(run_id=run_id, page_size=1000)
+        if s.get("status") != "cancelled"
+    }
     wanted = {(_task_of(i), i["trial"] if i.get("trial") is not None else trial) for i in items}
     return sorted(held & wanted, key=lambda p: (p[0], -1 if p[1] is None else p[1]))
 
 
-def _submit_batch(client, predictions_file: str, run_id: str, attempt: dict, *, instance_ids: list[str] | None,
-                  overwrite: bool, output_dir: Path | None, wait_: bool, timeout: float | None,
-                  as_json: bool) -> None:
+def _submit_batch(
+    client,
+    predictions_file: str,
+    run_id: str,
+    attempt: dict,
+    *,
+    instance_ids: list[str] | None,
+    overwrite: bool,
+    output_dir: Path | None,
+    wait_: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
     from grader.client import ApiError
+
     items = _read_predictions(predictions_file, instance_ids)
     if overwrite:
         try:
@@ -205,43 +295,59 @@ def _submit_batch(client, predictions_file: str, run_id: str, attempt: dict, *, 
             if exc.status != 404:
                 raise
         else:
-            err.print(f"run {escape(run_id)} replaced: the earlier one is deleted "
-                      f"({gone.get('submissions_detached', 0)} submission(s) detached from it)", highlight=False)
+            err.print(
+                f"run {escape(run_id)} replaced: the earlier one is deleted "
+                f"({gone.get('submissions_detached', 0)} submission(s) detached from it)",
+                highlight=False,
+            )
     else:
         reused = _reused(client, run_id, items, attempt["trial"])
         if reused:
             shown = ", ".join(t if n is None else f"{t} trial {n}" for t, n in reused[:5])
-            err.print(f"[red]error:[/red] run {escape(run_id)} already holds {len(reused)} of these task and trial "
-                      f"pair(s) ({escape(shown)}{' ...' if len(reused) > 5 else ''}); submit them as a new "
-                      "--trial, under another --run-id, or replace the run with --overwrite", highlight=False,
-                      soft_wrap=True)
+            err.print(
+                f"[red]error:[/red] run {escape(run_id)} already holds {len(reused)} of these task and trial "
+                f"pair(s) ({escape(shown)}{' ...' if len(reused) > 5 else ''}); submit them as a new "
+                "--trial, under another --run-id, or replace the run with --overwrite",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(2)
     try:
         answer = client.submit_batch(items, run_id=run_id, **attempt)
     except ApiError as exc:
         if exc.partial and exc.partial["accepted"]:
-            err.print(f"{exc.partial['accepted']} item(s) were accepted before this failure (run {run_id})",
-                      highlight=False, markup=False)
+            err.print(
+                f"{exc.partial['accepted']} item(s) were accepted before this failure (run {run_id})",
+                highlight=False,
+                markup=False,
+            )
         raise
     ignored: dict[str, int] = {}
     for item in answer["items"]:
         for name in item.get("ignored") or []:
             ignored[name] = ignored.get(name, 0) + 1
         if "error" in item:
-            err.print(f"[red]rejected[/red] #{item['index']} {escape(_task_of(items[item['index']]))}: "
-                      f"{escape(item['error']['message'])} ({escape(item['error']['code'])})",
-                      highlight=False, soft_wrap=True)
+            err.print(
+                f"[red]rejected[/red] #{item['index']} {escape(_task_of(items[item['index']]))}: "
+                f"{escape(item['error']['message'])} ({escape(item['error']['code'])})",
+                highlight=False,
+                soft_wrap=True,
+            )
     if ignored:
-        err.print("not kept (grader has no such field): " + ", ".join(f"{escape(k)} on {n} item(s)"
-                                                                     for k, n in sorted(ignored.items())),
-                  highlight=False, soft_wrap=True)
+        err.print(
+            "not kept (grader has no such field): "
+            + ", ".join(f"{escape(k)} on {n} item(s)" for k, n in sorted(ignored.items())),
+            highlight=False,
+            soft_wrap=True,
+        )
     ids = [item["id"] for item in answer["items"] if "id" in item]
     if not wait_:
         if as_json:
             click.echo(json.dumps(answer, indent=2))
         else:
-            out.print(f"run {escape(run_id)}: {answer['accepted']} accepted, {answer['rejected']} rejected",
-                      highlight=False)
+            out.print(
+                f"run {escape(run_id)}: {answer['accepted']} accepted, {answer['rejected']} rejected", highlight=False
+            )
         sys.exit(0 if not answer["rejected"] else EXIT_REJECTED)
     with progress() as bar:
         job = bar.add_task("grading", total=len(ids))
@@ -259,8 +365,17 @@ def _submit_batch(client, predictions_file: str, run_id: str, attempt: dict, *, 
         report_file = _report_path(output_dir, run_id)
         report_file.write_text(json.dumps(client.report(run_id), indent=1) + "\n")
     if as_json:
-        click.echo(json.dumps({"batch": answer, "submissions": [subs[i] for i in ids if i in subs],
-                               "counts": counts, "report": str(report_file) if report_file else None}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "batch": answer,
+                    "submissions": [subs[i] for i in ids if i in subs],
+                    "counts": counts,
+                    "report": str(report_file) if report_file else None,
+                },
+                indent=2,
+            )
+        )
     else:
         print_verdict_counts(run_id, counts)
     if report_file:
@@ -334,9 +449,14 @@ def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: 
 
 @runs.command("export")
 @click.argument("run")
-@click.option("--format", "fmt", type=click.Choice(["predictions", "report"]), default="predictions",
-              show_default=True, help="predictions: your patches as SWE-bench predictions (JSONL, one per task); "
-                                      "report: SWE-bench's report (JSON).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["predictions", "report"]),
+    default="predictions",
+    show_default=True,
+    help="predictions: your patches as SWE-bench predictions (JSONL, one per task); report: SWE-bench's report (JSON).",
+)
 @click.option("--out", "dest", type=click.File("w"), default="-", help="The file to write [default: stdout].")
 @remote
 def runs_export(client, run: str, fmt: str, dest) -> None:
@@ -357,16 +477,25 @@ def runs_export(client, run: str, fmt: str, dest) -> None:
 @click.option("--paper-url", default=None, help="The paper (http or https).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @remote
-def runs_publish(client, run: str, method: str | None, description: str | None, project_url: str | None,
-                 paper_url: str | None, as_json: bool) -> None:
+def runs_publish(
+    client,
+    run: str,
+    method: str | None,
+    description: str | None,
+    project_url: str | None,
+    paper_url: str | None,
+    as_json: bool,
+) -> None:
     """Make RUN public, with its method and description: PATCH /v1/runs/RUN."""
-    meta = client.publish(run, method=method, description=description, project_url=project_url,
-                          paper_url=paper_url)
+    meta = client.publish(run, method=method, description=description, project_url=project_url, paper_url=paper_url)
     if as_json:
         click.echo(json.dumps(meta, indent=1))
         return
-    out.print(f"run {escape(meta['name'])} ({meta['id']}) is public"
-              + (f": {escape(meta['method'])}" if meta.get("method") else ""), highlight=False)
+    out.print(
+        f"run {escape(meta['name'])} ({meta['id']}) is public"
+        + (f": {escape(meta['method'])}" if meta.get("method") else ""),
+        highlight=False,
+    )
     out.print(f"its page: {client.url}/runs/{meta['id']}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -380,10 +509,21 @@ def _archive_format(dest: Path | None, fmt: str | None) -> str:
 
 @runs.command("logs")
 @click.argument("run")
-@click.option("-o", "--out", "dest", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The archive to write [default: RUN-logs.tar.gz here].")
-@click.option("--format", "fmt", type=click.Choice(["tar.gz", "zip"]), default=None,
-              help="[default: from the file's name: .zip is a zip, anything else tar.gz]")
+@click.option(
+    "-o",
+    "--out",
+    "dest",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The archive to write [default: RUN-logs.tar.gz here].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tar.gz", "zip"]),
+    default=None,
+    help="[default: from the file's name: .zip is a zip, anything else tar.gz]",
+)
 @remote
 def runs_logs(client, run: str, dest: Path | None, fmt: str | None) -> None:
     """Download every submission's logs of RUN (patch, test output, result) as one archive."""
@@ -404,8 +544,11 @@ def runs_delete(client, run: str, yes: bool) -> None:
     if not yes:
         click.confirm(f"delete run {run}? its submissions stay, without a run", abort=True, err=True)
     res = client.delete_run(run)
-    out.print(f"run {escape(res['deleted']['name'])} ({res['deleted']['id']}) deleted; "
-              f"{res['submissions_detached']} submission(s) kept without a run", highlight=False)
+    out.print(
+        f"run {escape(res['deleted']['name'])} ({res['deleted']['id']}) deleted; "
+        f"{res['submissions_detached']} submission(s) kept without a run",
+        highlight=False,
+    )
 
 
 @main.command("leaderboard")
@@ -416,8 +559,9 @@ def runs_delete(client, run: str, yes: bool) -> None:
 def leaderboard_cmd(client, suite, variant, since, until, include_incomplete: bool, as_json: bool) -> None:
     """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
     suites' whole task set they resolve (a task not attempted is not resolved)."""
-    rows = client.leaderboard(suite=suite, variant=variant, since=since, until=until,
-                              include_incomplete=include_incomplete)
+    rows = client.leaderboard(
+        suite=suite, variant=variant, since=since, until=until, include_incomplete=include_incomplete
+    )
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return

@@ -21,16 +21,27 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 
-VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.PATCH_FAILED: "bold yellow",
-                 Verdict.TIMED_OUT: "bold magenta", Verdict.ERROR: "bold white on red"}
+VERDICT_STYLE = {
+    Verdict.PASS: "bold green",
+    Verdict.FAIL: "bold red",
+    Verdict.PATCH_FAILED: "bold yellow",
+    Verdict.TIMED_OUT: "bold magenta",
+    Verdict.ERROR: "bold white on red",
+}
 
 
 DASH = "—"  # a figure over nothing: no value, no interval
 
 
 def progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
 
 
 def log(line: str) -> None:
@@ -56,16 +67,18 @@ def print_result(result: Result) -> None:
     if result.tests and (result.tests.fail_to_pass["failure"] or result.tests.pass_to_pass["failure"]):
         for kind in ("fail_to_pass", "pass_to_pass"):
             for tid in getattr(result.tests, kind)["failure"]:
-                out.print(f"  [red]✗[/red] {tid} ({kind.upper()}: {result.tests.all.get(tid, 'not run')})",
-                          highlight=False)
+                out.print(
+                    f"  [red]✗[/red] {tid} ({kind.upper()}: {result.tests.all.get(tid, 'not run')})", highlight=False
+                )
     if result.apply.method:
         out.print(f"applied with: {result.apply.method}", style="dim")
     if result.apply.neutralized:
         out.print(f"reverted runner files: {', '.join(result.apply.neutralized)}", style="yellow")
     if result.verdict is Verdict.PATCH_FAILED:
         for a in result.apply.attempts:
-            out.print(f"--- {a.command} (exit {a.exit_code})\n{a.output.strip()}", style="dim", highlight=False,
-                      markup=False)
+            out.print(
+                f"--- {a.command} (exit {a.exit_code})\n{a.output.strip()}", style="dim", highlight=False, markup=False
+            )
     if result.error:
         out.print(result.error, style="red", highlight=False, markup=False)
     times = ", ".join(f"{k} {v:.2f}s" for k, v in result.durations.items() if not k.startswith("container_"))
@@ -75,13 +88,20 @@ def print_result(result: Result) -> None:
 def print_submission(sub: dict) -> None:
     """The service's view (status, times, host), then the result as `grader grade` prints it."""
     from pydantic import ValidationError
-    about = ", ".join(f"{k.replace('_', ' ')} {sub[k]}" for k in ("run_id", "system", "trial", "prompt_variant")
-                      if sub.get(k) is not None)
+
+    about = ", ".join(
+        f"{k.replace('_', ' ')} {sub[k]}"
+        for k in ("run_id", "system", "trial", "prompt_variant")
+        if sub.get(k) is not None
+    )
     extra = [f"attempts {sub['attempts']}"] if sub.get("attempts", 0) > 1 else []
     extra += ["from cache"] if sub.get("cached") else []
-    out.print(f"{escape(sub['id'])}  [bold]{sub['status']}[/bold]  {escape(sub.get('task_id', ''))}"
-              + (f"  ({escape(about)})" if about else "") + (f"  [dim]{', '.join(extra)}[/dim]" if extra else ""),
-              highlight=False)
+    out.print(
+        f"{escape(sub['id'])}  [bold]{sub['status']}[/bold]  {escape(sub.get('task_id', ''))}"
+        + (f"  ({escape(about)})" if about else "")
+        + (f"  [dim]{', '.join(extra)}[/dim]" if extra else ""),
+        highlight=False,
+    )
     times = [f"{k.removesuffix('_at')} {sub[k]}" for k in ("queued_at", "started_at", "finished_at") if sub.get(k)]
     spans = _spans(sub)
     if times:
@@ -119,6 +139,7 @@ def print_submission(sub: dict) -> None:
 def _spans(sub: dict) -> str:
     """'waited 1.2 s, ran 3.4 s' from the ISO 8601 times, when they parse."""
     import datetime as dt
+
     try:
         at = {k: dt.datetime.fromisoformat(sub[k]) for k in ("queued_at", "started_at", "finished_at") if sub.get(k)}
         parts = []
@@ -168,8 +189,14 @@ def _count(fig) -> str:
 def print_runs(items: list[dict]) -> None:
     table = Table("id", "run", "team", "method", "public", "created")
     for r in items:
-        table.add_row(r["id"], escape(r["name"]), escape(r["team"]), escape(r.get("method") or ""),
-                      "yes" if r["public"] else "", (r.get("created_at") or "")[:10])
+        table.add_row(
+            r["id"],
+            escape(r["name"]),
+            escape(r["team"]),
+            escape(r.get("method") or ""),
+            "yes" if r["public"] else "",
+            (r.get("created_at") or "")[:10],
+        )
     out.print(table)
 
 
@@ -178,26 +205,41 @@ def print_run(view: dict) -> None:
     m = view["metrics"]
     state = "complete" if view["complete"] else f"INCOMPLETE ({view['pending']} pending, {view['errors']} errors)"
     lock = f" · published {view['published_at'][:10]}, locked" if view.get("locked") else ""
-    out.print(f"[bold]{escape(view['name'])}[/] by {escape(view['team'])} · {view['submissions']} submissions · "
-              f"{state}{lock}", highlight=False)
+    out.print(
+        f"[bold]{escape(view['name'])}[/] by {escape(view['team'])} · {view['submissions']} submissions · "
+        f"{state}{lock}",
+        highlight=False,
+    )
     if not m.get("per_task"):
-        out.print("no graded submission yet" + (f": {view['pending']} queued or running" if view["pending"] else
-                                                   " matches these filters" if any(view.get("filters", {}).values())
-                                                   else ""), highlight=False)
+        out.print(
+            "no graded submission yet"
+            + (
+                f": {view['pending']} queued or running"
+                if view["pending"]
+                else " matches these filters"
+                if any(view.get("filters", {}).values())
+                else ""
+            ),
+            highlight=False,
+        )
         return
     figures = Table("figure", "value", "what it is", title="figures")
     figures.add_row("resolved", _count(m.get("resolved")), "tasks where more than half of the valid trials passed")
     figures.add_row("solve rate", _fig(m.get("solve_rate")), "share of trials passed, averaged over tasks (= pass@1)")
-    figures.add_row("success rate", _fig(m.get("success_rate")),
-                    "share of trials graded PASS or FAIL, averaged over tasks")
+    figures.add_row(
+        "success rate", _fig(m.get("success_rate")), "share of trials graded PASS or FAIL, averaged over tasks"
+    )
     for k, fig in (m.get("pass_at_k") or {}).items():
         figures.add_row(f"pass@{k}", _fig(fig), "at least one of k attempts passes, over tasks with k trials")
     figures.add_row(f"pass_any@{m.get('trials') or 'n'}", _fig(m.get("pass_any_at_n")), "tasks passed at least once")
     ts = m.get("task_set")
     if ts:
         suites = ", ".join(view.get("suites") or []) or "its suites"
-        figures.add_row("resolved over the suite", _count(ts.get("resolved")),
-                        f"over every task of {suites}; {ts.get('attempted')} of {ts.get('tasks')} attempted")
+        figures.add_row(
+            "resolved over the suite",
+            _count(ts.get("resolved")),
+            f"over every task of {suites}; {ts.get('attempted')} of {ts.get('tasks')} attempted",
+        )
         figures.add_row("solve rate over the suite", _fig(ts.get("solve_rate")), "a task not attempted counts 0")
     loc = m.get("localization") or {}
     for name in ("precision", "recall", "f1"):
@@ -212,22 +254,35 @@ def print_run(view: dict) -> None:
             out.print(t)
     per = Table("task", "valid trials", "passed", "resolved", "stability", "trials", title="per task")
     for task_id, t in (m.get("per_task") or {}).items():
-        per.add_row(task_id, str(t.get("n")), str(t.get("c")), "yes" if t.get("resolved") else "no",
-                    (t.get("stability") or DASH).replace("_", " "), " ".join(str(v) for v in t.get("verdicts") or []))
+        per.add_row(
+            task_id,
+            str(t.get("n")),
+            str(t.get("c")),
+            "yes" if t.get("resolved") else "no",
+            (t.get("stability") or DASH).replace("_", " "),
+            " ".join(str(v) for v in t.get("verdicts") or []),
+        )
     out.print(per)
 
 
 def print_comparison(res: dict) -> None:
     """Two runs on their common tasks: wins, losses, the solve-rate difference and McNemar's p."""
     c = res["comparison"]
-    out.print(f"A = {escape(res['a']['name'])} ({escape(res['a']['team'])}), "
-              f"B = {escape(res['b']['name'])} ({escape(res['b']['team'])})", highlight=False)
+    out.print(
+        f"A = {escape(res['a']['name'])} ({escape(res['a']['team'])}), "
+        f"B = {escape(res['b']['name'])} ({escape(res['b']['team'])})",
+        highlight=False,
+    )
     if not c.get("common_tasks"):
         out.print("no graded task in common: nothing to compare task by task", highlight=False)
         return
     t = Table("figure", "value")
-    for key, label in (("common_tasks", "common tasks"), ("wins", "A resolved, B not"),
-                       ("losses", "B resolved, A not"), ("ties", "ties")):
+    for key, label in (
+        ("common_tasks", "common tasks"),
+        ("wins", "A resolved, B not"),
+        ("losses", "B resolved, A not"),
+        ("ties", "ties"),
+    ):
         t.add_row(label, str(c.get(key)))
     t.add_row("solve-rate difference (A - B)", _fig(c.get("difference")))
     p = c.get("mcnemar_p")
@@ -235,8 +290,12 @@ def print_comparison(res: dict) -> None:
     out.print(t)
     per = Table("task", "A", "B", "outcome", title="per task")
     for task_id, x in (c.get("per_task") or {}).items():
-        per.add_row(task_id, f"{x['a']} ({x['a_passed']}/{x['a_trials']})",
-                    f"{x['b']} ({x['b_passed']}/{x['b_trials']})", x["outcome"])
+        per.add_row(
+            task_id,
+            f"{x['a']} ({x['a_passed']}/{x['a_trials']})",
+            f"{x['b']} ({x['b_passed']}/{x['b_trials']})",
+            x["outcome"],
+        )
     out.print(per)
 
 
@@ -245,14 +304,35 @@ def print_leaderboard(rows: list[dict], *, filtered: bool) -> None:
     if not rows:
         out.print("no public run matches" + (" these filters" if filtered else " yet"), highlight=False)
         return
-    t = Table("#", "run", "team", "method", "resolved", "solve rate", "success rate", "tasks attempted / in suite", "",
-              title="leaderboard")
+    t = Table(
+        "#",
+        "run",
+        "team",
+        "method",
+        "resolved",
+        "solve rate",
+        "success rate",
+        "tasks attempted / in suite",
+        "",
+        title="leaderboard",
+    )
     for r in rows:
         m = r["metrics"]
         ts = m.get("task_set") or {}
-        marks = " ".join(x for x, on in (("baseline", r["baseline"]), ("verified", r["verified"]),
-                                         ("INCOMPLETE", not r["complete"])) if on)
-        t.add_row(str(r.get("rank") or ""), escape(r["name"]), escape(r["team"]), escape(r.get("method") or ""),
-                  _count(ts.get("resolved")), _fig(ts.get("solve_rate")), _fig(m.get("success_rate")),
-                  f"{ts.get('attempted', 0)} / {ts.get('tasks', 0)}", marks)
+        marks = " ".join(
+            x
+            for x, on in (("baseline", r["baseline"]), ("verified", r["verified"]), ("INCOMPLETE", not r["complete"]))
+            if on
+        )
+        t.add_row(
+            str(r.get("rank") or ""),
+            escape(r["name"]),
+            escape(r["team"]),
+            escape(r.get("method") or ""),
+            _count(ts.get("resolved")),
+            _fig(ts.get("solve_rate")),
+            _fig(m.get("success_rate")),
+            f"{ts.get('attempted', 0)} / {ts.get('tasks', 0)}",
+            marks,
+        )
     out.print(t)

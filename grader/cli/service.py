@@ -14,6 +14,7 @@ from grader.config import API_BIND, Settings
 
 def _service(settings: Settings):
     from grader.service import Service
+
     settings.require_production_secrets()
     svc = Service(settings)
     svc.db.migrate()
@@ -23,9 +24,14 @@ def _service(settings: Settings):
 @main.command()
 @click.option("--bind", default=API_BIND, show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
-@click.option("--threads", type=int, default=16, show_default=True,
-              help="Threads per process. Requests held by ?wait= take at most GRADER_MAX_WAITING_PER_PROCESS "
-                   "of them, and never the last 4.")
+@click.option(
+    "--threads",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Threads per process. Requests held by ?wait= take at most GRADER_MAX_WAITING_PER_PROCESS "
+    "of them, and never the last 4.",
+)
 @common
 def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     """Run the REST API under gunicorn. The schema is migrated first."""
@@ -36,18 +42,29 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     _service(settings).close()
     # other requests, and other teams, must always find a thread: neither the requests held
     # for their verdict nor one team's requests in progress may take the last 4
-    settings = settings.model_copy(update={
-        "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
-        "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4))})
+    settings = settings.model_copy(
+        update={
+            "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
+            "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4)),
+        }
+    )
 
     class _App(BaseApplication):
         def load_config(self):
-            for key, value in {"bind": bind, "workers": processes, "threads": threads, "worker_class": "gthread",
-                               "timeout": int(settings.max_wait + 60), "graceful_timeout": 30,
-                               "accesslog": "-", "errorlog": "-", "loglevel": "info",
-                               # no query value (a key sent as ?api_key=) is ever written
-                               "logger_class": "grader.api.accesslog.RedactingLogger",
-                               "proc_name": "grader-api"}.items():
+            for key, value in {
+                "bind": bind,
+                "workers": processes,
+                "threads": threads,
+                "worker_class": "gthread",
+                "timeout": int(settings.max_wait + 60),
+                "graceful_timeout": 30,
+                "accesslog": "-",
+                "errorlog": "-",
+                "loglevel": "info",
+                # no query value (a key sent as ?api_key=) is ever written
+                "logger_class": "grader.api.accesslog.RedactingLogger",
+                "proc_name": "grader-api",
+            }.items():
                 self.cfg.set(key, value)
 
         def load(self):
@@ -95,8 +112,9 @@ def keys() -> None:
 @click.argument("team")
 @click.option("--admin", is_flag=True, help="The team may manage tasks and teams.")
 @click.option("--daily-quota", type=int, default=None, help="Submissions per UTC day [default: GRADER_DAILY_QUOTA].")
-@click.option("--queued-quota", type=int, default=None,
-              help="Submissions queued at once [default: GRADER_QUEUED_QUOTA].")
+@click.option(
+    "--queued-quota", type=int, default=None, help="Submissions queued at once [default: GRADER_QUEUED_QUOTA]."
+)
 @common
 def keys_create(settings: Settings, team: str, admin: bool, daily_quota: int | None, queued_quota: int | None) -> None:
     """Make a new key for TEAM (created if new) and print it, and only it, once."""
@@ -118,9 +136,14 @@ def keys_list(settings: Settings) -> None:
     table = Table("team", "admin", "daily quota", "queued quota", "live keys", "created")
     with svc.db.read() as s:
         for t in team_summaries(s):
-            table.add_row(t.name, "yes" if t.admin else "", str(t.daily_quota or f"{settings.daily_quota} (default)"),
-                          str(t.queued_quota or f"{settings.queued_quota} (default)"),
-                          str(t.live_keys), t.created_at.strftime("%Y-%m-%d"))
+            table.add_row(
+                t.name,
+                "yes" if t.admin else "",
+                str(t.daily_quota or f"{settings.daily_quota} (default)"),
+                str(t.queued_quota or f"{settings.queued_quota} (default)"),
+                str(t.live_keys),
+                t.created_at.strftime("%Y-%m-%d"),
+            )
     out.print(table)
 
 

@@ -40,14 +40,28 @@ def import_file(source: Source, path: Path, **kwargs: Any) -> ImportReport:
     return import_rows(source, read_rows(Path(path)), source_name=str(path), **kwargs)
 
 
-def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Settings, suite: str | None = None,
-                out: Path | None = None, repo_dir: Path | None = None,
-                repo_source: Literal["bundle", "url"] = "bundle",
-                env_map: Path | str | dict[str, dict[str, Any]] | None = None,
-                only: Iterable[str] = (), timeout: float | None = None, validate: bool = True,
-                keep_invalid: bool = False, skip_broken: bool = False, repeat: int = 1, grader: Grader | None = None,
-                runtime: str | None = None, url_template: str = GITHUB_URL, progress: Progress | None = None,
-                source_name: str = "<rows>") -> ImportReport:
+def import_rows(
+    source: Source,
+    rows: list[dict[str, Any]],
+    *,
+    settings: Settings,
+    suite: str | None = None,
+    out: Path | None = None,
+    repo_dir: Path | None = None,
+    repo_source: Literal["bundle", "url"] = "bundle",
+    env_map: Path | str | dict[str, dict[str, Any]] | None = None,
+    only: Iterable[str] = (),
+    timeout: float | None = None,
+    validate: bool = True,
+    keep_invalid: bool = False,
+    skip_broken: bool = False,
+    repeat: int = 1,
+    grader: Grader | None = None,
+    runtime: str | None = None,
+    url_template: str = GITHUB_URL,
+    progress: Progress | None = None,
+    source_name: str = "<rows>",
+) -> ImportReport:
     """Convert `rows` from `source` and write the suite to `out` (default: the tasks
     directory's `<suite>/`). A row that cannot be converted (a missing field, no
     environment) fails the whole import, naming every such row, unless `skip_broken`.
@@ -65,8 +79,13 @@ def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Setting
             raise DatasetError(f"{source_name}: no row with {spec['id_key']} {', '.join(missing)}")
         rows = [r for r in rows if str(r.get(spec["id_key"])) in only]
     out = Path(out) if out else settings.tasks_dir / suite
-    ctx = Context(suite=suite, repos=Repositories(repo_dir, settings.cache_dir, url_template),
-                  environments_dir=Path(settings.environments_dir), cache_dir=Path(settings.cache_dir), timeout=timeout)
+    ctx = Context(
+        suite=suite,
+        repos=Repositories(repo_dir, settings.cache_dir, url_template),
+        environments_dir=Path(settings.environments_dir),
+        cache_dir=Path(settings.cache_dir),
+        timeout=timeout,
+    )
     if progress:
         progress(f"converting {len(rows)} {spec['label']} row(s)")
     if source == "swebench":
@@ -80,8 +99,10 @@ def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Setting
         lines = [f"  {why}" if sid in why else f"  {sid}: {why}" for sid, why in failed[:MAX_LISTED]]
         if len(failed) > MAX_LISTED:
             lines.append(f"  ... and {len(failed) - MAX_LISTED} more")
-        raise DatasetError(f"{source_name}: {len(failed)} of {len(rows)} row(s) cannot be imported "
-                           f"(nothing was written; --skip-broken imports the others):\n" + "\n".join(lines))
+        raise DatasetError(
+            f"{source_name}: {len(failed)} of {len(rows)} row(s) cannot be imported "
+            f"(nothing was written; --skip-broken imports the others):\n" + "\n".join(lines)
+        )
 
     validator: Callable[[Task], TaskValidation] | None = None
     own_grader = used = False
@@ -100,9 +121,20 @@ def import_rows(source: Source, rows: list[dict[str, Any]], *, settings: Setting
 
         validator = validate_one
     try:
-        return write_suite(drafts, source=spec["label"], suite=suite, out=out, repos=ctx.repos,
-                           cache_dir=ctx.cache_dir, tasks_dir=settings.tasks_dir, repo_source=repo_source,
-                           validator=validator, keep_invalid=keep_invalid, not_converted=failed, progress=progress)
+        return write_suite(
+            drafts,
+            source=spec["label"],
+            suite=suite,
+            out=out,
+            repos=ctx.repos,
+            cache_dir=ctx.cache_dir,
+            tasks_dir=settings.tasks_dir,
+            repo_source=repo_source,
+            validator=validator,
+            keep_invalid=keep_invalid,
+            not_converted=failed,
+            progress=progress,
+        )
     finally:
         if own_grader and used and grader is not None:
             grader.sandbox.close()  # the warm containers validation started

@@ -139,8 +139,10 @@ def environment_for(python: str, environments_dir: Path, where: str) -> str:
     if (environments_dir / name / "Dockerfile").is_file():
         return name
     available = sorted(p.name for p in environments_dir.glob("python-*") if (p / "Dockerfile").is_file())
-    raise DatasetError(f"{where}: Python {m.group(1)}.{m.group(2)} has no environment "
-                       f"(there is no {environments_dir / name}; available: {', '.join(available) or 'none'})")
+    raise DatasetError(
+        f"{where}: Python {m.group(1)}.{m.group(2)} has no environment "
+        f"(there is no {environments_dir / name}; available: {', '.join(available) or 'none'})"
+    )
 
 
 def requirement_lines(text: str) -> list[str]:
@@ -163,12 +165,16 @@ def install_step(requirements: list[str], install: str | None, where: str) -> st
             if "\n" in r or "\r" in r:
                 raise DatasetError(f"{where}: a requirement spans lines: {r!r}")
         quoted = " ".join(shlex.quote(r) for r in requirements)
-        parts.append(f"printf '%s\\n' {quoted} > {REQUIREMENTS_FILE} && pip install -r {REQUIREMENTS_FILE}"
-                     f" && rm {REQUIREMENTS_FILE}")
+        parts.append(
+            f"printf '%s\\n' {quoted} > {REQUIREMENTS_FILE} && pip install -r {REQUIREMENTS_FILE}"
+            f" && rm {REQUIREMENTS_FILE}"
+        )
     if install and install.strip():
         if "\n" in install.strip() or "\r" in install:
-            raise DatasetError(f"{where}: the install command must be one line (it becomes a Dockerfile RUN "
-                               f"instruction); join the steps with &&")
+            raise DatasetError(
+                f"{where}: the install command must be one line (it becomes a Dockerfile RUN "
+                f"instruction); join the steps with &&"
+            )
         parts.append(install.strip())
     return " && ".join(parts) or None
 
@@ -222,8 +228,10 @@ class Repositories:
                 where_from = f"no clone in {self.repo_dir}, and " if self.repo_dir else ""
                 cloned = git("clone", "--quiet", "--mirror", url, str(tmp), check=False)
                 if cloned.returncode:
-                    raise DatasetError(f"{where}: repository {name}: {where_from}cloning {url} failed: "
-                                       f"{cloned.stderr.decode(errors='replace').strip()}")
+                    raise DatasetError(
+                        f"{where}: repository {name}: {where_from}cloning {url} failed: "
+                        f"{cloned.stderr.decode(errors='replace').strip()}"
+                    )
                 tmp.rename(path)
         self._local[name] = path
         return path
@@ -236,8 +244,10 @@ class Repositories:
             return
         path = self.local(name, where)
         if path == self.clone_dir(name):
-            raise DatasetError(f"{where}: commit {sha} is not in the clone {path}; update it (git fetch) or "
-                               f"move it away to clone {self.url(name)}")
+            raise DatasetError(
+                f"{where}: commit {sha} is not in the clone {path}; update it (git fetch) or "
+                f"move it away to clone {self.url(name)}"
+            )
         fetched = git("fetch", "--quiet", self.url(name), "+refs/*:refs/*", cwd=path, check=False)
         if fetched.returncode or not self.has_commit(name, sha, where):
             raise DatasetError(f"{where}: commit {sha} is not in {self.url(name)}")
@@ -275,8 +285,15 @@ class Repositories:
                 git("fetch", "--quiet", "--no-tags", str(previous), f"+{BUNDLE_REF}*:{BUNDLE_REF}*", cwd=bare)
             wanted = sorted(set(commits) - held)
             if wanted:
-                git("fetch", "--quiet", "--no-tags", f"--upload-pack={UPLOAD_PACK}", str(self.local(name, name)),
-                    *[f"{c}:{BUNDLE_REF}{c}" for c in wanted], cwd=bare)
+                git(
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    f"--upload-pack={UPLOAD_PACK}",
+                    str(self.local(name, name)),
+                    *[f"{c}:{BUNDLE_REF}{c}" for c in wanted],
+                    cwd=bare,
+                )
             git("-c", "pack.threads=1", "bundle", "create", "--quiet", str(dest), "--all", cwd=bare)
         return True
 
@@ -325,8 +342,9 @@ class Draft:
         return [c for c in (self.commit, self.merge, *self.extra_commits) if c]
 
 
-def convert_rows(rows: list[dict[str, Any]], convert_row: Callable[[dict[str, Any]], Draft], id_key: str
-                 ) -> tuple[list[Draft], list[tuple[str, str]]]:
+def convert_rows(
+    rows: list[dict[str, Any]], convert_row: Callable[[dict[str, Any]], Draft], id_key: str
+) -> tuple[list[Draft], list[tuple[str, str]]]:
     """Drafts for the rows that convert, and (instance, why) for those that do not. A
     git failure on one row (a merge that cannot be made) is that row's failure too."""
     drafts, failed = [], []
@@ -344,8 +362,18 @@ def limits(ctx: Context) -> dict[str, Any]:
 
 def ordered_definition(d: dict[str, Any]) -> dict[str, Any]:
     """task.yaml's keys in the order docs/tasks.md shows them; empty values left out."""
-    order = ["id", "instruction", "prompts", "metadata", "repo", "environment", "install", "limits",
-             "gold_patch", "check"]
+    order = [
+        "id",
+        "instruction",
+        "prompts",
+        "metadata",
+        "repo",
+        "environment",
+        "install",
+        "limits",
+        "gold_patch",
+        "check",
+    ]
     out = {k: d[k] for k in order if d.get(k) not in (None, {}, [])}
     out.update({k: v for k, v in d.items() if k not in out and v not in (None, {}, [])})
     return out

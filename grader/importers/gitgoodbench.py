@@ -53,34 +53,46 @@ def conflicted_checkout(ctx: Context, name: str, ours: str, theirs: str, dest: P
     """Write the conflicted state to `dest` with the grader's own checkout (from the local
     clone) and return the paths git left unmerged."""
     local = ctx.repos.local(name, where)
-    probe = Task(id="import-probe", instruction="-", environment=ENVIRONMENT,
-                 repo=Repo(path=local.name, commit=ours, merge=theirs),
-                 check={"type": "exact_match", "files": {"-": "-"}}, root=local.parent)
+    probe = Task(
+        id="import-probe",
+        instruction="-",
+        environment=ENVIRONMENT,
+        repo=Repo(path=local.name, commit=ours, merge=theirs),
+        check={"type": "exact_match", "files": {"-": "-"}},
+        root=local.parent,
+    )
     checkout_base(probe, dest, ctx.cache_dir)
     out = git("diff", "--name-only", "-z", "--diff-filter=U", cwd=dest).stdout.decode("utf-8", "surrogateescape")
     return sorted({p for p in out.split("\0") if p})
 
 
-def gold_patch(ctx: Context, name: str, ours: str, theirs: str, merged: str, listed: list[str], where: str
-               ) -> tuple[bytes, list[str], list[str]]:
+def gold_patch(
+    ctx: Context, name: str, ours: str, theirs: str, merged: str, listed: list[str], where: str
+) -> tuple[bytes, list[str], list[str]]:
     """(the gold patch, the paths the exact match compares, notes)."""
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="grader-ggb-") as tmp:
         work = Path(tmp) / "repo"
         conflicted = conflicted_checkout(ctx, name, ours, theirs, work, where)
         if not conflicted:
-            raise DatasetError(f"{where}: merging {theirs[:12]} into {ours[:12]} does not conflict here "
-                               f"(git {git('version').stdout.decode().split()[-1]})")
+            raise DatasetError(
+                f"{where}: merging {theirs[:12]} into {ours[:12]} does not conflict here "
+                f"(git {git('version').stdout.decode().split()[-1]})"
+            )
         if listed and set(listed) != set(conflicted):
-            notes.append(f"the sample lists conflicts in {', '.join(sorted(listed))}; git's merge here conflicts "
-                         f"in {', '.join(conflicted)}: all of them are compared")
+            notes.append(
+                f"the sample lists conflicts in {', '.join(sorted(listed))}; git's merge here conflicts "
+                f"in {', '.join(conflicted)}: all of them are compared"
+            )
         paths = sorted(set(conflicted) | set(listed))
         resolved: dict[str, bytes] = {}
         for rel in paths:
             content = ctx.repos.show(name, merged, rel, where)
             if content is None:
-                raise DatasetError(f"{where}: {rel} is not in the merge commit {merged[:12]} (a delete/modify "
-                                   f"conflict): an exact-match task cannot expect a missing file")
+                raise DatasetError(
+                    f"{where}: {rel} is not in the merge commit {merged[:12]} (a delete/modify "
+                    f"conflict): an exact-match task cannot expect a missing file"
+                )
             resolved[rel] = content
         git("add", "--", *paths, cwd=work)
         for rel, content in resolved.items():
@@ -98,8 +110,10 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     tid = task_id(raw_id, where)
     sample_type = str(row.get("sample_type") or "merge")
     if sample_type != "merge":
-        raise DatasetError(f"{where}: sample_type {sample_type!r}: only merge-conflict samples are imported "
-                           f"(file-commit chains are judged by an LLM, not an exact match)")
+        raise DatasetError(
+            f"{where}: sample_type {sample_type!r}: only merge-conflict samples are imported "
+            f"(file-commit chains are judged by an LLM, not an exact match)"
+        )
     name = text_field(row, "name", where, required=False) or text_field(row, "repo", where)
     if name.count("/") != 1:
         raise DatasetError(f"{where}: repository {name!r} is not owner/name")
@@ -124,25 +138,44 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
         ctx.repos.require_commit(name, sha, where)
     actual = ctx.repos.parents(name, merged, where)
     if actual != [ours, theirs]:
-        raise DatasetError(f"{where}: the parents of {merged[:12]} are {', '.join(actual) or 'none'}, "
-                           f"not the sample's {ours}, {theirs}")
+        raise DatasetError(
+            f"{where}: the parents of {merged[:12]} are {', '.join(actual) or 'none'}, "
+            f"not the sample's {ours}, {theirs}"
+        )
     patch, paths, more = gold_patch(ctx, name, ours, theirs, merged, listed, where)
     notes += more
     files_text = ", ".join(paths)
-    metadata = {"suite": ctx.suite, "language": str(row.get("programming_language") or "").lower() or None,
-                "difficulty": difficulty, "created_at": ctx.repos.commit_date(name, merged, where),
-                "source": f"GitGoodBench {raw_id} ({name})"}
+    metadata = {
+        "suite": ctx.suite,
+        "language": str(row.get("programming_language") or "").lower() or None,
+        "difficulty": difficulty,
+        "created_at": ctx.repos.commit_date(name, merged, where),
+        "source": f"GitGoodBench {raw_id} ({name})",
+    }
     definition = {
         "id": tid,
-        "instruction": (f"A merge is in progress in this repository: commit {theirs} is being merged into "
-                        f"{ours} (HEAD) and conflicts in {files_text}. Resolve the conflicts, keeping what each "
-                        f"side meant, and leave no conflict markers."),
+        "instruction": (
+            f"A merge is in progress in this repository: commit {theirs} is being merged into "
+            f"{ours} (HEAD) and conflicts in {files_text}. Resolve the conflicts, keeping what each "
+            f"side meant, and leave no conflict markers."
+        ),
         "metadata": {k: v for k, v in metadata.items() if v is not None},
-        "environment": ENVIRONMENT, "limits": limits(ctx), "gold_patch": "gold.patch",
+        "environment": ENVIRONMENT,
+        "limits": limits(ctx),
+        "gold_patch": "gold.patch",
         "check": {"type": "exact_match", "expected_commit": merged, "paths": paths},
     }
-    return Draft(id=tid, source_id=raw_id, repo_name=name, commit=ours, merge=theirs, extra_commits=[merged],
-                 definition=definition, files={"gold.patch": patch}, notes=notes)
+    return Draft(
+        id=tid,
+        source_id=raw_id,
+        repo_name=name,
+        commit=ours,
+        merge=theirs,
+        extra_commits=[merged],
+        definition=definition,
+        files={"gold.patch": patch},
+        notes=notes,
+    )
 
 
 def convert(rows: list[dict[str, Any]], ctx: Context) -> tuple[list[Draft], list[tuple[str, str]]]:

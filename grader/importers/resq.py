@@ -73,8 +73,10 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     listed = {m.get("path") for m in modified if isinstance(m, dict)} | {m for m in modified if isinstance(m, str)}
     touched = touched_files(gold.encode())
     if listed and listed != touched:
-        notes.append(f"modified_files ({', '.join(sorted(p for p in listed if p))}) differ from the files the "
-                     f"solution patch touches ({', '.join(sorted(touched))})")
+        notes.append(
+            f"modified_files ({', '.join(sorted(p for p in listed if p))}) differ from the files the "
+            f"solution patch touches ({', '.join(sorted(touched))})"
+        )
 
     ctx.repos.require_commit(name, base, where)
     created = None
@@ -84,15 +86,22 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     script_name, command = test_command(script)
     metadata = {"suite": ctx.suite, "language": language, "created_at": created, "source": f"RES-Q {raw_id} ({url})"}
     definition = {
-        "id": tid, "instruction": instruction, "metadata": {k: v for k, v in metadata.items() if v is not None},
-        "environment": environment, "install": install_step(requirements, None, where),
-        "limits": limits(ctx), "gold_patch": "gold.patch",
-        "check": {"type": "tests", "runner": "command", "command": command,
-                  "hidden_tests": {script_name: f"hidden/{script_name}"}},
+        "id": tid,
+        "instruction": instruction,
+        "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "environment": environment,
+        "install": install_step(requirements, None, where),
+        "limits": limits(ctx),
+        "gold_patch": "gold.patch",
+        "check": {
+            "type": "tests",
+            "runner": "command",
+            "command": command,
+            "hidden_tests": {script_name: f"hidden/{script_name}"},
+        },
     }
     files = {"gold.patch": gold.encode(), f"hidden/{script_name}": script.encode()}
-    return Draft(id=tid, source_id=raw_id, repo_name=name, commit=base, definition=definition, files=files,
-                 notes=notes)
+    return Draft(id=tid, source_id=raw_id, repo_name=name, commit=base, definition=definition, files=files, notes=notes)
 
 
 def convert(rows: list[dict[str, Any]], ctx: Context) -> tuple[list[Draft], list[tuple[str, str]]]:

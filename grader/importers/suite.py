@@ -74,16 +74,32 @@ class ImportReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "suite": self.suite, "out": str(self.out), "validated": self.validated,
-            "tasks": [{"task_id": o.task_id, "source_id": o.source_id, "status": o.status, "problems": o.problems,
-                       "notes": o.notes, "empty": o.empty, "gold": o.gold} for o in self.outcomes],
+            "source": self.source,
+            "suite": self.suite,
+            "out": str(self.out),
+            "validated": self.validated,
+            "tasks": [
+                {
+                    "task_id": o.task_id,
+                    "source_id": o.source_id,
+                    "status": o.status,
+                    "problems": o.problems,
+                    "notes": o.notes,
+                    "empty": o.empty,
+                    "gold": o.gold,
+                }
+                for o in self.outcomes
+            ],
             "not_converted": [{"source_id": s, "error": e} for s, e in self.not_converted],
         }
 
 
 def repo_entry(draft: Draft, repos: Repositories, repo_source: str) -> dict[str, Any]:
-    entry: dict[str, Any] = ({"bundle": f"../repos/{repo_key(draft.repo_name)}.bundle"} if repo_source == "bundle"
-                             else {"url": repos.url(draft.repo_name)})
+    entry: dict[str, Any] = (
+        {"bundle": f"../repos/{repo_key(draft.repo_name)}.bundle"}
+        if repo_source == "bundle"
+        else {"url": repos.url(draft.repo_name)}
+    )
     entry["commit"] = draft.commit
     if draft.merge:
         entry["merge"] = draft.merge
@@ -108,8 +124,11 @@ def host_problems(task: Task, cache: Path, local: Path | None) -> list[str]:
     the gold patch applies with `git apply`."""
     probe = task
     if local is not None and task.repo.url:
-        probe = task.model_copy(update={"repo": Repo(path=os.path.relpath(local, task.root), commit=task.repo.commit,
-                                                     merge=task.repo.merge)})
+        probe = task.model_copy(
+            update={
+                "repo": Repo(path=os.path.relpath(local, task.root), commit=task.repo.commit, merge=task.repo.merge)
+            }
+        )
     try:
         prepared = prepare(probe, cache)
     except TaskError as exc:
@@ -120,8 +139,10 @@ def host_problems(task: Task, cache: Path, local: Path | None) -> list[str]:
     if not task.repo.merge:
         applied = git("apply", "--check", "-", cwd=prepared.repo, input=gold, check=False)
         if applied.returncode:
-            return [f"the gold patch does not apply at the base commit: "
-                    f"{applied.stderr.decode(errors='replace').strip()[:500]}"]
+            return [
+                f"the gold patch does not apply at the base commit: "
+                f"{applied.stderr.decode(errors='replace').strip()[:500]}"
+            ]
     return []
 
 
@@ -134,17 +155,28 @@ def _ids_elsewhere(tasks_dir: Path, out: Path) -> dict[str, Path]:
     return {str(head["id"]): path for path, head in task_heads(tasks_dir) if not path.resolve().is_relative_to(out)}
 
 
-def write_suite(drafts: list[Draft], *, source: str, suite: str, out: Path, repos: Repositories, cache_dir: Path,
-                tasks_dir: Path | None = None, repo_source: Literal["bundle", "url"] = "bundle",
-                validator: Callable[[Task], Any] | None = None, keep_invalid: bool = False,
-                not_converted: list[tuple[str, str]] | None = None, progress: Progress | None = None
-                ) -> ImportReport:
+def write_suite(
+    drafts: list[Draft],
+    *,
+    source: str,
+    suite: str,
+    out: Path,
+    repos: Repositories,
+    cache_dir: Path,
+    tasks_dir: Path | None = None,
+    repo_source: Literal["bundle", "url"] = "bundle",
+    validator: Callable[[Task], Any] | None = None,
+    keep_invalid: bool = False,
+    not_converted: list[tuple[str, str]] | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
     """Write, check and (with `validator`, which returns a TaskValidation) validate the
     drafts; move the tasks that pass (all of them with `keep_invalid`) to `out`."""
     say = progress or (lambda _: None)
     out = Path(out)
-    report = ImportReport(source=source, suite=suite, out=out, validated=validator is not None,
-                          not_converted=list(not_converted or []))
+    report = ImportReport(
+        source=source, suite=suite, out=out, validated=validator is not None, not_converted=list(not_converted or [])
+    )
     seen: dict[str, str] = {}
     for d in drafts:
         if d.id in seen:

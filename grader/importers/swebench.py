@@ -60,13 +60,13 @@ class EnvSpec:
 def load_env_map(path: Path | str) -> dict[str, dict[str, Any]]:
     """A per-repository mapping (YAML or JSON):
 
-        owner/name:
-          python: "3.11"
-          requirements: [pytest==8.3.3]
-          install: pip install --no-build-isolation -e .
-          test_cmd: pytest -rA            # optional
-          versions:                       # optional: per SWE-bench `version`, over the above
-            "1.2": {python: "3.11", requirements: [...]}
+    owner/name:
+      python: "3.11"
+      requirements: [pytest==8.3.3]
+      install: pip install --no-build-isolation -e .
+      test_cmd: pytest -rA            # optional
+      versions:                       # optional: per SWE-bench `version`, over the above
+        "1.2": {python: "3.11", requirements: [...]}
     """
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -85,7 +85,7 @@ def load_env_map(path: Path | str) -> dict[str, dict[str, Any]]:
             raise DatasetError(f"{where}: unknown keys {sorted(unknown)}; use {', '.join(ENV_KEYS)}, versions")
         versions = entry.get("versions") or {}
         if not isinstance(versions, dict) or not all(isinstance(v, dict) for v in versions.values()):
-            raise DatasetError(f"{where}: versions maps a version (quoted: \"3.10\" is not 3.1) to settings")
+            raise DatasetError(f'{where}: versions maps a version (quoted: "3.10" is not 3.1) to settings')
         for version, sub in versions.items():
             unknown = set(sub) - set(ENV_KEYS)
             if unknown:
@@ -103,8 +103,10 @@ def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, whe
         merged.update(versions.get(str(row.get("version")), {}))
     merged.update({k: row[k] for k in ENV_KEYS if row.get(k) is not None})
     if not merged.get("python"):
-        raise DatasetError(f"{where}: no environment: give the instance the fields python (and optionally "
-                           f"requirements, install), or an entry for {row.get('repo')!r} in --env-map")
+        raise DatasetError(
+            f"{where}: no environment: give the instance the fields python (and optionally "
+            f"requirements, install), or an entry for {row.get('repo')!r} in --env-map"
+        )
     requirements = merged.get("requirements") or []
     if isinstance(requirements, str):
         requirements = [line for line in requirements.splitlines() if line.strip()]
@@ -113,8 +115,13 @@ def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, whe
     for key in ("install", "test_cmd", "junit"):
         if merged.get(key) is not None and not isinstance(merged[key], str):
             raise DatasetError(f"{where}: {key} must be a string")
-    return EnvSpec(python=str(merged["python"]), requirements=requirements, install=merged.get("install"),
-                   test_cmd=merged.get("test_cmd"), junit=merged.get("junit"))
+    return EnvSpec(
+        python=str(merged["python"]),
+        requirements=requirements,
+        install=merged.get("install"),
+        test_cmd=merged.get("test_cmd"),
+        junit=merged.get("junit"),
+    )
 
 
 def test_files(test_patch: str | bytes) -> list[str]:
@@ -133,8 +140,9 @@ def test_files(test_patch: str | bytes) -> list[str]:
 _PYTEST = (["pytest"], ["py.test"], ["python", "-m", "pytest"], ["python3", "-m", "pytest"])
 
 
-def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to_pass: list[str],
-               notes: list[str]) -> dict[str, Any]:
+def test_check(
+    spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to_pass: list[str], notes: list[str]
+) -> dict[str, Any]:
     """The `tests` check. A pytest test_cmd keeps the grader's own pytest runner (its
     options become pytest_args; the test files are appended, as SWE-bench appends its
     directives); any other command runs with sh, `{test_files}` in it replaced by the
@@ -142,10 +150,10 @@ def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to
     check: dict[str, Any] = {"type": "tests", "test_patch": "test.patch"}
     test_cmd = spec.test_cmd or "pytest"
     argv = shlex.split(test_cmd)
-    prefix = next((p for p in _PYTEST if argv[:len(p)] == p), None)
+    prefix = next((p for p in _PYTEST if argv[: len(p)] == p), None)
     if prefix is not None:
-        if argv[len(prefix):]:
-            check["pytest_args"] = argv[len(prefix):]
+        if argv[len(prefix) :]:
+            check["pytest_args"] = argv[len(prefix) :]
         check["paths"] = files
         check["fail_to_pass"], check["pass_to_pass"] = fail_to_pass, pass_to_pass
         return check
@@ -155,8 +163,10 @@ def test_check(spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to
         check["junit"] = spec.junit
         check["fail_to_pass"], check["pass_to_pass"] = fail_to_pass, pass_to_pass
     elif fail_to_pass or pass_to_pass:
-        notes.append("test_cmd is not pytest and names no junit report: graded by its exit status; "
-                     "FAIL_TO_PASS / PASS_TO_PASS are not checked")
+        notes.append(
+            "test_cmd is not pytest and names no junit report: graded by its exit status; "
+            "FAIL_TO_PASS / PASS_TO_PASS are not checked"
+        )
     return check
 
 
@@ -190,19 +200,36 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         install = DEFAULT_INSTALL
     version = row.get("version")
     metadata = {
-        "suite": ctx.suite, "language": "python", "difficulty": DIFFICULTY.get(str(row.get("difficulty"))),
-        "created_at": created, "source": f"SWE-bench {repo}" + (f" {version}" if version not in (None, "") else "")
-                                         + (f" ({raw_id})" if raw_id != tid else ""),
+        "suite": ctx.suite,
+        "language": "python",
+        "difficulty": DIFFICULTY.get(str(row.get("difficulty"))),
+        "created_at": created,
+        "source": f"SWE-bench {repo}"
+        + (f" {version}" if version not in (None, "") else "")
+        + (f" ({raw_id})" if raw_id != tid else ""),
     }
     definition = {
-        "id": tid, "instruction": statement, "metadata": {k: v for k, v in metadata.items() if v is not None},
-        "environment": environment, "install": install_step(spec.requirements, install, where),
-        "limits": limits(ctx), "gold_patch": "gold.patch", "check": check,
+        "id": tid,
+        "instruction": statement,
+        "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "environment": environment,
+        "install": install_step(spec.requirements, install, where),
+        "limits": limits(ctx),
+        "gold_patch": "gold.patch",
+        "check": check,
     }
-    return Draft(id=tid, source_id=raw_id, repo_name=repo, commit=base, definition=definition,
-                 files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()}, notes=notes)
+    return Draft(
+        id=tid,
+        source_id=raw_id,
+        repo_name=repo,
+        commit=base,
+        definition=definition,
+        files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()},
+        notes=notes,
+    )
 
 
-def convert(rows: list[dict[str, Any]], ctx: Context, *, env_map: dict[str, dict[str, Any]] | None = None
-            ) -> tuple[list[Draft], list[tuple[str, str]]]:
+def convert(
+    rows: list[dict[str, Any]], ctx: Context, *, env_map: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[Draft], list[tuple[str, str]]]:
     return convert_rows(rows, lambda row: convert_row(row, ctx, env_map), "instance_id")

@@ -37,8 +37,13 @@ log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
 SESSION_KEY = "grader:portal:session:"  # + sha256 of the session id -> the key's hash
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
-SORTS = {"resolved": "resolved", "solve_rate": "solve rate", "success_rate": "success rate",
-         "tasks": "tasks", "name": "run"}
+SORTS = {
+    "resolved": "resolved",
+    "solve_rate": "solve rate",
+    "success_rate": "success rate",
+    "tasks": "tasks",
+    "name": "run",
+}
 
 
 def _svc() -> Service:
@@ -144,8 +149,17 @@ def leaderboard_page():
         rows.sort(key=lambda r: _figure_value(r, sort), reverse=desc)
     suites = sorted({t.metadata.suite for t in svc.tasks})
     variants = ["minimal", "concise", "contextual", "guided"]
-    return render_template("leaderboard.html", rows=rows, f=f, include=include, sort=sort, desc=desc,
-                           sorts=SORTS, suites=suites, variants=variants)
+    return render_template(
+        "leaderboard.html",
+        rows=rows,
+        f=f,
+        include=include,
+        sort=sort,
+        desc=desc,
+        sorts=SORTS,
+        suites=suites,
+        variants=variants,
+    )
 
 
 @bp.get("/runs/<ref>")
@@ -164,8 +178,10 @@ def run_page(ref: str):
 
 
 def _no_run(ref: str) -> str:
-    return (f"There is no run {ref!r} here: no such run, or it is private to its team "
-            "(a team sees its own runs once signed in).")
+    return (
+        f"There is no run {ref!r} here: no such run, or it is private to its team "
+        "(a team sees its own runs once signed in)."
+    )
 
 
 def _grid(svc: Service, run) -> dict:
@@ -174,8 +190,9 @@ def _grid(svc: Service, run) -> dict:
         rows = store_runs.submissions_of(s, run)
     grid: dict[str, list] = {}
     for sub in rows:
-        grid.setdefault(sub.task_id, []).append({"id": sub.id, "verdict": sub.verdict or sub.status,
-                                                  "trial": sub.trial})
+        grid.setdefault(sub.task_id, []).append(
+            {"id": sub.id, "verdict": sub.verdict or sub.status, "trial": sub.trial}
+        )
     return dict(sorted(grid.items()))
 
 
@@ -185,8 +202,10 @@ def compare_page():
     a, b = request.args.get("a"), request.args.get("b")
     team_id, admin = _ids()
     with svc.db.read() as s:
-        choices = [(r.id, f"{r.name} ({s.get(Team, r.team_id).name})")
-                   for r in store_runs.visible(s, team_id=team_id, admin=admin)]
+        choices = [
+            (r.id, f"{r.name} ({s.get(Team, r.team_id).name})")
+            for r in store_runs.visible(s, team_id=team_id, admin=admin)
+        ]
     result = None
     if a and b:
         with svc.db.read() as s:
@@ -224,8 +243,13 @@ def submission_page(sid: str):
     view = shown_to(svc, sub, host=g.team["admin"])  # what the API gives the same key
     patch = sub.patch.decode("utf-8", errors="replace")  # the team's own: shown as it was sent
     shown = patch[:PATCH_SHOWN]
-    return render_template("submission.html", sub=view, groups=_test_groups(view.get("result")),
-                           patch=shown, patch_cut=len(patch) - len(shown))
+    return render_template(
+        "submission.html",
+        sub=view,
+        groups=_test_groups(view.get("result")),
+        patch=shown,
+        patch_cut=len(patch) - len(shown),
+    )
 
 
 PATCH_SHOWN = 200_000  # characters of the submitted diff on its page; `grader runs logs` has it whole
@@ -241,15 +265,23 @@ def _test_groups(result: dict | None) -> list[dict]:
         lists = tests.get(kind) or {}
         failed, passed = list(lists.get("failure") or []), list(lists.get("success") or [])
         listed |= set(failed) | set(passed)
-        rows = [(t, outcomes.get(t, "not run"), True) for t in failed] + \
-               [(t, outcomes.get(t, "passed"), False) for t in passed]
+        rows = [(t, outcomes.get(t, "not run"), True) for t in failed] + [
+            (t, outcomes.get(t, "passed"), False) for t in passed
+        ]
         if rows:
             groups.append({"kind": kind, "label": label, "rows": rows, "failed": len(failed), "total": len(rows)})
     other = [(t, o, o not in ("passed", "skipped")) for t, o in outcomes.items() if t not in listed]
     if other:
         other.sort(key=lambda r: not r[2])  # stable: failures first, each in the runner's order
-        groups.append({"kind": "other", "label": "other tests", "rows": other,
-                       "failed": sum(1 for r in other if r[2]), "total": len(other)})
+        groups.append(
+            {
+                "kind": "other",
+                "label": "other tests",
+                "rows": other,
+                "failed": sum(1 for r in other if r[2]),
+                "total": len(other),
+            }
+        )
     return groups
 
 
@@ -257,8 +289,14 @@ def _local_path(target: str) -> bool:
     """A page of this site to go back to after signing in, never another host's: browsers
     read '//host' and '/\\host' alike as another host, so neither is local."""
     parts = urlsplit(target)
-    return (target.startswith("/") and not parts.scheme and not parts.netloc and "\\" not in target
-            and not target.startswith("//") and all(c.isprintable() for c in target))
+    return (
+        target.startswith("/")
+        and not parts.scheme
+        and not parts.netloc
+        and "\\" not in target
+        and not target.startswith("//")
+        and all(c.isprintable() for c in target)
+    )
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -266,8 +304,11 @@ def login():
     if request.method == "POST":
         key = (request.form.get("key") or "").strip()
         with _svc().db.read() as s:
-            row = s.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))) \
-                if key else None
+            row = (
+                s.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None)))
+                if key
+                else None
+            )
             team = row.team.name if row else None
         if row is None:
             flash("That key is not valid (unknown or revoked).")
@@ -314,8 +355,11 @@ def my_runs():
         runs = [r for r in store_runs.visible(s, team_id=g.team["id"], admin=False) if r.team_id == g.team["id"]]
         team = s.get(Team, g.team["id"])
         metas = [R.run_meta(r, team) for r in runs]
-        recent = list(s.scalars(select(Submission).where(Submission.team_id == g.team["id"])
-                                .order_by(Submission.id.desc()).limit(50)))
+        recent = list(
+            s.scalars(
+                select(Submission).where(Submission.team_id == g.team["id"]).order_by(Submission.id.desc()).limit(50)
+            )
+        )
         recent = [submission_view(x, full=False) for x in recent]
     return render_template("me.html", runs=metas, recent=recent)
 

@@ -47,5 +47,15 @@ def sandbox_for_runtime(runtime: str, **kwargs: Any) -> Sandbox:
     return get_sandbox(provider, **kwargs)
 
 
-__all__ = ["BUILTIN", "RUNTIME_PROVIDERS", "Limits", "RunOutput", "RunSpec", "Sandbox", "get_sandbox",
-           "provider_names", "sandbox_for_runtime", "sandbox_provider"]
+__all__ = [
+    "BUILTIN",
+    "RUNTIME_PROVIDERS",
+    "Limits",
+    "RunOutput",
+    "RunSpec",
+    "Sandbox",
+    "get_sandbox",
+    "provider_names",
+    "sandbox_for_runtime",
+    "sandbox_provider",
+]

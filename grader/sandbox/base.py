@@ -96,6 +96,7 @@ Factory = TypeVar("Factory", bound=Callable[..., Sandbox])
 
 def sandbox_provider(name: str) -> Callable[[Factory], Factory]:
     """Register the decorated factory as the provider `name` (made with get_sandbox's kwargs)."""
+
     def register(factory: Factory) -> Factory:
         _PROVIDERS[name] = factory
         return factory

@@ -95,7 +95,13 @@ class FakeSandbox(Sandbox):
 
 
 @sandbox_provider("fake")
-def _fake(handler: Handler = _echo, *, images: dict[str, str] | None = None, private_kernel: bool = False,
-          runtime: str = "fake", **_settings: Any) -> FakeSandbox:
+def _fake(
+    handler: Handler = _echo,
+    *,
+    images: dict[str, str] | None = None,
+    private_kernel: bool = False,
+    runtime: str = "fake",
+    **_settings: Any,
+) -> FakeSandbox:
     """The settings a Docker provider takes (tmpfs_size, max_warm, ...) mean nothing here."""
     return FakeSandbox(handler, images=images, private_kernel=private_kernel, runtime=runtime)

@@ -97,8 +97,9 @@ class Database:
             yield
             return
         if not self._turn.acquire(timeout=WRITER_TURN_WAIT):
-            raise StoreError(f"database: no turn to write within {WRITER_TURN_WAIT:g} s (another thread of this "
-                             "process held it)")
+            raise StoreError(
+                f"database: no turn to write within {WRITER_TURN_WAIT:g} s (another thread of this process held it)"
+            )
         try:
             yield
         finally:

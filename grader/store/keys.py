@@ -17,17 +17,29 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_team(session: Session, name: str, *, admin: bool = False, daily_quota: int | None = None,
-                queued_quota: int | None = None) -> Team:
-    team = Team(name=name, admin=admin, daily_quota=daily_quota, queued_quota=queued_quota,
-                webhook_secret=secrets.token_urlsafe(32))
+def create_team(
+    session: Session, name: str, *, admin: bool = False, daily_quota: int | None = None, queued_quota: int | None = None
+) -> Team:
+    team = Team(
+        name=name,
+        admin=admin,
+        daily_quota=daily_quota,
+        queued_quota=queued_quota,
+        webhook_secret=secrets.token_urlsafe(32),
+    )
     session.add(team)
     session.flush()
     return team
 
 
-def create_key(session: Session, team_name: str, *, admin: bool = False, daily_quota: int | None = None,
-               queued_quota: int | None = None) -> str:
+def create_key(
+    session: Session,
+    team_name: str,
+    *,
+    admin: bool = False,
+    daily_quota: int | None = None,
+    queued_quota: int | None = None,
+) -> str:
     """A new key for `team_name` (the team is created if new; admin and quotas given here update it)."""
     team = session.scalar(select(Team).where(Team.name == team_name))
     if team is None:
@@ -43,8 +55,11 @@ def create_key(session: Session, team_name: str, *, admin: bool = False, daily_q
 
 def authenticate(session: Session, key: str) -> Team | None:
     """The team of a valid key: one query, since every request of the API asks it first."""
-    return session.scalar(select(Team).join(ApiKey, ApiKey.team_id == Team.id)
-                          .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None)))
+    return session.scalar(
+        select(Team)
+        .join(ApiKey, ApiKey.team_id == Team.id)
+        .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))
+    )
 
 
 def revoke_team_keys(session: Session, team_name: str) -> int:

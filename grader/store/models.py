@@ -7,8 +7,19 @@ from __future__ import annotations
 import datetime as dt
 from enum import Enum
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
-                        UniqueConstraint)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -114,8 +125,7 @@ class Submission(Base):
     first_error_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     webhook_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending, delivered, failed
 
-    deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission",
-                                                             order_by="WebhookDelivery.id")
+    deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission", order_by="WebhookDelivery.id")
 
 
 class Run(Base):

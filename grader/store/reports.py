@@ -27,6 +27,9 @@ class TeamSummary:
 
 def team_summaries(session: Session) -> list[TeamSummary]:
     """Every team, by name."""
-    return [TeamSummary(t.name, t.admin, t.daily_quota, t.queued_quota,
-                        sum(1 for k in t.keys if k.revoked_at is None), t.created_at)
-            for t in session.scalars(select(Team).order_by(Team.name))]
+    return [
+        TeamSummary(
+            t.name, t.admin, t.daily_quota, t.queued_quota, sum(1 for k in t.keys if k.revoked_at is None), t.created_at
+        )
+        for t in session.scalars(select(Team).order_by(Team.name))
+    ]

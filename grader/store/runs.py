@@ -65,8 +65,13 @@ def may_see(run: Run, *, team_id: int | None, admin: bool) -> bool:
 
 
 def submissions_of(s, run: Run) -> list[Submission]:
-    return list(s.scalars(select(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name)
-                          .order_by(Submission.id)))
+    return list(
+        s.scalars(
+            select(Submission)
+            .where(Submission.team_id == run.team_id, Submission.run_id == run.name)
+            .order_by(Submission.id)
+        )
+    )
 
 
 def locked(run: Run) -> bool:
@@ -91,7 +96,8 @@ def locked_names(s, team_id: int, names: set[str]) -> dict[str, Run]:
 def delete(s, run: Run) -> int:
     """Delete an unpublished run (the caller checks, in this transaction): its submissions
     leave it (run_id cleared) and stay the team's; returns how many. The name is free again."""
-    detached = s.execute(update(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name)
-                         .values(run_id=None)).rowcount
+    detached = s.execute(
+        update(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name).values(run_id=None)
+    ).rowcount
     s.delete(run)
     return detached

@@ -69,11 +69,17 @@ def claim(db: Database, submission_id: str, job_id: str, host: str, lease: float
     with db.write() as s:
         done = s.execute(
             update(Submission)
-            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value,
-                   Submission.job_id == job_id)
-            .values(status=Status.RUNNING.value, claim_token=token, host=host, attempts=Submission.attempts + 1,
-                    lease_expires_at=now + dt.timedelta(seconds=lease),
-                    started_at=func.coalesce(Submission.started_at, now))
+            .where(
+                Submission.id == submission_id, Submission.status == Status.QUEUED.value, Submission.job_id == job_id
+            )
+            .values(
+                status=Status.RUNNING.value,
+                claim_token=token,
+                host=host,
+                attempts=Submission.attempts + 1,
+                lease_expires_at=now + dt.timedelta(seconds=lease),
+                started_at=func.coalesce(Submission.started_at, now),
+            )
         ).rowcount
         if done != 1:
             return None
@@ -83,12 +89,18 @@ def claim(db: Database, submission_id: str, job_id: str, host: str, lease: float
 
 def renew(db: Database, c: Claim, lease: float) -> bool:
     with db.write() as s:
-        return s.execute(
-            update(Submission)
-            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
-                   Submission.status == Status.RUNNING.value)
-            .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
-        ).rowcount == 1
+        return (
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.id == c.submission_id,
+                    Submission.claim_token == c.token,
+                    Submission.status == Status.RUNNING.value,
+                )
+                .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
+            ).rowcount
+            == 1
+        )
 
 
 def _done(result: Result, *, cached: bool, errored: bool) -> dict:
@@ -97,23 +109,38 @@ def _done(result: Result, *, cached: bool, errored: bool) -> dict:
     p = result.provenance
     errored = errored or result.verdict is Verdict.ERROR
     now = utcnow()
-    return dict(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
-                cached=cached, finished_at=now, duration=result.durations.get("total"),
-                task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version,
-                claim_token=None, lease_expires_at=None,
-                errors=Submission.errors + (1 if errored else 0),
-                first_error_at=func.coalesce(Submission.first_error_at, now) if errored else Submission.first_error_at)
+    return dict(
+        status=Status.DONE.value,
+        verdict=result.verdict.value,
+        result=result.model_dump(mode="json"),
+        cached=cached,
+        finished_at=now,
+        duration=result.durations.get("total"),
+        task_hash=p.task_hash,
+        image_id=p.image_id,
+        grader_version=p.grader_version,
+        claim_token=None,
+        lease_expires_at=None,
+        errors=Submission.errors + (1 if errored else 0),
+        first_error_at=func.coalesce(Submission.first_error_at, now) if errored else Submission.first_error_at,
+    )
 
 
 def finish(db: Database, c: Claim, result: Result, *, cached: bool = False, errored: bool = False) -> bool:
     """running -> done with `result`; False (and nothing written) if the claim was lost."""
     with db.write() as s:
-        return s.execute(
-            update(Submission)
-            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
-                   Submission.status == Status.RUNNING.value)
-            .values(**_done(result, cached=cached, errored=errored))
-        ).rowcount == 1
+        return (
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.id == c.submission_id,
+                    Submission.claim_token == c.token,
+                    Submission.status == Status.RUNNING.value,
+                )
+                .values(**_done(result, cached=cached, errored=errored))
+            ).rowcount
+            == 1
+        )
 
 
 def finish_abandoned(db: Database, submission_id: str, token: str, result: Result) -> bool:
@@ -121,14 +148,25 @@ def finish_abandoned(db: Database, submission_id: str, token: str, result: Resul
     re-queueing it: the reconciler's move once it has been started too often. False if
     its worker renewed the lease since, or someone else moved it first."""
     with db.write() as s:
-        return s.execute(
-            update(Submission)
-            .where(Submission.id == submission_id, Submission.claim_token == token,
-                   Submission.status == Status.RUNNING.value,
-                   or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()))
-            .values(**{**_done(result, cached=False, errored=False),  # lost, not ERRORed
-                       "errors": Submission.errors, "first_error_at": Submission.first_error_at})
-        ).rowcount == 1
+        return (
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.id == submission_id,
+                    Submission.claim_token == token,
+                    Submission.status == Status.RUNNING.value,
+                    or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()),
+                )
+                .values(
+                    **{
+                        **_done(result, cached=False, errored=False),  # lost, not ERRORed
+                        "errors": Submission.errors,
+                        "first_error_at": Submission.first_error_at,
+                    }
+                )
+            ).rowcount
+            == 1
+        )
 
 
 def retry_later(db: Database, c: Claim, error: str) -> str | None:
@@ -138,52 +176,85 @@ def retry_later(db: Database, c: Claim, error: str) -> str | None:
     with db.write() as s:
         done = s.execute(
             update(Submission)
-            .where(Submission.id == c.submission_id, Submission.claim_token == c.token,
-                   Submission.status == Status.RUNNING.value)
-            .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None,
-                    errors=Submission.errors + 1, last_error=error[:10000],
-                    first_error_at=func.coalesce(Submission.first_error_at, now))
+            .where(
+                Submission.id == c.submission_id,
+                Submission.claim_token == c.token,
+                Submission.status == Status.RUNNING.value,
+            )
+            .values(
+                status=Status.QUEUED.value,
+                job_id=job_id,
+                claim_token=None,
+                lease_expires_at=None,
+                errors=Submission.errors + 1,
+                last_error=error[:10000],
+                first_error_at=func.coalesce(Submission.first_error_at, now),
+            )
         ).rowcount
     return job_id if done == 1 else None
 
 
 def cancel(db: Database, submission_id: str) -> bool:
     with db.write() as s:
-        return s.execute(
-            update(Submission)
-            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
-            .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
-        ).rowcount == 1
+        return (
+            s.execute(
+                update(Submission)
+                .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+                .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
+            ).rowcount
+            == 1
+        )
 
 
 def finish_unclaimed(db: Database, submission_id: str, result: Result, *, cached: bool) -> bool:
     """queued -> done without a worker: an answer from the cache at submission time."""
     p = result.provenance
     with db.write() as s:
-        return s.execute(
-            update(Submission)
-            .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
-            .values(status=Status.DONE.value, verdict=result.verdict.value, result=result.model_dump(mode="json"),
-                    cached=cached, started_at=utcnow(), finished_at=utcnow(), duration=result.durations.get("total"),
-                    task_hash=p.task_hash, image_id=p.image_id, grader_version=p.grader_version, job_id=None)
-        ).rowcount == 1
+        return (
+            s.execute(
+                update(Submission)
+                .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+                .values(
+                    status=Status.DONE.value,
+                    verdict=result.verdict.value,
+                    result=result.model_dump(mode="json"),
+                    cached=cached,
+                    started_at=utcnow(),
+                    finished_at=utcnow(),
+                    duration=result.durations.get("total"),
+                    task_hash=p.task_hash,
+                    image_id=p.image_id,
+                    grader_version=p.grader_version,
+                    job_id=None,
+                )
+            ).rowcount
+            == 1
+        )
 
 
-def reassign_job(db: Database, submission_id: str, old_job_id: str | None, *, running_token: str | None = None) -> str | None:
+def reassign_job(
+    db: Database, submission_id: str, old_job_id: str | None, *, running_token: str | None = None
+) -> str | None:
     """Give a queued submission whose job is gone (or a running one whose lease ran out,
     `running_token`) a new job id; None if someone else moved it first, or if the lease
     was renewed since it was seen expired: its worker is alive, and keeps it."""
     job_id = new_job_id(submission_id)
     cond = [Submission.id == submission_id]
     if running_token is None:
-        cond += [Submission.status == Status.QUEUED.value,
-                 Submission.job_id.is_(None) if old_job_id is None else Submission.job_id == old_job_id]
+        cond += [
+            Submission.status == Status.QUEUED.value,
+            Submission.job_id.is_(None) if old_job_id is None else Submission.job_id == old_job_id,
+        ]
     else:
-        cond += [Submission.status == Status.RUNNING.value, Submission.claim_token == running_token,
-                 or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow())]
+        cond += [
+            Submission.status == Status.RUNNING.value,
+            Submission.claim_token == running_token,
+            or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()),
+        ]
     with db.write() as s:
         done = s.execute(
-            update(Submission).where(*cond)
+            update(Submission)
+            .where(*cond)
             .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None)
         ).rowcount
     return job_id if done == 1 else None
@@ -198,8 +269,11 @@ def queued_or_running(s: Session, *, older_than: dt.datetime | None = None, limi
 
 
 def count_active(s: Session, team_id: int | None = None) -> int:
-    q = select(func.count()).select_from(Submission).where(
-        Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
+    q = (
+        select(func.count())
+        .select_from(Submission)
+        .where(Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
+    )
     if team_id is not None:
         q = q.where(Submission.team_id == team_id)
     return s.scalar(q) or 0
@@ -210,8 +284,14 @@ def count_queued(s: Session) -> int:
 
 
 def count_today(s: Session, team_id: int) -> int:
-    return s.scalar(select(func.count()).select_from(Submission).where(
-        Submission.team_id == team_id, Submission.queued_at >= start_of_day())) or 0
+    return (
+        s.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.team_id == team_id, Submission.queued_at >= start_of_day())
+        )
+        or 0
+    )
 
 
 def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, Submission]:
@@ -221,8 +301,11 @@ def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, S
         return {}
     out: dict[str, Submission] = {}
     for at in range(0, len(keys), 500):  # within every backend's limit of bound parameters
-        rows = s.scalars(select(Submission).options(defer(Submission.patch, raiseload=True)).where(
-            Submission.team_id == team_id, Submission.idempotency_key.in_(keys[at:at + 500])))
+        rows = s.scalars(
+            select(Submission)
+            .options(defer(Submission.patch, raiseload=True))
+            .where(Submission.team_id == team_id, Submission.idempotency_key.in_(keys[at : at + 500]))
+        )
         out.update({r.idempotency_key: r for r in rows})
     return out
 
@@ -256,8 +339,15 @@ def lock_queue(s: Session) -> None:
         s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": QUEUE_LOCK})
 
 
-def page(s: Session, *, team_id: int | None, run_id: str | None = None, status: str | None = None,
-         after: str | None = None, limit: int = 100) -> list[Submission]:
+def page(
+    s: Session,
+    *,
+    team_id: int | None,
+    run_id: str | None = None,
+    status: str | None = None,
+    after: str | None = None,
+    limit: int = 100,
+) -> list[Submission]:
     q = select(Submission)
     if team_id is not None:
         q = q.where(Submission.team_id == team_id)
@@ -274,13 +364,20 @@ def newest_image(s: Session, task_hash: str, grader_version: str) -> str | None:
     """The image of the task's newest finished grade under this grader version."""
     return s.scalar(
         select(Submission.image_id)
-        .where(Submission.task_hash == task_hash, Submission.status == Status.DONE.value,
-               Submission.image_id.is_not(None), Submission.grader_version == grader_version)
-        .order_by(Submission.finished_at.desc()).limit(1))
+        .where(
+            Submission.task_hash == task_hash,
+            Submission.status == Status.DONE.value,
+            Submission.image_id.is_not(None),
+            Submission.grader_version == grader_version,
+        )
+        .order_by(Submission.finished_at.desc())
+        .limit(1)
+    )
 
 
-def cached_result(s: Session, task_hash: str, patch_sha256: str, grader_version: str,
-                  image_id: str | None) -> Submission | None:
+def cached_result(
+    s: Session, task_hash: str, patch_sha256: str, grader_version: str, image_id: str | None
+) -> Submission | None:
     """A finished, non-ERROR grade of the same patch on the same task definition, image and
     grader version. Without `image_id`, the task's newest graded image stands for it.
     It matches on hashes and never loads a patch: a stored patch may be up to
@@ -290,25 +387,37 @@ def cached_result(s: Session, task_hash: str, patch_sha256: str, grader_version:
         if image_id is None:
             return None
     return s.scalar(
-        select(Submission).options(defer(Submission.patch, raiseload=True))
-        .where(Submission.task_hash == task_hash, Submission.patch_sha256 == patch_sha256,
-               Submission.status == Status.DONE.value, Submission.verdict != Verdict.ERROR.value,
-               Submission.grader_version == grader_version, Submission.image_id == image_id,
-               Submission.result.is_not(None))
-        .order_by(Submission.finished_at.asc()).limit(1))
+        select(Submission)
+        .options(defer(Submission.patch, raiseload=True))
+        .where(
+            Submission.task_hash == task_hash,
+            Submission.patch_sha256 == patch_sha256,
+            Submission.status == Status.DONE.value,
+            Submission.verdict != Verdict.ERROR.value,
+            Submission.grader_version == grader_version,
+            Submission.image_id == image_id,
+            Submission.result.is_not(None),
+        )
+        .order_by(Submission.finished_at.asc())
+        .limit(1)
+    )
 
 
 def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str]]:
     now = now or utcnow()
-    rows = s.execute(select(Submission.id, Submission.claim_token).where(
-        Submission.status == Status.RUNNING.value,
-        or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < now)))
+    rows = s.execute(
+        select(Submission.id, Submission.claim_token).where(
+            Submission.status == Status.RUNNING.value,
+            or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < now),
+        )
+    )
     return [(r[0], r[1]) for r in rows]
 
 
 def verdict_counts(s: Session) -> list[tuple[str, str | None, int]]:
-    rows = s.execute(select(Submission.status, Submission.verdict, func.count())
-                     .group_by(Submission.status, Submission.verdict))
+    rows = s.execute(
+        select(Submission.status, Submission.verdict, func.count()).group_by(Submission.status, Submission.verdict)
+    )
     return [(r[0], r[1], r[2]) for r in rows]
 
 
@@ -317,5 +426,4 @@ def duration_histogram(s: Session, bounds: list[float]) -> tuple[list[int], floa
     done = and_(Submission.status == Status.DONE.value, Submission.duration.is_not(None), Submission.cached.is_(False))
     cols = [func.sum(case((Submission.duration <= b, 1), else_=0)) for b in bounds]
     row = s.execute(select(*cols, func.sum(Submission.duration), func.count()).where(done)).one()
-    return [int(v or 0) for v in row[:len(bounds)]], float(row[-2] or 0.0), int(row[-1] or 0)
-
+    return [int(v or 0) for v in row[: len(bounds)]], float(row[-2] or 0.0), int(row[-1] or 0)

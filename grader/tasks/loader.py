@@ -79,8 +79,11 @@ class SuiteDefaults:
         directory = Path(os.path.abspath(directory))
         if directory not in self._dirs:
             above = directory.parent
-            inherited = self.defaults(above) if directory != self.top and above != directory \
-                and directory.is_relative_to(self.top) else {}
+            inherited = (
+                self.defaults(above)
+                if directory != self.top and above != directory and directory.is_relative_to(self.top)
+                else {}
+            )
             own = directory / SUITE_FILE
             self._dirs[directory] = _merge(inherited, read_suite_file(own)) if own.is_file() else inherited
         return self._dirs[directory]
@@ -140,8 +143,9 @@ class _Dumper(yaml.SafeDumper):
     """Multi-line strings (the instructions) as literal blocks, as a person writes them."""
 
 
-_Dumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+_Dumper.add_representer(
+    str, lambda dumper, s: dumper.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
 
 
 def dump_task_yaml(definition: dict[str, Any]) -> str:
@@ -168,8 +172,10 @@ class TaskSet:
         self.dir = Path(tasks_dir)
         if not self.dir.is_dir():
             where = "" if self.dir.is_absolute() else f" (in {Path.cwd()})"
-            raise TaskError(f"tasks directory {self.dir}{where} does not exist: point GRADER_TASKS_DIR or "
-                            f"--tasks-dir at the directory of task files")
+            raise TaskError(
+                f"tasks directory {self.dir}{where} does not exist: point GRADER_TASKS_DIR or "
+                f"--tasks-dir at the directory of task files"
+            )
         self._tasks: dict[str, Task] = {}
         self.refused: dict[str, str] = {}  # a refused file, relative to the directory -> why
         suites = SuiteDefaults(self.dir)

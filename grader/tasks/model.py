@@ -75,8 +75,9 @@ class Repo(_Strict):
 
 
 class Limits(_Strict):
-    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT,
-                           description="wall-clock seconds for the whole container life")
+    timeout: float = Field(
+        DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT, description="wall-clock seconds for the whole container life"
+    )
     memory: str = Field(DEFAULT_MEMORY, pattern=r"^\d+[kmg]?$")
     cpus: float = Field(DEFAULT_CPUS, gt=0, le=64)
     pids: int = Field(DEFAULT_PIDS, ge=16, le=32768)
@@ -185,8 +186,9 @@ class Task(_Strict):
     metadata: Metadata = Metadata()
     repo: Repo
     environment: str
-    install: str | None = Field(None,
-                                description="shell command run in the repository when the instance image is built")
+    install: str | None = Field(
+        None, description="shell command run in the repository when the instance image is built"
+    )
     check: Check
     limits: Limits = Limits()
     gold_patch: str | None = None
@@ -286,12 +288,24 @@ class Task(_Strict):
                 "merge": self.repo.merge,
                 "download": f"/v1/tasks/{self.id}/repository",
                 "checkout": f"grader tasks checkout {self.id} DIR",
-                "by_hand": [f"git clone {self.id}.bundle DIR", "cd DIR", f"git checkout --detach {self.repo.commit}",
-                            *([f"git -c merge.conflictStyle=merge merge --no-commit --no-ff {self.repo.merge}"]
-                              if self.repo.merge else [])],
-                **({"patch": "the merge is left in progress with conflict markers: stage the conflicted files as "
-                             "they are (git add -u) before resolving them, then git diff > my.patch"}
-                   if self.repo.merge else {}),
+                "by_hand": [
+                    f"git clone {self.id}.bundle DIR",
+                    "cd DIR",
+                    f"git checkout --detach {self.repo.commit}",
+                    *(
+                        [f"git -c merge.conflictStyle=merge merge --no-commit --no-ff {self.repo.merge}"]
+                        if self.repo.merge
+                        else []
+                    ),
+                ],
+                **(
+                    {
+                        "patch": "the merge is left in progress with conflict markers: stage the conflicted files as "
+                        "they are (git add -u) before resolving them, then git diff > my.patch"
+                    }
+                    if self.repo.merge
+                    else {}
+                ),
             },
         }
 

@@ -39,12 +39,16 @@ GIT_ENV = {
 }
 
 
-def git(*args: str, cwd: Path | None = None, check: bool = True,
-        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(
+    *args: str, cwd: Path | None = None, check: bool = True, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, **GIT_ENV, "HOME": str(cwd or Path.cwd())}
     proc = subprocess.run(
         ["git", "-c", "core.autocrlf=false", "-c", "advice.detachedHead=false", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd, env=env, capture_output=True, input=input,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        input=input,
     )
     if check and proc.returncode != 0:
         raise TaskError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace').strip()}")
@@ -137,8 +141,9 @@ def checkout_bundle(bundle: Path, dest: Path, commit: str, merge: str | None, *,
     start_state(str(bundle), dest, commit, merge, task_id=task_id)
 
 
-def start_state(source: str, dest: Path, commit: str, merge: str | None, *, task_id: str,
-                upload_pack: str | None = None) -> None:
+def start_state(
+    source: str, dest: Path, commit: str, merge: str | None, *, task_id: str, upload_pack: str | None = None
+) -> None:
     """A new repository in `dest` holding what `source` has of `commit` and `merge`
     (nothing else: no refs, no reflog), `commit` checked out detached, and `merge`
     merged without committing, which leaves a real conflicted merge."""
@@ -161,8 +166,9 @@ def _hidden_from_patch(task: Task, repo: Path, test_patch: bytes) -> dict[str, b
         raise TaskError(f"task {task.id}: test_patch is unusable: {'; '.join(info.problems)}")
     applied = git("apply", "--whitespace=nowarn", "-", cwd=repo, input=test_patch, check=False)
     if applied.returncode:
-        raise TaskError(f"task {task.id}: test_patch does not apply to the base: "
-                        f"{applied.stderr.decode(errors='replace')}")
+        raise TaskError(
+            f"task {task.id}: test_patch does not apply to the base: {applied.stderr.decode(errors='replace')}"
+        )
     out: dict[str, bytes | None] = {}
     for rel in sorted({f.path for f in info.files}):
         path = repo / rel

@@ -25,8 +25,9 @@ def _iso(t: dt.datetime | None) -> str | None:
     return t.isoformat().replace("+00:00", "Z")
 
 
-def submission_view(sub: Submission, *, full: bool, secrets: frozenset[str] = frozenset(),
-                    feedback: str = "verdict", host: bool = False) -> dict:
+def submission_view(
+    sub: Submission, *, full: bool, secrets: frozenset[str] = frozenset(), feedback: str = "verdict", host: bool = False
+) -> dict:
     """The submission; with `full`, its result as `feedback` shows it (a host sees it
     whole), every secret line masked. Callers with a service use `shown_to`."""
     view = {
@@ -98,7 +99,11 @@ def task_secrets(svc, task_id: str) -> Secrets:
         return known[0]
     found = secret_lines(task, svc.settings.cache_dir, key)
     if not found.complete:
-        log.warning("task %s: some secrets could not be read (%s); its results are shown to submitters as under "
-                    "feedback: tests until they can be", task_id, "; ".join(found.unread))
+        log.warning(
+            "task %s: some secrets could not be read (%s); its results are shown to submitters as under "
+            "feedback: tests until they can be",
+            task_id,
+            "; ".join(found.unread),
+        )
     _SECRETS[key] = (found, time.monotonic())
     return found

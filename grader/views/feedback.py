@@ -52,8 +52,11 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
         return dict(result)
     if policy == "full":
         return _without_gold_files(result)
-    view: dict[str, Any] = {"task_id": result.get("task_id"), "verdict": result.get("verdict"),
-                            "explanation": explanation(result, policy)}
+    view: dict[str, Any] = {
+        "task_id": result.get("task_id"),
+        "verdict": result.get("verdict"),
+        "explanation": explanation(result, policy),
+    }
     if policy == "verdict":
         return view
     listed = listed_tests(result)
@@ -71,10 +74,11 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
         # outputs included: the patch is applied before the hidden tests are in place and
         # before submitted code runs, to the base checkout the submitter has, so git and
         # patch can quote only the patch and that checkout
-        view["apply"] = {**_keep(apply, ("method", "neutralized")),
-                         "attempts": [_keep(a, ("method", "command", "exit_code", "output"))
-                                      for a in apply.get("attempts") or []],
-                         "restored": [p for p in apply.get("restored") or [] if p in named_files]}
+        view["apply"] = {
+            **_keep(apply, ("method", "neutralized")),
+            "attempts": [_keep(a, ("method", "command", "exit_code", "output")) for a in apply.get("attempts") or []],
+            "restored": [p for p in apply.get("restored") or [] if p in named_files],
+        }
     view.update(_keep(result, ("durations", "provenance", "error")))
     if (loc := result.get("localization")) is not None:
         # the gold patch's files would map the solution
@@ -102,8 +106,7 @@ def _without_gold_files(result: dict[str, Any]) -> dict[str, Any]:
 def listed_tests(result: dict[str, Any]) -> set[str]:
     """The FAIL_TO_PASS and PASS_TO_PASS ids, the tests the task names to its submitter."""
     tests = result.get("tests") or {}
-    return {tid for kind in ("fail_to_pass", "pass_to_pass") for lst in _lists(tests.get(kind)).values()
-            for tid in lst}
+    return {tid for kind in ("fail_to_pass", "pass_to_pass") for lst in _lists(tests.get(kind)).values() for tid in lst}
 
 
 def tampering(result: dict[str, Any]) -> bool:

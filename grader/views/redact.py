@@ -79,6 +79,7 @@ def secret_lines(task: Task, cache: Path | None = None, task_hash: str | None = 
             if cache is None:
                 raise TaskError("no cache to prepare the task in")
             from grader.tasks.prepare import prepare
+
             expected = prepare(task, cache, task_hash).expected_files()
         except (TaskError, OSError) as exc:
             unread.append(f"the expected files of commit {check.expected_commit}: {exc}")

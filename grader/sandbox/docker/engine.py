@@ -74,8 +74,13 @@ class DockerEngine:
     def images(self, label: str) -> list[dict[str, Any]]:
         found = self._call(self.client.images.list, filters={"label": label})
         return [
-            {"id": im.id, "tags": im.tags, "labels": im.labels or {}, "size": im.attrs.get("Size", 0),
-             "created": im.attrs.get("Created")}
+            {
+                "id": im.id,
+                "tags": im.tags,
+                "labels": im.labels or {},
+                "size": im.attrs.get("Size", 0),
+                "created": im.attrs.get("Created"),
+            }
             for im in found
         ]
 
@@ -91,14 +96,28 @@ class DockerEngine:
         res = self._call(self.client.images.prune, filters={"dangling": True})
         return int(res.get("SpaceReclaimed") or 0)
 
-    def build(self, context: bytes, tag: str, *, labels: dict[str, str], buildargs: dict[str, str] | None = None,
-              log: Callable[[str], None] | None = None) -> str:
+    def build(
+        self,
+        context: bytes,
+        tag: str,
+        *,
+        labels: dict[str, str],
+        buildargs: dict[str, str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> str:
         """Build from an in-memory tar context with the classic builder; returns the image id."""
         lines: list[str] = []
         try:
             stream = self.client.api.build(
-                fileobj=io.BytesIO(context), custom_context=True, tag=tag, labels=labels, buildargs=buildargs or {},
-                rm=True, forcerm=True, decode=True, pull=False,
+                fileobj=io.BytesIO(context),
+                custom_context=True,
+                tag=tag,
+                labels=labels,
+                buildargs=buildargs or {},
+                rm=True,
+                forcerm=True,
+                decode=True,
+                pull=False,
             )
             for chunk in stream:
                 if "stream" in chunk:
@@ -118,8 +137,9 @@ class DockerEngine:
         return image_id
 
     def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: Iterable[str] = ()) -> str:
-        self._call(self.client.api.import_image_from_file, str(tarball), repository=repository, tag=tag,
-                   changes=list(changes))
+        self._call(
+            self.client.api.import_image_from_file, str(tarball), repository=repository, tag=tag, changes=list(changes)
+        )
         image_id = self.image_id(f"{repository}:{tag}")
         if image_id is None:
             raise ImageError(f"importing {repository}:{tag} produced no image")
@@ -136,5 +156,3 @@ class DockerEngine:
         info = self.info()
         status = dict(info.get("DriverStatus") or [])
         return info.get("Driver") == "overlay2" and status.get("Backing Filesystem") == "xfs"
-
-

@@ -116,8 +116,16 @@ class DockerSandbox(Sandbox):
     name = "docker"
     _instances: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 
-    def __init__(self, runtime: str = "runc", engine: DockerEngine | None = None, *, tmpfs_size: str = "256m",
-                 storage_size: str | None = "2G", file_size_limit: int = 256 * 1024 * 1024, max_warm: int = 4):
+    def __init__(
+        self,
+        runtime: str = "runc",
+        engine: DockerEngine | None = None,
+        *,
+        tmpfs_size: str = "256m",
+        storage_size: str | None = "2G",
+        file_size_limit: int = 256 * 1024 * 1024,
+        max_warm: int = 4,
+    ):
         self.engine = engine or DockerEngine()
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
         self._warm: dict[tuple[Any, ...], Container] = {}
@@ -146,8 +154,10 @@ class DockerSandbox(Sandbox):
         if not self.private_kernel:
             return memory, pids
         processes = pids + RUNSC_SUPERVISOR_PROCESSES
-        return (memory + RUNSC_BASE_MEMORY + RUNSC_MEMORY_PER_PROCESS * processes,
-                RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * processes)
+        return (
+            memory + RUNSC_BASE_MEMORY + RUNSC_MEMORY_PER_PROCESS * processes,
+            RUNSC_BASE_PIDS + RUNSC_PIDS_PER_PROCESS * processes,
+        )
 
     def _check_engine(self) -> None:
         if self._checked:
@@ -197,8 +207,15 @@ class DockerSandbox(Sandbox):
     @staticmethod
     def _shape(spec: RunSpec) -> tuple[Any, ...]:
         """What a container is fixed to at creation: runs of one shape can share a pool."""
-        return (spec.image, tuple(spec.command), tuple(sorted(spec.env.items())), spec.workdir, spec.limits,
-                spec.files_root, tuple(sorted(spec.labels.items())))
+        return (
+            spec.image,
+            tuple(spec.command),
+            tuple(sorted(spec.env.items())),
+            spec.workdir,
+            spec.limits,
+            spec.files_root,
+            tuple(sorted(spec.labels.items())),
+        )
 
     def _start_new(self, spec: RunSpec, files: bytes | None = None) -> Container:
         """Create and start a container that idles until its run's files arrive (or,
@@ -283,8 +300,7 @@ class DockerSandbox(Sandbox):
                 self._fault = True
                 self._unremoved.append(container)
                 if self._cleaner is None or not self._cleaner.is_alive():
-                    self._cleaner = threading.Thread(target=self._clean_until_done, name="grader-cleanup",
-                                                     daemon=True)
+                    self._cleaner = threading.Thread(target=self._clean_until_done, name="grader-cleanup", daemon=True)
                     self._cleaner.start()
         return time.monotonic() - t
 
@@ -326,8 +342,9 @@ class DockerSandbox(Sandbox):
                 known |= {_cid(c) for c in sandbox._warm.values()} | set(sandbox._in_flight)
                 known |= {_cid(c) for c in sandbox._unremoved}
         try:
-            mine = self.engine.client.containers.list(all=True, ignore_removed=True,
-                                                      filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
+            mine = self.engine.client.containers.list(
+                all=True, ignore_removed=True, filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]}
+            )
         except (docker.errors.DockerException, requests.exceptions.RequestException):
             self._fault = True
             return
@@ -411,8 +428,9 @@ class DockerSandbox(Sandbox):
         """Remove grading containers whose owning process on this host is gone."""
         host = socket.gethostname()
         removed = 0
-        containers = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
-                                       filters={"label": LABEL})
+        containers = self.engine._call(
+            self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL}
+        )
         for c in containers:
             owner = (c.labels or {}).get(OWNER_LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
@@ -429,8 +447,9 @@ class DockerSandbox(Sandbox):
 
     def live_containers(self) -> list[str]:
         """Every grading container of any grader on this engine, idle ones included."""
-        containers = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
-                                       filters={"label": LABEL})
+        containers = self.engine._call(
+            self.engine.client.containers.list, all=True, ignore_removed=True, filters={"label": LABEL}
+        )
         return [_cid(c) for c in containers]
 
     def busy_containers(self) -> list[str]:
@@ -443,8 +462,12 @@ class DockerSandbox(Sandbox):
                 t.join(60)
             with sandbox._lock:
                 idle |= {_cid(c) for c in sandbox._warm.values()}
-        mine = self.engine._call(self.engine.client.containers.list, all=True, ignore_removed=True,
-                                 filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]})
+        mine = self.engine._call(
+            self.engine.client.containers.list,
+            all=True,
+            ignore_removed=True,
+            filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]},
+        )
         return [_cid(c) for c in mine if _cid(c) not in idle]
 
 

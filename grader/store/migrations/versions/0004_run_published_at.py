@@ -4,27 +4,35 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 """
+
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0004'
-down_revision = '0003'
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('runs') as batch:
-        batch.add_column(sa.Column('published_at', sa.DateTime(timezone=True), nullable=True))
+    with op.batch_alter_table("runs") as batch:
+        batch.add_column(sa.Column("published_at", sa.DateTime(timezone=True), nullable=True))
     # a run already on the leaderboard was published no later than it was made
-    runs = sa.table('runs', sa.column('published_at', sa.DateTime(timezone=True)),
-                    sa.column('created_at', sa.DateTime(timezone=True)), sa.column('public', sa.Boolean),
-                    sa.column('baseline', sa.Boolean))
-    op.execute(runs.update().where(sa.or_(runs.c.public.is_(True), runs.c.baseline.is_(True)))
-               .values(published_at=runs.c.created_at))
+    runs = sa.table(
+        "runs",
+        sa.column("published_at", sa.DateTime(timezone=True)),
+        sa.column("created_at", sa.DateTime(timezone=True)),
+        sa.column("public", sa.Boolean),
+        sa.column("baseline", sa.Boolean),
+    )
+    op.execute(
+        runs.update()
+        .where(sa.or_(runs.c.public.is_(True), runs.c.baseline.is_(True)))
+        .values(published_at=runs.c.created_at)
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('runs') as batch:
-        batch.drop_column('published_at')
+    with op.batch_alter_table("runs") as batch:
+        batch.drop_column("published_at")
