@@ -237,10 +237,10 @@ def live(tmp_path, redis_url):
     def start(tasks_dir: Path, cache_dir: Path):
         from werkzeug.serving import make_server
 
-        svc = make_service(
+        svc = make_service(  # noqa: F811 (a local service, not the fixture imported above)
             f"sqlite:///{tmp_path}/grader-{len(made)}.db",
             redis_url,
-            tasks_dir=tasks_dir,  # noqa: F811 (a local service, not the fixture imported above)
+            tasks_dir=tasks_dir,
             cache_dir=cache_dir,
         )
         jobs.use(svc, Grader(svc.settings))
