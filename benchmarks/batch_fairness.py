@@ -6,9 +6,9 @@ single POSTs, one after another: first on the idle service, then while the bulk 
 batch of --count items is being accepted. Prints p50 / p99 / max of both, in the same run,
 and how long the batch took. On a machine busy with other work the HTTP figures carry its
 noise, so the database's share is measured apart too: a probe in this process takes
-SQLite's write lock (BEGIN IMMEDIATE, ROLLBACK) every 10 ms and times how long it waited. Intake stores a batch in chunks of 500 items, each its own
-write transaction (grader/api/submissions.py), so the victim waits for one chunk at most,
-not for the whole batch.
+SQLite's write lock (BEGIN IMMEDIATE, ROLLBACK) every 10 ms and times how long it waited.
+Intake stores a batch in chunks of 500 items, each its own write transaction
+(grader/api/submissions.py), so the victim waits for one chunk at most, not for the whole batch.
 
     .venv/bin/python benchmarks/batch_fairness.py --count 10000
 """
@@ -22,6 +22,7 @@ import threading
 import time
 
 import requests
+
 from _service import TASK, Running, figures, percentile
 
 
@@ -110,7 +111,7 @@ def main() -> int:
         print(f"victim single POST, idle:         {figures(idle)}")
         print(f"victim single POST, during batch: {figures(busy)}; answers {sorted(set(codes))}")
         print(f"wait for SQLite's write lock, during batch: {figures(waits)}")
-        slow = sorted(zip(busy, at), reverse=True)[:3]
+        slow = sorted(zip(busy, at, strict=True), reverse=True)[:3]
         print("slowest during the batch: " + ", ".join(f"{ms:.0f} ms sent at +{s:.2f} s" for ms, s in slow))
         if idle and busy:
             print(f"p99 during / idle: {p99(busy) / max(p99(idle), 1e-9):.1f}x")

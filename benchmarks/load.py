@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import requests
+
 from _service import ROOT, TASK, Running, cheap_patch
 
 OUT = ROOT / "benchmarks" / "out"

@@ -324,7 +324,9 @@ def main() -> int:
         "--teams",
         type=int,
         default=4,
-        help="the clients' teams (clients are spread over them; one team may have at most GRADER_MAX_INFLIGHT_PER_TEAM requests in progress on an API process, so 32 clients of one team would measure that bound's 429s)",
+        help="the clients' teams (clients are spread over them; one team may have at most "
+        "GRADER_MAX_INFLIGHT_PER_TEAM requests in progress on an API process, so 32 clients of one team "
+        "would measure that bound's 429s)",
     )
     ap.add_argument("--serve-processes", type=int, default=2, help="gunicorn processes (`grader serve --workers`)")
     ap.add_argument("--threads", type=int, default=None, help="threads per gunicorn process [serve's default]")

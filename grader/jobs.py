@@ -184,7 +184,7 @@ def _epoch(t: dt.datetime | None) -> float | None:
     if t is None:
         return None
     if t.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
-        t = t.replace(tzinfo=dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
     return t.timestamp()
 
 

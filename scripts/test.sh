@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: sets the machine up if needed, then runs every test, the Docker
+# The test command: sets the machine up if needed, checks lint, formatting and types
+# (ruff, mypy), then runs every test, the Docker
 # and gVisor integration tests included, in two steps: every test but the disruptive
 # ones, then the disruptive ones alone (tests marked `disruptive`, which restart what the
 # others use, such as dockerd). Extra arguments go to pytest in both steps, so
@@ -10,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the habits first: lint, formatting and types (configured in pyproject.toml); a finding fails the run
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 .venv/bin/grader tasks build
 main=0
 .venv/bin/python -m pytest "$@" || main=$?

@@ -95,7 +95,7 @@ def entries(svc, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
     manifest = {
         "run": run.name,
         "id": run.id,
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         "submissions": index,
     }
     yield f"{root}/index.json", (json.dumps(manifest, indent=1) + "\n").encode()
@@ -113,7 +113,7 @@ def _folder(sub: Submission, used: set[str]) -> str:
 
 def write_archive(files: Iterator[tuple[str, bytes]], fmt: str, out) -> None:
     """Write `files` as a .tar.gz or a .zip to the binary file `out`."""
-    stamp = dt.datetime.now(dt.timezone.utc)
+    stamp = dt.datetime.now(dt.UTC)
     if fmt == "zip":
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
             for path, data in files:

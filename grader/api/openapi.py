@@ -571,7 +571,7 @@ def _strict(paths: dict) -> dict:
     return paths
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def query_names(rule: str, method: str) -> tuple[frozenset[str], bool] | None:
     """The query parameters the document gives the operation behind a Flask `rule`, and
     whether it needs a key; None when the route is not an API operation (portal pages)."""
@@ -743,7 +743,7 @@ def _answer(op: dict) -> tuple[str, str]:
     status = ex["status"]
     if "note" in ex:
         return status, ex["note"]
-    for ctype, media in op["responses"][status].get("content", {}).items():
+    for media in op["responses"][status].get("content", {}).values():
         if "example" in media:
             value = media["example"]
             return status, value if isinstance(value, str) else json.dumps(value, indent=1)

@@ -295,7 +295,7 @@ def accept(
             )
         )
     todo: list[tuple[int, Submission]] = []
-    for n, (item, key) in enumerate(zip(items, keys)):
+    for n, (item, key) in enumerate(zip(items, keys, strict=True)):
         if isinstance(item, ApiError):
             out[n] = item
             continue
@@ -361,7 +361,7 @@ def _store(
                 )
                 quota = _quota(svc, caller, s)
                 add = []
-                for (n, template), hit in zip(chunk, cached):
+                for (n, template), hit in zip(chunk, cached, strict=True):
                     if template.idempotency_key in seen:
                         answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
                         continue
@@ -556,7 +556,7 @@ def create_batch():
     batch_hash = hashlib.sha256(json.dumps([raw, run_id, defaults], sort_keys=True, default=str).encode()).hexdigest()
     intake = accept(svc, g.caller, [it.sub for it in read], keys, batch_hash=batch_hash if key else None)
     out, accepted = [], 0
-    for i, (it, given) in enumerate(zip(intake.items, read)):
+    for i, (it, given) in enumerate(zip(intake.items, read, strict=True)):
         if isinstance(it, ApiError):
             row = {"index": i, "error": it.body()["error"]}
         else:

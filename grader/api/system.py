@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from flask import Blueprint, Response, current_app, g, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from pydantic import ValidationError
@@ -177,7 +177,7 @@ class _Collector:
             g.add_metric([k], v)
         yield g
         h = HistogramMetricFamily("grader_grading_seconds", "Time to grade a submission (cache answers excluded)")
-        h.add_metric([], [(str(b), v) for b, v in zip(DURATION_BUCKETS, buckets)] + [("+Inf", n)], total)
+        h.add_metric([], [(str(b), v) for b, v in zip(DURATION_BUCKETS, buckets, strict=True)] + [("+Inf", n)], total)
         yield h
         from rq import Worker
 
@@ -279,4 +279,4 @@ def reload_tasks():
         ) from None
     except TaskError as exc:
         raise ApiError(422, "invalid_tasks", f"{exc}; the previous set stays in service") from None
-    return jsonify({"tasks": len(tasks), "reloaded_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+    return jsonify({"tasks": len(tasks), "reloaded_at": dt.datetime.now(dt.UTC).isoformat()})

@@ -372,7 +372,7 @@ def init_app(app) -> None:
     app.jinja_env.filters["num"] = _num
     app.jinja_env.filters["pvalue"] = _pvalue
     app.jinja_env.filters["breakdown_rows"] = _breakdown_rows
-    app.jinja_env.globals["now"] = lambda: dt.datetime.now(dt.timezone.utc)
+    app.jinja_env.globals["now"] = lambda: dt.datetime.now(dt.UTC)
 
 
 DASH = "—"  # a figure over nothing: no value, no interval

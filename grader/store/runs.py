@@ -10,9 +10,8 @@ team's history (and its quota) with no run."""
 
 from __future__ import annotations
 
-import secrets
-
 import datetime as dt
+import secrets
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError

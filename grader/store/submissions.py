@@ -23,7 +23,6 @@ from grader.store.db import Database
 from grader.store.models import Status, Submission, Team, utcnow
 from grader.verdict import Result, Verdict
 
-
 _ID_LOCK = threading.Lock()
 _last_id = [0, 0]  # the milliseconds and the sequence number of this process's last id
 

@@ -21,7 +21,7 @@ def _iso(t: dt.datetime | None) -> str | None:
     if t is None:
         return None
     if t.tzinfo is None:  # SQLite hands back naive datetimes; they were stored as UTC
-        t = t.replace(tzinfo=dt.timezone.utc)
+        t = t.replace(tzinfo=dt.UTC)
     return t.isoformat().replace("+00:00", "Z")
 
 

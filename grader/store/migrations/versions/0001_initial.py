@@ -5,9 +5,8 @@ Revises: (none)
 Create Date: 2026-11-22
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = "0001"
 down_revision = None

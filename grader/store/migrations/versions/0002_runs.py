@@ -8,9 +8,8 @@ Create Date: 2026-11-22
 import datetime
 import secrets
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = "0002"
 down_revision = "0001"
@@ -54,7 +53,7 @@ def upgrade() -> None:
         sa.column("verified"),
         sa.column("created_at"),
     )
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     if pairs:
         op.bulk_insert(
             runs,
