@@ -10,8 +10,10 @@ import logging
 import os
 import secrets
 from pathlib import Path
+from typing import cast
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
 from grader.config import Settings, get_settings
@@ -42,7 +44,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
         PERMANENT_SESSION_LIFETIME=dt.timedelta(days=7),
         GRADER_PRODUCTION=production,
     )
-    app.json.sort_keys = False
+    cast(DefaultJSONProvider, app.json).sort_keys = False
     app.extensions["grader"] = svc
     api.init_app(app)
     portal.init_app(app)

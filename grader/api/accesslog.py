@@ -6,9 +6,18 @@ a line still says which options a request used."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote
 
 from gunicorn.glogging import Logger
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from gunicorn._types import _EnvironType
+    from gunicorn.glogging import _AtomsDict
+    from gunicorn.http import Request
+    from gunicorn.http.wsgi import Response
 
 REDACTED = "<redacted>"
 _SECRET_HEADERS = ("authorization", "cookie", "proxy-authorization", "x-api-key")
@@ -39,7 +48,7 @@ def redact_uri(uri: str) -> str:
 class RedactingLogger(Logger):
     """gunicorn's Logger whose access-log atoms carry no query value and no credential header."""
 
-    def atoms(self, resp, req, environ, request_time):
+    def atoms(self, resp: Response, req: Request, environ: _EnvironType, request_time: timedelta) -> _AtomsDict:
         atoms = super().atoms(resp, req, environ, request_time)
         raw = environ.get("RAW_URI", "")
         atoms["r"] = f"{environ['REQUEST_METHOD']} {redact_uri(raw)} {environ['SERVER_PROTOCOL']}"
@@ -48,15 +57,16 @@ class RedactingLogger(Logger):
             atoms["f"] = redact_uri(atoms["f"])
         for key in list(atoms):
             low = key.lower()
+            # the per-request keys ({header}i, {variable}e) are more than the stub's TypedDict names
             if low in ("{raw_uri}e", "{query_string}e", "{request_uri}e"):
-                atoms[key] = redact_uri(str(atoms[key])) if low != "{query_string}e" else redact_query(str(atoms[key]))
+                atoms[key] = redact_uri(str(atoms[key])) if low != "{query_string}e" else redact_query(str(atoms[key]))  # type: ignore[literal-required]
             elif low == "{referer}i" or low == "{http_referer}e":
-                atoms[key] = redact_uri(str(atoms[key]))
+                atoms[key] = redact_uri(str(atoms[key]))  # type: ignore[literal-required]
             elif (
                 low.endswith("}i")
                 and low[1:-2] in _SECRET_HEADERS
                 or low.endswith("}e")
                 and low[1:-2].removeprefix("http_").replace("_", "-") in _SECRET_HEADERS
             ):
-                atoms[key] = REDACTED
+                atoms[key] = REDACTED  # type: ignore[literal-required]
         return atoms

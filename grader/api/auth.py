@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from flask import current_app, g, request
 
 from grader.api.errors import ApiError
 from grader.store.keys import authenticate
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -36,12 +41,12 @@ def current() -> Caller:
         return Caller(team.id, team.name, team.admin, team.daily_quota, team.queued_quota, team.webhook_secret)
 
 
-def required(view):
+def required(view: Callable[P, R]) -> Callable[P, R]:
     """A team's key, one of the team's places on this process, and its body paid for from
     the team's bytes a second (grader/api/inflight.py)."""
 
     @functools.wraps(view)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         g.caller = current()
         if g.caller.admin:
             return view(*args, **kwargs)
@@ -52,9 +57,9 @@ def required(view):
     return wrapper
 
 
-def admin_required(view):
+def admin_required(view: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(view)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         g.caller = current()
         if not g.caller.admin:
             raise ApiError(403, "forbidden", "this route needs an admin key")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any, NoReturn
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, Response, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import HTTPException
@@ -20,20 +22,26 @@ class ApiError(Exception):
     """Raised when a request cannot be served as asked; rendered as JSON with `status`."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, retry_after: int | None = None, details: list | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        retry_after: int | None = None,
+        details: list[dict[str, Any]] | None = None,
     ):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.retry_after, self.details = retry_after, details
 
-    def body(self) -> dict:
-        err: dict = {"code": self.code, "message": self.message}
+    def body(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             err["details"] = self.details
         return {"error": err}
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     raise ApiError(
         422,
         "invalid_fields",
@@ -41,7 +49,7 @@ def _refuse_constant(name: str):
     )
 
 
-def parse_json(raw: bytes | str, where: str = "the request body"):
+def parse_json(raw: bytes | str, where: str = "the request body") -> Any:
     """`raw` as strict JSON: malformed or nested too deep to parse is a 400; NaN and
     Infinity (which Python's parser takes but no JSON parser reads back) are a 422."""
     try:
@@ -52,7 +60,7 @@ def parse_json(raw: bytes | str, where: str = "the request body"):
         raise ApiError(400, "bad_request", f"{where} is nested too deeply to parse") from None
 
 
-def json_body():
+def json_body() -> Any:
     """The request's body as JSON, or a 400 saying what is wrong with it."""
     raw = request.get_data(cache=False)
     if not raw.strip():
@@ -82,7 +90,7 @@ _CODES = {
 }
 
 
-def render(err: ApiError):
+def render(err: ApiError) -> Response:
     response = jsonify(err.body())
     response.status_code = err.status
     if err.retry_after is not None:
@@ -100,7 +108,7 @@ def _for_people() -> bool:
     return not request.path.startswith(_MACHINE) and request.path != "/v1"
 
 
-def _page(code: int, name: str, message: str):
+def _page(code: int, name: str, message: str) -> tuple[str, int]:
     return render_template("error.html", code=code, name=name, message=message), code
 
 
@@ -108,7 +116,7 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(ApiError, render)
 
     @app.errorhandler(HTTPException)
-    def _http(exc: HTTPException):
+    def _http(exc: HTTPException) -> ResponseReturnValue:
         code = exc.code or 500
         message = exc.description or exc.name
         if code == 413:
@@ -122,7 +130,7 @@ def init_app(app: Flask) -> None:
         return response
 
     @app.errorhandler(StoreError)
-    def _store(exc: StoreError):
+    def _store(exc: StoreError) -> ResponseReturnValue:
         if isinstance(exc.__cause__, IntegrityError):  # the database refused what a route wrote: a bug, not an outage
             return _bug(exc)
         log.warning("storage unavailable: %s", exc)
@@ -131,7 +139,7 @@ def init_app(app: Flask) -> None:
         )
 
     @app.errorhandler(Exception)
-    def _bug(exc: Exception):
+    def _bug(exc: Exception) -> ResponseReturnValue:
         log.exception("unhandled error")
         detail = "" if app.config.get("GRADER_PRODUCTION") else f": {type(exc).__name__}: {exc}"
         if _for_people():

@@ -42,7 +42,7 @@ def _fig(num: float, den: int, lo: float | None, hi: float | None) -> dict[str, 
 
 # (not the task's gold patch, which is a secret of the task: /openapi.json and /docs are public)
 
-RESULT = {
+RESULT: dict[str, Any] = {
     "task_id": "calc-mean-empty",
     "verdict": "PASS",
     "explanation": "All 3 required test(s) passed.",
@@ -156,7 +156,7 @@ METRICS = {
     },
     "task_set": {"tasks": 10, "attempted": 2, "resolved": _fig(1, 10, 0.018, 0.404)},
 }
-RUN_VIEW = {
+RUN_VIEW: dict[str, Any] = {
     **RUN,
     "submissions": 6,
     "pending": 0,

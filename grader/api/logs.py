@@ -18,8 +18,9 @@ import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, g, request, send_file
+from flask import Blueprint, Response, current_app, g, request, send_file
 from sqlalchemy import select
 
 from grader.api import auth
@@ -27,6 +28,9 @@ from grader.api.errors import ApiError
 from grader.api.runs import own_run
 from grader.store.models import Run, Submission
 from grader.views import shown_to
+
+if TYPE_CHECKING:
+    from grader.service import Service
 
 bp = Blueprint("logs", __name__)
 FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
@@ -41,11 +45,12 @@ def safe_name(text: str) -> str:
     return name[:120]
 
 
-def entries(svc, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
+def entries(svc: Service, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
     """(path, content) of every file of the archive, index.json last; the run's
     submissions are read a page at a time, so a large run is never in memory whole."""
     root = safe_name(run.name)
-    index, used = [], set()
+    index: list[dict[str, Any]] = []
+    used: set[str] = set()
     after = ""
     while True:
         with svc.db.read() as s:
@@ -111,16 +116,16 @@ def _folder(sub: Submission, used: set[str]) -> str:
     return folder
 
 
-def write_archive(files: Iterator[tuple[str, bytes]], fmt: str, out) -> None:
+def write_archive(files: Iterator[tuple[str, bytes]], fmt: str, out: IO[bytes]) -> None:
     """Write `files` as a .tar.gz or a .zip to the binary file `out`."""
     stamp = dt.datetime.now(dt.UTC)
     if fmt == "zip":
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
             for path, data in files:
-                info = zipfile.ZipInfo(path, date_time=stamp.timetuple()[:6])
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                z.writestr(info, data)
+                entry = zipfile.ZipInfo(path, date_time=stamp.timetuple()[:6])
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                entry.external_attr = 0o644 << 16
+                z.writestr(entry, data)
         return
     with tarfile.open(fileobj=out, mode="w:gz") as t:
         for path, data in files:
@@ -131,11 +136,11 @@ def write_archive(files: Iterator[tuple[str, bytes]], fmt: str, out) -> None:
 
 @bp.get("/v1/runs/<run>/logs")
 @auth.required
-def download(run: str):
+def download(run: str) -> Response:
     fmt = request.args.get("format", "tar.gz")
     if fmt not in FORMATS:
         raise ApiError(422, "invalid_fields", f"format must be one of {list(FORMATS)}, not {fmt!r}")
-    svc = current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
     found = own_run(run)
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
     try:

@@ -7,16 +7,18 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import Any, cast
 
-from flask import Blueprint, Flask, jsonify, render_template, request
-from pydantic.json_schema import models_json_schema
+from flask import Blueprint, Flask, Response, jsonify, render_template, request
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from grader.api import schemas as m
 from grader.version import GRADER_VERSION
 
 bp = Blueprint("openapi", __name__)
 
-_MODELS = [
+_MODELS: list[type[BaseModel]] = [
     m.SubmissionIn,
     m.PredictionIn,
     m.BatchIn,
@@ -41,15 +43,15 @@ _MODELS = [
 ]
 
 
-def _ref(model) -> dict:
+def _ref(model: type[BaseModel]) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def _json(model, description: str) -> dict:
+def _json(model: type[BaseModel], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ref(model)}}}
 
 
-def _errors(*codes: int) -> dict:
+def _errors(*codes: int) -> dict[str, Any]:
     text = {
         400: "malformed request",
         401: "missing or invalid API key",
@@ -120,8 +122,8 @@ _P = {
         "schema": {"type": "string"},
     },
 }
-_AUTH = [{"bearer": []}]
-_OPTIONAL = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
+_AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
+_OPTIONAL: list[dict[str, list[str]]] = [{}, {"bearer": []}]  # public runs need no key; a key shows the team's own too
 _DATE_OR_EMPTY = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "maxLength": 0}]}
 _WINDOW = [
     {
@@ -155,7 +157,7 @@ _WINDOW = [
 ]
 
 
-def _paths() -> dict:
+def _paths() -> dict[str, Any]:
     sub = {"200": _json(m.SubmissionOut, "the submission")}
     return {
         "/v1/submissions": {
@@ -517,7 +519,7 @@ ACCESS = {  # who may call an operation, said on every operation as x-access (an
 }
 
 
-def _access(path: str, method: str, op: dict) -> str:
+def _access(path: str, method: str, op: dict[str, Any]) -> str:
     if op.get("security") == _OPTIONAL:
         return "optional"
     if op.get("security") != _AUTH:
@@ -525,7 +527,7 @@ def _access(path: str, method: str, op: dict) -> str:
     return "admin" if path.startswith("/v1/admin/") else "team"
 
 
-def _with_examples(paths: dict) -> dict:
+def _with_examples(paths: dict[str, Any]) -> dict[str, Any]:
     """Every operation's example (grader/api/examples.py) in OpenAPI's own fields: the
     request body's `example`, the shown answer's `example`; the concrete request (path,
     query, headers) as x-example; who may call it as x-access."""
@@ -562,7 +564,7 @@ def _with_examples(paths: dict) -> dict:
     return paths
 
 
-def _strict(paths: dict) -> dict:
+def _strict(paths: dict[str, Any]) -> dict[str, Any]:
     """Every operation refuses query parameters it does not take (400): a misspelt
     `?runid=` must not silently answer with every submission unfiltered."""
     for ops in paths.values():
@@ -586,7 +588,7 @@ def init_app(app: Flask) -> None:
     from grader.api.errors import ApiError
 
     @app.before_request
-    def _sane_request():
+    def _sane_request() -> None:
         """Refuse, after the key is checked, a request that names nothing: a NUL in its
         path or query (no database stores one in text; PostgreSQL refuses it), or a query
         parameter its operation does not take."""
@@ -602,6 +604,7 @@ def init_app(app: Flask) -> None:
             auth.current()  # a caller without a valid key learns nothing more than 401
         if nul:
             raise ApiError(400, "bad_request", "the path or the query holds a NUL character")
+        assert known is not None and request.url_rule is not None  # unknown names come from a known operation
         takes = ", ".join(sorted(known)) or "none"
         raise ApiError(
             400,
@@ -612,10 +615,9 @@ def init_app(app: Flask) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def document() -> dict:
-    _, defs = models_json_schema(
-        [(model, "validation") for model in _MODELS], ref_template="#/components/schemas/{model}"
-    )
+def document() -> dict[str, Any]:
+    inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in _MODELS]
+    _, defs = models_json_schema(inputs, ref_template="#/components/schemas/{model}")
     return {
         "openapi": "3.1.0",
         "info": {
@@ -641,7 +643,7 @@ def document() -> dict:
 
 
 @bp.get("/openapi.json")
-def spec():
+def spec() -> Response:
     return jsonify(document())
 
 
@@ -680,14 +682,16 @@ PORTAL_PAGES = {
 }
 
 
-def _one_type(s: dict) -> str:
+def _one_type(s: dict[str, Any]) -> str:
     if "$ref" in s:
-        return s["$ref"].rsplit("/", 1)[-1]
+        ref: str = s["$ref"]
+        return ref.rsplit("/", 1)[-1]
     if "anyOf" in s or "oneOf" in s:
-        return " | ".join(dict.fromkeys(_one_type(x) for x in s.get("anyOf") or s.get("oneOf")))
+        alternatives = cast("list[dict[str, Any]]", s.get("anyOf") or s.get("oneOf"))
+        return " | ".join(dict.fromkeys(_one_type(x) for x in alternatives))
     if "enum" in s:
         return "string" if all(isinstance(v, str) for v in s["enum"]) else "value"
-    kind = s.get("type", "any")
+    kind: str = s.get("type", "any")
     if kind == "array":
         return f"list of {_one_type(s.get('items') or {})}"
     if kind == "string" and s.get("format"):
@@ -695,7 +699,7 @@ def _one_type(s: dict) -> str:
     return kind
 
 
-def _allowed(s: dict) -> str:
+def _allowed(s: dict[str, Any]) -> str:
     """What values a schema allows, in words: the enum, the range, the length, the pattern."""
     parts: list[str] = []
     for alt in [s, *(s.get("anyOf") or s.get("oneOf") or [])]:
@@ -719,7 +723,7 @@ def _allowed(s: dict) -> str:
     return "; ".join(dict.fromkeys(parts))
 
 
-def _curl(method: str, op: dict) -> str:
+def _curl(method: str, op: dict[str, Any]) -> str:
     """The example request as a curl command (the key and the service's URL from the
     environment, as the CLI reads them)."""
     from urllib.parse import urlencode
@@ -737,7 +741,7 @@ def _curl(method: str, op: dict) -> str:
     return " \\\n  ".join(lines)
 
 
-def _answer(op: dict) -> tuple[str, str]:
+def _answer(op: dict[str, Any]) -> tuple[str, str]:
     """The example answer: its status line and its body as text."""
     ex = op["x-example"]
     status = ex["status"]
@@ -750,7 +754,7 @@ def _answer(op: dict) -> tuple[str, str]:
     return status, ""
 
 
-def _error_examples(op: dict) -> list[tuple[str, str]]:
+def _error_examples(op: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         (code, json.dumps(r["content"]["application/json"]["example"], indent=1))
         for code, r in op["responses"].items()
@@ -758,7 +762,7 @@ def _error_examples(op: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _operations(doc: dict) -> list[dict]:
+def _operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
     ops = []
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
@@ -796,7 +800,7 @@ def _operations(doc: dict) -> list[dict]:
     return ops
 
 
-def _schemas(doc: dict) -> list[dict]:
+def _schemas(doc: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for name, s in doc["components"]["schemas"].items():
         required = set(s.get("required") or [])
@@ -819,13 +823,14 @@ def _schemas(doc: dict) -> list[dict]:
     return out
 
 
-def _portal_pages() -> list[dict]:
+def _portal_pages() -> list[dict[str, Any]]:
     from flask import current_app
 
     pages = []
     for rule in current_app.url_map.iter_rules():
         if rule.endpoint in PORTAL_PAGES:
             title, what, who = PORTAL_PAGES[rule.endpoint]
+            assert rule.methods is not None  # Flask gives every rule its methods
             methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
             pages.append(
                 {
@@ -841,7 +846,7 @@ def _portal_pages() -> list[dict]:
 
 
 @bp.get("/docs")
-def docs():
+def docs() -> str:
     doc = document()
     ops = _operations(doc)
     tags = list(dict.fromkeys(o["tag"] for o in ops))

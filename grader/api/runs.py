@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import Blueprint, current_app, g, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 from pydantic import ValidationError
 
 from grader import runs as R
@@ -20,7 +20,8 @@ bp = Blueprint("runs", __name__)
 
 
 def _svc() -> Service:
-    return current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
+    return svc
 
 
 def filters() -> R.Filters:
@@ -52,7 +53,7 @@ def load_run(ref: str) -> Run:
 
 
 @bp.get("/v1/runs")
-def index():
+def index() -> Response:
     svc = _svc()
     team_id, admin = _caller_ids()
     with svc.db.read() as s:
@@ -63,7 +64,7 @@ def index():
 
 
 @bp.get("/v1/runs/<run>")
-def show(run: str):
+def show(run: str) -> Response:
     found = load_run(run)
     return jsonify(R.run_view(_svc(), found, filters(), host=bool(getattr(g, "caller", None) and g.caller.admin)))
 
@@ -76,9 +77,9 @@ def own_run(ref: str) -> Run:
 
 @bp.patch("/v1/runs/<run>")
 @auth.required
-def update(run: str):
+def update(run: str) -> Response:
     svc = _svc()
-    run = own_run(run)
+    found = own_run(run)
     try:
         patch = RunPatch.model_validate(json_body())
     except ValidationError as exc:
@@ -88,18 +89,20 @@ def update(run: str):
     if host_only and not g.caller.admin:
         raise ApiError(403, "forbidden", f"only the host (an admin key) sets {sorted(host_only)}")
     with svc.db.write() as s:
-        row = s.get(Run, run.id)
+        row = s.get(Run, found.id)
+        assert row is not None  # found above; a run goes only by its own team's DELETE
         for k, v in fields.items():
             setattr(row, k, v)
         store_runs.publish(row)
     with svc.db.read() as s:
-        row, team = s.get(Run, run.id), s.get(Team, run.team_id)
+        row, team = s.get(Run, found.id), s.get(Team, found.team_id)
+        assert row is not None and team is not None
         return jsonify(R.run_meta(row, team))
 
 
 @bp.delete("/v1/runs/<run>")
 @auth.required
-def delete(run: str):
+def delete(run: str) -> Response:
     """Deletes a run that was never published: the run goes, its submissions stay the
     team's (and in its quota) with no run, and the run_id can be used again. Only the
     run's own team; after publication 409 (the host may hide it instead)."""
@@ -118,21 +121,23 @@ def delete(run: str):
                 f"run {row.name!r} was published on {row.published_at:%Y-%m-%d}; a "
                 "published run cannot be deleted (the host can hide it)",
             )
-        meta = R.run_meta(row, s.get(Team, row.team_id))
+        team = s.get(Team, row.team_id)
+        assert team is not None  # the run's team_id is a foreign key
+        meta = R.run_meta(row, team)
         detached = store_runs.delete(s, row)
     return jsonify({"deleted": meta, "submissions_detached": detached})
 
 
 @bp.get("/v1/runs/<run>/report")
-def report(run: str):
+def report(run: str) -> Response:
     ref = run
     fmt = request.args.get("format", "swebench")
     if fmt != "swebench":
         raise ApiError(422, "invalid_fields", "format must be 'swebench'")
     svc = _svc()
-    run = load_run(ref)
+    found = load_run(ref)
     with svc.db.read() as s:
-        rows = store_runs.submissions_of(s, run)
+        rows = store_runs.submissions_of(s, found)
         subs = [
             {
                 "task_id": r.task_id,
@@ -148,12 +153,12 @@ def report(run: str):
 
 @bp.get("/v1/runs/<run>/predictions")
 @auth.required
-def predictions(run: str):
+def predictions(run: str) -> Response:
     """The run's patches as SWE-bench predictions (a JSON list, which SWE-bench's harness
     reads as a .json predictions file). Its own team's only: a public run shows its
     figures, never its patches."""
     svc = _svc()
-    run = own_run(run)
+    found = own_run(run)
     with svc.db.read() as s:
         rows = [
             {
@@ -164,13 +169,13 @@ def predictions(run: str):
                 "verdict": r.verdict,
                 "trial": r.trial,
             }
-            for r in store_runs.submissions_of(s, run)
+            for r in store_runs.submissions_of(s, found)
         ]
-    return jsonify(R.swebench_predictions(rows, run.name))
+    return jsonify(R.swebench_predictions(rows, found.name))
 
 
 @bp.get("/v1/leaderboard")
-def leaderboard():
+def leaderboard() -> Response:
     _caller_ids()
     include = request.args.get("include_incomplete", "").lower() in ("1", "true", "yes")
     f = filters()
@@ -179,7 +184,7 @@ def leaderboard():
 
 
 @bp.get("/v1/compare")
-def compare():
+def compare() -> Response:
     a, b = request.args.get("a"), request.args.get("b")
     if not a or not b:
         raise ApiError(422, "invalid_fields", "give two runs: ?a=RUN&b=RUN")

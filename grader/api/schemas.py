@@ -17,7 +17,7 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"
 METADATA_MAX = 16 * 1024  # bytes of JSON
 
 
-def _small(v: dict | None) -> dict | None:
+def _small(v: dict[str, Any] | None) -> dict[str, Any] | None:
     import json
 
     if v is not None and len(json.dumps(v)) > METADATA_MAX:
@@ -36,8 +36,10 @@ Trial = Annotated[
         description="which attempt of the run this is (0, 1, 2, ...): a run's trials of one task",
     ),
 ]
+# a Literal over the names tasks/model.py keeps in a tuple: pydantic reads it, mypy takes only literals
 PromptVariant = Annotated[
-    Literal[PROMPT_VARIANTS] | None, Field(None, description="the prompt variant the system was given")
+    Literal[PROMPT_VARIANTS] | None,  # type: ignore[valid-type]
+    Field(None, description="the prompt variant the system was given"),
 ]
 Metadata = Annotated[
     dict[str, Any] | None,

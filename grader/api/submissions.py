@@ -12,10 +12,13 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
-from flask import Blueprint, current_app, g, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
+from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from grader import webhooks
 from grader.api import auth
@@ -37,11 +40,12 @@ JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-li
 
 
 def _svc() -> Service:
-    return current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
+    return svc
 
 
 # --- reading bodies ----------------------------------------------------------------------------
-def _jsonl_body() -> list:
+def _jsonl_body() -> list[Any]:
     raw = request.get_data(cache=False)
     try:
         text = raw.decode("utf-8")
@@ -93,7 +97,7 @@ class Quota:
     reason: ApiError
 
 
-def _quota(svc: Service, caller: auth.Caller, s) -> Quota:
+def _quota(svc: Service, caller: auth.Caller, s: Session) -> Quota:
     """Counted in the intake's write transaction, under the team's lock (subs.lock_team), so
     that no concurrent request of the team can count the same room; near the queue's bound,
     under the queue's lock too, so that no two teams can count its last room."""
@@ -231,7 +235,7 @@ def _conflict() -> ApiError:
     return ApiError(409, "idempotency_conflict", "this Idempotency-Key was used before with a different request")
 
 
-def _prior(prior: Submission, request_hash: str, item_hash: str | None = None) -> Accepted | ApiError:
+def _prior(prior: Submission, request_hash: str | None, item_hash: str | None = None) -> Accepted | ApiError:
     """What a request answers when its key is taken: the first submission if it is the same
     request. `item_hash`: a batch item's own hash, which is what batches stored before
     whole-batch hashes (grader 0.1 before issue 11) kept, so that their retries still replay."""
@@ -239,11 +243,11 @@ def _prior(prior: Submission, request_hash: str, item_hash: str | None = None) -
     return Accepted(prior, replayed=True, enqueue=False) if same else _conflict()
 
 
-def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str, str], Submission]:
+def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str | None, str], Submission]:
     """Earlier grades of these patches, looked up by hash before the write transaction begins."""
     if not svc.settings.cache:
         return {}
-    hits: dict[tuple[str, str], Submission] = {}
+    hits: dict[tuple[str | None, str], Submission] = {}
     images: dict[str, str | None] = {}
     with svc.db.read() as s:
         for row in rows:
@@ -337,15 +341,15 @@ def accept(
             svc.enqueue_many(queued)
         except StoreError as exc:  # stored already: the reconciler will enqueue them
             log.warning("enqueueing %d submission(s) failed (%s); the reconciler will", len(queued), exc)
-    return Intake(out)
+    return Intake(cast("list[Accepted | ApiError]", out))  # every item is answered by now
 
 
 def _store(
     svc: Service,
     caller: auth.Caller,
     chunk: list[tuple[int, Submission]],
-    hits: dict[tuple[str, str], Submission],
-    out: list,
+    hits: dict[tuple[str | None, str], Submission],
+    out: list[Accepted | ApiError | None],
 ) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
@@ -433,7 +437,7 @@ def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
     return sub
 
 
-def _full(svc: Service, sub: Submission) -> dict:
+def _full(svc: Service, sub: Submission) -> dict[str, Any]:
     """The submission with its result as the caller may see it (grader/views/feedback.py)."""
     return shown_to(svc, sub, host=g.caller.admin)
 
@@ -441,7 +445,7 @@ def _full(svc: Service, sub: Submission) -> dict:
 # --- routes --------------------------------------------------------------------------------------
 @bp.post("")
 @auth.required
-def create():
+def create() -> Response:
     svc = _svc()
     body = json_body()
     if not isinstance(body, dict):
@@ -477,9 +481,9 @@ def create():
 ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
 
 
-def _batch_items(svc: Service) -> tuple[list, str | None, dict]:
+def _batch_items(svc: Service) -> tuple[list[Any], str | None, dict[str, Any]]:
     """The items, the run and the batch's defaults for what an item does not say."""
-    defaults: dict = {}
+    defaults: dict[str, Any] = {}
     if request.mimetype in JSONL_TYPES:
         raw, run_id = _jsonl_body(), None
     else:
@@ -521,7 +525,7 @@ class Item:
     ignored: list[str] = field(default_factory=list)
 
 
-def _batch_item(raw, run_id: str | None, defaults: dict) -> Item:
+def _batch_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> Item:
     if not isinstance(raw, dict):
         return Item(ApiError(422, "invalid_fields", "each item must be a JSON object"))
     try:
@@ -547,7 +551,7 @@ def _batch_item(raw, run_id: str | None, defaults: dict) -> Item:
 
 @bp.post("/batch")
 @auth.required
-def create_batch():
+def create_batch() -> ResponseReturnValue:
     svc = _svc()
     raw, run_id, defaults = _batch_items(svc)
     read = [_batch_item(r, run_id, defaults) for r in raw]
@@ -592,14 +596,14 @@ def create_batch():
 
 @bp.get("/<submission_id>")
 @auth.required
-def show(submission_id: str):
+def show(submission_id: str) -> Response:
     svc = _svc()
     return jsonify(_full(svc, _load(svc, submission_id, g.caller)))
 
 
 @bp.get("")
 @auth.required
-def index():
+def index() -> Response:
     svc = _svc()
     try:
         limit = int(request.args.get("limit", 100))
@@ -628,7 +632,7 @@ def index():
 
 @bp.delete("/<submission_id>")
 @auth.required
-def cancel(submission_id: str):
+def cancel(submission_id: str) -> Response:
     svc = _svc()
     sub = _load(svc, submission_id, g.caller)
     if not subs.cancel(svc.db, sub.id):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any, cast
 
 from flask import Blueprint, Response, current_app, g, jsonify
+from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -25,11 +28,12 @@ DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800]
 
 
 def _svc() -> Service:
-    return current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
+    return svc
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> Response:
     return jsonify({"status": "ok"})
 
 
@@ -39,10 +43,11 @@ def docker_status(svc: Service) -> tuple[bool, str]:
 
     if DockerEngine().available():
         return True, "this host's engine answers"
-    reports = {}
+    reports: dict[str, str] = {}
     try:
         for key in svc.redis.scan_iter(f"{DOCKER_KEY}*", count=100):
-            reports[key.decode()[len(DOCKER_KEY) :]] = (svc.redis.get(key) or b"").decode()
+            # bytes: the service's Redis client does not decode responses
+            reports[cast(bytes, key).decode()[len(DOCKER_KEY) :]] = cast(bytes, svc.redis.get(key) or b"").decode()
     except Exception as exc:  # Redis is checked on its own
         return False, f"no local engine, and worker reports unreadable: {exc}"
     ok = [h for h, v in reports.items() if v == "ok"]
@@ -67,12 +72,13 @@ def _host_asking() -> bool:
 
 
 @bp.get("/readyz")
-def readyz():
+def readyz() -> ResponseReturnValue:
     """Which dependency is down. Only hosts see where it lives (addresses, ports, worker
     hosts): an error such as 'connecting to 10.0.0.7:6379' maps the network for anyone."""
     svc = _svc()
     host = _host_asking()
-    checks, ready = {}, True
+    checks: dict[str, dict[str, Any]] = {}
+    ready = True
     for name, probe in (("database", svc.db.ping), ("redis", svc.ping_redis)):
         try:
             probe()
@@ -108,7 +114,8 @@ def _queue_depth(svc: Service) -> dict[str, int]:
         "queued": queued,
         "running": active - queued,
         "redis_queued": svc.queue.count,
-        "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,
+        # rq's ScheduledJobRegistry.__init__ is not annotated
+        "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,  # type: ignore[no-untyped-call]
         "redis_started": StartedJobRegistry(queue=svc.queue).count,
         "webhooks_queued": svc.webhook_queue.count,
     }
@@ -116,14 +123,14 @@ def _queue_depth(svc: Service) -> dict[str, int]:
 
 @bp.get("/v1/workers")
 @auth.required
-def workers():
+def workers() -> Response:
     """Hosts see each worker (name, host, pid, the submission it grades); a team sees only
     how many workers there are and in what state, and the queue's depth: another team's
     submission ids, pids and hosts are not its business."""
     from rq import Worker
 
     svc = _svc()
-    out = []
+    out: list[dict[str, Any]] = []
     for w in Worker.all(connection=svc.redis):
         if not g.caller.admin:
             out.append({"state": w.get_state()})
@@ -153,7 +160,7 @@ class _Collector:
     def __init__(self, svc: Service):
         self.svc = svc
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         with self.svc.db.read() as s:
             counts = subs.verdict_counts(s)
             buckets, total, n = subs.duration_histogram(s, DURATION_BUCKETS)
@@ -185,13 +192,13 @@ class _Collector:
         states: dict[str, int] = {}
         for worker in Worker.all(connection=self.svc.redis):
             states[worker.get_state()] = states.get(worker.get_state(), 0) + 1
-        for state, count in states.items():
-            w.add_metric([state], count)
+        for worker_state, count in states.items():
+            w.add_metric([worker_state], count)
         yield w
 
 
 @bp.get("/metrics")
-def metrics():
+def metrics() -> Response:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(_svc()))
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
@@ -199,7 +206,7 @@ def metrics():
 
 @bp.get("/v1/account")
 @auth.required
-def account():
+def account() -> Response:
     svc, c = _svc(), g.caller
     st = svc.settings
     with svc.db.read() as s:
@@ -221,7 +228,7 @@ def account():
 # --- admin ----------------------------------------------------------------------------------------
 @bp.get("/v1/admin/teams")
 @auth.admin_required
-def teams():
+def teams() -> Response:
     svc = _svc()
     with svc.db.read() as s:
         rows = list(s.scalars(select(Team).order_by(Team.name)))
@@ -241,7 +248,7 @@ def teams():
 
 @bp.post("/v1/admin/teams")
 @auth.admin_required
-def create_team():
+def create_team() -> ResponseReturnValue:
     svc = _svc()
     try:
         body = TeamIn.model_validate(json_body())
@@ -261,7 +268,7 @@ def create_team():
 
 @bp.post("/v1/admin/tasks/reload")
 @auth.admin_required
-def reload_tasks():
+def reload_tasks() -> Response:
     """Read the tasks directory again (after adding or changing tasks). An invalid task
     file keeps the previous set in service and is named, with its reason, in a 422."""
     from grader.errors import TaskError

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from flask import Blueprint, current_app, jsonify, send_file
+from flask import Blueprint, Response, current_app, jsonify, send_file
 
 from grader.api import auth
 from grader.api.errors import ApiError
 from grader.errors import TaskError, TaskNotFound
 from grader.tasks.bundle import repository_bundle
+from grader.tasks.model import Task
+
+if TYPE_CHECKING:
+    from grader.service import Service
 
 bp = Blueprint("tasks", __name__, url_prefix="/v1/tasks")
 log = logging.getLogger(__name__)
@@ -18,13 +23,13 @@ BUNDLE_TYPE = "application/x-git-bundle"
 
 @bp.get("")
 @auth.required
-def index():
-    svc = current_app.extensions["grader"]
+def index() -> Response:
+    svc: Service = current_app.extensions["grader"]
     return jsonify({"items": [t.public_view() for t in sorted(svc.tasks, key=lambda t: t.id)]})
 
 
-def _task(task_id: str):
-    svc = current_app.extensions["grader"]
+def _task(task_id: str) -> Task:
+    svc: Service = current_app.extensions["grader"]
     try:
         return svc.task(task_id)
     except TaskNotFound:
@@ -33,18 +38,18 @@ def _task(task_id: str):
 
 @bp.get("/<task_id>")
 @auth.required
-def show(task_id: str):
+def show(task_id: str) -> Response:
     return jsonify(_task(task_id).public_view())
 
 
 @bp.get("/<task_id>/repository")
 @auth.required
-def repository(task_id: str):
+def repository(task_id: str) -> Response:
     """The starting repository as a git bundle (grader/tasks/bundle.py). Its sha256 is the
     ETag, so a client that has it asks with If-None-Match and gets 304; `no-cache` makes
     every use ask, since a reloaded task may start elsewhere under the same URL."""
     task = _task(task_id)
-    svc = current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
     try:
         bundle = repository_bundle(task, svc.settings.cache_dir, svc.task_hash(task_id))
     except TaskError as exc:  # the task's repository source is broken or gone: the host's to fix

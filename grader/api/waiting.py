@@ -133,7 +133,8 @@ class Waits:
         pause = 0.5
         while True:
             try:
-                with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                # redis-py's pubsub() takes its options as **kwargs, unannotated
+                with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:  # type: ignore[no-untyped-call]
                     pubsub.subscribe(self.channel)
                     pause = 0.5
                     while True:  # get_message waits on the socket itself: no read times out while all is quiet

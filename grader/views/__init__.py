@@ -7,14 +7,34 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from pathlib import Path
+from typing import Any, Protocol
 
 from grader.errors import TaskError
 from grader.store.models import Submission
+from grader.tasks.model import Task
 from grader.verdict import Verdict
 from grader.views.feedback import feedback_view
 from grader.views.redact import Secrets, own_lines, redact, secret_lines
 
 log = logging.getLogger(__name__)
+
+
+class _CacheSettings(Protocol):
+    @property
+    def cache_dir(self) -> Path: ...
+
+
+class TaskSource(Protocol):
+    """What the views read of the service (grader/service.py, beside this package: it
+    cannot be imported here)."""
+
+    @property
+    def settings(self) -> _CacheSettings: ...
+
+    def task(self, task_id: str, /) -> Task: ...
+
+    def task_hash(self, task_id: str, /) -> str: ...
 
 
 def _iso(t: dt.datetime | None) -> str | None:
@@ -27,10 +47,10 @@ def _iso(t: dt.datetime | None) -> str | None:
 
 def submission_view(
     sub: Submission, *, full: bool, secrets: frozenset[str] = frozenset(), feedback: str = "verdict", host: bool = False
-) -> dict:
+) -> dict[str, Any]:
     """The submission; with `full`, its result as `feedback` shows it (a host sees it
     whole), every secret line masked. Callers with a service use `shown_to`."""
-    view = {
+    view: dict[str, Any] = {
         "id": sub.id,
         "task_id": sub.task_id,
         "status": sub.status,
@@ -61,7 +81,7 @@ def submission_view(
     return view
 
 
-def shown_to(svc, sub: Submission, *, host: bool) -> dict:
+def shown_to(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
     """The submission with its result as its viewer may see it: a host all of it, its
     team what the task's feedback policy shows. The one way a result leaves the server
     (the API, `?wait=`, webhooks, the portal)."""
@@ -73,7 +93,7 @@ def shown_to(svc, sub: Submission, *, host: bool) -> dict:
     return submission_view(sub, full=True, secrets=secrets.lines, feedback=policy, host=host)
 
 
-def task_feedback(svc, task_id: str) -> str:
+def task_feedback(svc: TaskSource, task_id: str) -> str:
     """The task's policy as it is now (a host may tighten it for past grades too); a task
     that is gone shows only the verdict."""
     try:
@@ -86,7 +106,7 @@ _SECRETS: dict[str, tuple[Secrets, float]] = {}
 RETRY_INCOMPLETE = 60.0  # seconds before a task's secrets that could not all be read are read again
 
 
-def task_secrets(svc, task_id: str) -> Secrets:
+def task_secrets(svc: TaskSource, task_id: str) -> Secrets:
     """The secret lines of a task, computed once per task definition (expected files from
     a commit are read from the task as prepared for grading, in the service's cache)."""
     try:

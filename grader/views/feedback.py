@@ -23,6 +23,7 @@ host until a policy names it. Masking (redact) applies after this, under every p
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from grader.checks.output import hide_ratio
@@ -33,7 +34,7 @@ TAMPERED_EVIDENCE = "tampering detected"
 WITHHELD = "[withheld]"
 # What of a check's measurements survives `tests`, per check type: the pass mark, never
 # what measures the distance to the expected output or files.
-CHECK_KEYS = {
+CHECK_KEYS: dict[str | None, tuple[str, ...]] = {  # looked up by a result's check type, None if it has none
     "tests": ("type", "runner", "report_problem"),
     "output": ("type", "threshold", "passed", "exit_code", "stdout_truncated"),
     "exact_match": ("type", "files", "matched", "mismatched", "missing"),
@@ -68,7 +69,7 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
             "all": {tid: outcome for tid, outcome in (tests.get("all") or {}).items() if tid in listed},
             "exit_code": tests.get("exit_code"),
         }
-    check = result.get("check") or {}
+    check: dict[str, Any] = result.get("check") or {}
     view["check"] = _keep(check, CHECK_KEYS.get(check.get("type"), ("type",)))
     if (apply := result.get("apply")) is not None:
         # outputs included: the patch is applied before the hidden tests are in place and
@@ -148,7 +149,7 @@ def _without_ids(text: str, ids: set[str]) -> str:
     return re.sub(r"\s+([.,;)])", r"\1", text).strip()
 
 
-def _keep(record: dict[str, Any], keys) -> dict[str, Any]:
+def _keep(record: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return {k: record[k] for k in keys if k in record}
 
 

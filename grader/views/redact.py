@@ -65,8 +65,9 @@ def secret_lines(task: Task, cache: Path | None = None, task_hash: str | None = 
     refs = [r for r in task.referenced_files() if r != task.repo.bundle]
     patches = {task.gold_patch}
     check = task.check
-    if getattr(check, "test_patch", None):
-        patches.add(check.test_patch)
+    test_patch = getattr(check, "test_patch", None)
+    if test_patch:
+        patches.add(test_patch)
     for rel in refs:
         try:
             text = task.read(rel).decode("utf-8", errors="replace")
