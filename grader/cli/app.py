@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -16,6 +18,11 @@ from grader.cli.render import err, escape
 from grader.config import API_BIND, get_settings
 from grader.errors import GraderError, TaskError
 from grader.verdict import Verdict
+
+if TYPE_CHECKING:
+    from grader.client import ApiError, Client
+
+R = TypeVar("R")
 
 EXIT = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.PATCH_FAILED: 1, Verdict.TIMED_OUT: 1, Verdict.ERROR: 3}
 # Past the verdicts: 2 a usage error or a refusal of the request (click's own 2 for usage),
@@ -29,7 +36,7 @@ def main() -> None:
     """Grade unified-diff patches against tasks in isolated containers."""
 
 
-def common(fn):
+def common(fn: Callable[..., R]) -> Callable[..., R]:
     """--tasks-dir (and GRADER_TASKS_DIR) on every command; machinery faults as clean errors."""
 
     @click.option(
@@ -39,7 +46,7 @@ def common(fn):
         help="Directory of task files [default: tasks/, or GRADER_TASKS_DIR].",
     )
     @functools.wraps(fn)
-    def wrapper(*args, tasks_dir: Path | None, **kwargs):
+    def wrapper(*args: Any, tasks_dir: Path | None, **kwargs: Any) -> R:
         settings = get_settings(tasks_dir=tasks_dir)
         try:
             return fn(settings, *args, **kwargs)
@@ -55,14 +62,14 @@ def common(fn):
 
 # --- a grader service (clients of the REST API) -------------------------------------------
 # The HTTP client is imported inside these functions: grading locally never needs it.
-def remote(fn):
+def remote(fn: Callable[..., R]) -> Callable[..., R]:
     """--url and --api-key (GRADER_API_URL, GRADER_API_KEY) on commands that talk to the
     service; its errors as clean exits with status 2."""
 
     @click.option("--url", default=None, help=f"The grader service [default: GRADER_API_URL, or http://{API_BIND}].")
     @click.option("--api-key", default=None, help="The API key [default: GRADER_API_KEY, which keeps it out of `ps`].")
     @functools.wraps(fn)
-    def wrapper(*args, url: str | None, api_key: str | None, **kwargs):
+    def wrapper(*args: Any, url: str | None, api_key: str | None, **kwargs: Any) -> R:
         from grader.client import ApiError
 
         client = client_or_exit(url, api_key)
@@ -74,7 +81,7 @@ def remote(fn):
     return wrapper
 
 
-def client_or_exit(url: str | None, api_key: str | None, *, why: str = ""):
+def client_or_exit(url: str | None, api_key: str | None, *, why: str = "") -> Client:
     """The service's client from --url / --api-key or GRADER_API_URL / GRADER_API_KEY;
     without a key, exit 2 naming where one goes (after `why`, what else was missing)."""
     from pydantic import SecretStr
@@ -94,7 +101,7 @@ def client_or_exit(url: str | None, api_key: str | None, *, why: str = ""):
     return Client(settings.api_url, settings.api_key)
 
 
-def api_error_exit(exc, *, why: str = "") -> None:
+def api_error_exit(exc: ApiError, *, why: str = "") -> NoReturn:
     """The service's refusal, or its absence, in one line; exit 2. A service that did not
     answer is named with its URL alone (no transport trace); a refused key says where it came from."""
     text = exc.message if exc.status is None else str(exc)

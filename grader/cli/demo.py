@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
+from rich.progress import TaskID
 from rich.table import Table
 
 from grader.cli.app import common, main
@@ -64,9 +66,12 @@ def demo(
     err.print(f"[green]all {len(rows)} verdicts as expected[/green] (gold PASS, empty FAIL, broken PATCH FAILED)")
 
 
-def _demo_local(settings: Settings, ts: TaskSet, cases, runtime) -> list[dict]:
+Case = tuple[str, str, str]  # task id, which patch (gold, empty, broken), the patch
+
+
+def _demo_local(settings: Settings, ts: TaskSet, cases: list[Case], runtime: str | None) -> list[dict[str, Any]]:
     grader = Grader(settings, runtime=runtime)
-    rows = []
+    rows: list[dict[str, Any]] = []
     with progress() as bar:
         job = bar.add_task("grading", total=len(cases))
         for task_id, label, patch in cases:
@@ -86,7 +91,7 @@ def _demo_local(settings: Settings, ts: TaskSet, cases, runtime) -> list[dict]:
     return rows
 
 
-def _demo_service(settings: Settings, cases, url: str | None, api_key: str | None) -> list[dict]:
+def _demo_service(settings: Settings, cases: list[Case], url: str | None, api_key: str | None) -> list[dict[str, Any]]:
     import time
     import uuid
 
@@ -100,7 +105,7 @@ def _demo_service(settings: Settings, cases, url: str | None, api_key: str | Non
         sys.exit(2)
     client = Client(st.api_url, st.api_key)
     run = f"demo-{uuid.uuid4().hex[:8]}"
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     try:
         for round_, todo in (("", cases), (" again", [c for c in cases if c[1] == "gold"])):
             t0 = time.monotonic()
@@ -114,7 +119,11 @@ def _demo_service(settings: Settings, cases, url: str | None, api_key: str | Non
                 raise click.ClickException(f"the service refused {len(refused)} submission(s): {refused[:3]}")
             with progress() as bar:
                 job = bar.add_task(f"grading {len(ids)} submissions through {st.api_url}", total=len(ids))
-                client.wait(ids, timeout=900, poll=0.5, on_done=lambda _s, job=job: bar.advance(job))
+
+                def advance(_s: dict[str, Any], job: TaskID = job) -> None:
+                    bar.advance(job)
+
+                client.wait(ids, timeout=900, poll=0.5, on_done=advance)
             wall = time.monotonic() - t0
             for (task_id, label, _), sid in zip(todo, ids, strict=False):
                 sub = client.get(sid)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.table import Table
@@ -22,6 +24,14 @@ from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
 from grader.validate import validate_task
 
+if TYPE_CHECKING:
+    from grader.client import Client
+    from grader.importers import Source
+    from grader.tasks.model import Task
+
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 # --- grade --------------------------------------------------------------------------
 @main.command()
@@ -30,7 +40,7 @@ from grader.validate import validate_task
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None, help="OCI runtime [default: runc].")
 @common
-def grade(settings: Settings, task_id: str, patch_file, as_json: bool, runtime: str | None) -> None:
+def grade(settings: Settings, task_id: str, patch_file: IO[bytes], as_json: bool, runtime: str | None) -> None:
     """Grade one patch against one task."""
     task = TaskSet(settings.tasks_dir).get(task_id)
     patch = patch_file.read()
@@ -57,13 +67,13 @@ class _Served:
         self.url, self.api_key = url, api_key
         self.why = ""
 
-    def client(self, why: str):
+    def client(self, why: str) -> Client:
         """`why`: what was missing here, said first if the service cannot be asked either."""
         self.why = why
         return client_or_exit(self.url, self.api_key, why=why)
 
 
-def served(fn):
+def served(fn: Callable[..., R]) -> Callable[..., R]:
     """--url and --api-key on `tasks list / show / checkout`, which read the local task
     folders when there are any and ask the service (GRADER_API_URL) otherwise."""
 
@@ -74,7 +84,7 @@ def served(fn):
     )
     @click.option("--api-key", default=None, help="The API key for the service [default: GRADER_API_KEY].")
     @functools.wraps(fn)
-    def wrapper(settings: Settings, *args, url: str | None, api_key: str | None, **kwargs):
+    def wrapper(settings: Settings, *args: Any, url: str | None, api_key: str | None, **kwargs: Any) -> R:
         from grader.client import ApiError
 
         service = _Served(url, api_key)
@@ -94,7 +104,7 @@ def _no_tasks_dir(settings: Settings) -> str:
     return f"no tasks directory {settings.tasks_dir} here (GRADER_TASKS_DIR or --tasks-dir)"
 
 
-def _local_task(settings: Settings, service: _Served, task_id: str):
+def _local_task(settings: Settings, service: _Served, task_id: str) -> tuple[Task | None, str]:
     """The task from its local folder, or None (with why, for `service.client`)."""
     ts = _local_tasks(settings, service)
     if ts is not None and task_id in ts.ids():
@@ -273,7 +283,7 @@ def tasks_import() -> None:
     """Import SWE-bench, RES-Q or GitGoodBench rows as a validated suite (docs/importers.md)."""
 
 
-def import_options(fn):
+def import_options(fn: F) -> F:
     """What every importer takes; FILE is a JSON list or JSONL."""
     for opt in reversed(
         [
@@ -321,7 +331,7 @@ def import_options(fn):
     return fn
 
 
-def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_json: bool, **kwargs) -> None:
+def _import(settings: Settings, source: Source, file: Path, no_validate: bool, as_json: bool, **kwargs: Any) -> None:
     from grader.importers import import_file
 
     with progress() as bar:
@@ -362,10 +372,10 @@ def _import(settings: Settings, source: str, file: Path, no_validate: bool, as_j
         sys.exit(1)
 
 
-def _import_command(source: str, summary: str, *options) -> None:
+def _import_command(source: Source, summary: str, *options: Callable[[F], F]) -> None:
     """`grader tasks import SOURCE FILE`: the shared options, then the source's own."""
 
-    def command(settings: Settings, file: Path, **kwargs) -> None:
+    def command(settings: Settings, file: Path, **kwargs: Any) -> None:
         _import(settings, source, file, **kwargs)
 
     command.__doc__ = summary
@@ -376,7 +386,7 @@ def _import_command(source: str, summary: str, *options) -> None:
     tasks_import.command(source)(fn)
 
 
-def _repo_dir(required: bool, otherwise: str):
+def _repo_dir(required: bool, otherwise: str) -> Callable[[F], F]:
     return click.option(
         "--repo-dir",
         type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -440,7 +450,7 @@ def env_build(settings: Settings, names: tuple[str, ...]) -> None:
 def env_list(settings: Settings, as_json: bool) -> None:
     """List environments and every grader image on this engine."""
     images = Images(settings)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in images.environments():
         tag = images.env_tag(e)
         rows.append({"environment": e.name, "tag": tag, "built": images.engine.image_id(tag) is not None})

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -31,10 +33,15 @@ from grader.cli.render import (
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Verdict
 
+if TYPE_CHECKING:
+    from grader.client import Client
+
+F = TypeVar("F", bound=Callable[..., Any])
+
 LONG_POLL = 60.0  # seconds one submit asks the server to hold for its verdict (the server caps it at max_wait)
 
 
-def window(fn):
+def window(fn: F) -> F:
     """--suite, --variant, --since, --until: the same filters as the API and the portal."""
     for opt in reversed(
         [
@@ -48,7 +55,7 @@ def window(fn):
     return fn
 
 
-def _metadata(ctx, param, value: str | None) -> dict | None:
+def _metadata(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any] | None:
     """--metadata: a JSON object, given inline or as @FILE."""
     if value is None:
         return None
@@ -62,7 +69,7 @@ def _metadata(ctx, param, value: str | None) -> dict | None:
     return data
 
 
-def _id_list(ctx, param, values: tuple[str, ...]) -> list[str] | None:
+def _id_list(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str] | None:
     """--instance-ids a,b --instance-ids c: ['a', 'b', 'c'] (None when not given)."""
     ids = [i.strip() for v in values for i in v.split(",") if i.strip()]
     return ids or None
@@ -159,15 +166,15 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
 @click.option("--json", "as_json", is_flag=True, help="Print the submission(s) as JSON.")
 @remote
 def submit_cmd(
-    client,
+    client: Client,
     task_id: str | None,
-    patch_file,
+    patch_file: IO[bytes] | None,
     predictions_file: str | None,
     run_id: str | None,
     system: str | None,
     trial: int | None,
     prompt_variant: str | None,
-    metadata: dict | None,
+    metadata: dict[str, Any] | None,
     callback_url: str | None,
     instance_ids: list[str] | None,
     overwrite: bool,
@@ -179,7 +186,7 @@ def submit_cmd(
     """Submit a patch (--task, --patch) or a batch of predictions (--predictions) to the service."""
     import time
 
-    attempt = {
+    attempt: dict[str, Any] = {
         "system": system,
         "trial": trial,
         "prompt_variant": prompt_variant,
@@ -231,16 +238,17 @@ def submit_cmd(
     sys.exit(EXIT_NO_VERDICT)
 
 
-def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> list[dict]:
+def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> list[dict[str, Any]]:
     """The file's predictions, only those of `instance_ids` when given (each must be there)."""
     from grader.client import PredictionsError, parse_predictions, read_predictions
 
     try:
-        items = (
-            parse_predictions(click.get_text_stream("stdin").read(), source="<stdin>")
-            if predictions_file == "-"
-            else read_predictions(predictions_file)
-        )
+        if predictions_file == "-":
+            # click 8.5 serves get_text_stream (deprecated) through a module __getattr__ typed `object`
+            stdin = click.get_text_stream("stdin")  # type: ignore[operator]
+            items = parse_predictions(stdin.read(), source="<stdin>")
+        else:
+            items = read_predictions(predictions_file)
     except PredictionsError as exc:
         err.print(f"[red]error:[/red] {escape(exc)}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -256,11 +264,13 @@ def _read_predictions(predictions_file: str, instance_ids: list[str] | None) -> 
     return [i for i in items if _task_of(i) in wanted]
 
 
-def _task_of(item: dict) -> str:
+def _task_of(item: dict[str, Any]) -> str:
     return str(item.get("instance_id") or item.get("task_id"))
 
 
-def _reused(client, run_id: str, items: list[dict], trial: int | None) -> list[tuple[str, int | None]]:
+def _reused(
+    client: Client, run_id: str, items: list[dict[str, Any]], trial: int | None
+) -> list[tuple[str, int | None]]:
     """The (task, trial) pairs of `items` that the run already holds a submission for
     (cancelled ones aside): what submitting again would silently add a second attempt at."""
     held = {
@@ -273,10 +283,10 @@ def _reused(client, run_id: str, items: list[dict], trial: int | None) -> list[t
 
 
 def _submit_batch(
-    client,
+    client: Client,
     predictions_file: str,
     run_id: str,
-    attempt: dict,
+    attempt: dict[str, Any],
     *,
     instance_ids: list[str] | None,
     overwrite: bool,
@@ -391,7 +401,7 @@ def _submit_batch(
 @click.argument("submission_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the submission, with its result, as JSON.")
 @remote
-def status_cmd(client, submission_id: str, as_json: bool) -> None:
+def status_cmd(client: Client, submission_id: str, as_json: bool) -> None:
     """Show a submission: status, verdict, times, host, and the result once done."""
     sub = client.get(submission_id)
     if as_json:
@@ -409,7 +419,7 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @remote
-def runs_list(client, as_json: bool) -> None:
+def runs_list(client: Client, as_json: bool) -> None:
     """Your team's runs and every public one."""
     items = client.runs()
     if as_json:
@@ -423,7 +433,15 @@ def runs_list(client, as_json: bool) -> None:
 @window
 @click.option("--json", "as_json", is_flag=True)
 @remote
-def runs_show(client, run: str, suite, variant, since, until, as_json: bool) -> None:
+def runs_show(
+    client: Client,
+    run: str,
+    suite: str | None,
+    variant: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
     """RUN's figures (with numerators, denominators and 95% intervals) and its per-task table."""
     view = client.run(run, suite=suite, variant=variant, since=since, until=until)
     if as_json:
@@ -438,7 +456,16 @@ def runs_show(client, run: str, suite, variant, since, until, as_json: bool) -> 
 @window
 @click.option("--json", "as_json", is_flag=True)
 @remote
-def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: bool) -> None:
+def runs_compare(
+    client: Client,
+    a: str,
+    b: str,
+    suite: str | None,
+    variant: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
     """A against B on their common tasks: wins, losses, the solve-rate difference and McNemar's p."""
     res = client.compare(a, b, suite=suite, variant=variant, since=since, until=until)
     if as_json:
@@ -459,7 +486,7 @@ def runs_compare(client, a: str, b: str, suite, variant, since, until, as_json: 
 )
 @click.option("--out", "dest", type=click.File("w"), default="-", help="The file to write [default: stdout].")
 @remote
-def runs_export(client, run: str, fmt: str, dest) -> None:
+def runs_export(client: Client, run: str, fmt: str, dest: IO[str]) -> None:
     """RUN in SWE-bench's formats: what `submit --predictions` and SWE-bench's harness read."""
     if fmt == "report":
         dest.write(json.dumps(client.report(run), indent=1) + "\n")
@@ -478,7 +505,7 @@ def runs_export(client, run: str, fmt: str, dest) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @remote
 def runs_publish(
-    client,
+    client: Client,
     run: str,
     method: str | None,
     description: str | None,
@@ -525,7 +552,7 @@ def _archive_format(dest: Path | None, fmt: str | None) -> str:
     help="[default: from the file's name: .zip is a zip, anything else tar.gz]",
 )
 @remote
-def runs_logs(client, run: str, dest: Path | None, fmt: str | None) -> None:
+def runs_logs(client: Client, run: str, dest: Path | None, fmt: str | None) -> None:
     """Download every submission's logs of RUN (patch, test output, result) as one archive."""
     fmt = _archive_format(dest, fmt)
     dest = dest or Path(f"{_file_name(run)}-logs.{fmt}")
@@ -537,7 +564,7 @@ def runs_logs(client, run: str, dest: Path | None, fmt: str | None) -> None:
 @click.argument("run")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @remote
-def runs_delete(client, run: str, yes: bool) -> None:
+def runs_delete(client: Client, run: str, yes: bool) -> None:
     """Delete RUN, before it is published: the run goes, its submissions stay in your
     history (and your quota) with no run, and the run id can be used again. A run that
     has been public cannot be deleted (the host can hide it)."""
@@ -556,7 +583,15 @@ def runs_delete(client, run: str, yes: bool) -> None:
 @click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")
 @click.option("--json", "as_json", is_flag=True)
 @remote
-def leaderboard_cmd(client, suite, variant, since, until, include_incomplete: bool, as_json: bool) -> None:
+def leaderboard_cmd(
+    client: Client,
+    suite: str | None,
+    variant: str | None,
+    since: str | None,
+    until: str | None,
+    include_incomplete: bool,
+    as_json: bool,
+) -> None:
     """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
     suites' whole task set they resolve (a task not attempted is not resolved)."""
     rows = client.leaderboard(

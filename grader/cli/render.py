@@ -8,6 +8,7 @@ is printed, not read as rich markup.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape as _markup_escape
@@ -85,7 +86,7 @@ def print_result(result: Result) -> None:
     out.print(f"durations: {times}", style="dim")
 
 
-def print_submission(sub: dict) -> None:
+def print_submission(sub: dict[str, Any]) -> None:
     """The service's view (status, times, host), then the result as `grader grade` prints it."""
     from pydantic import ValidationError
 
@@ -136,7 +137,7 @@ def print_submission(sub: dict) -> None:
         out.print("tests: " + "; ".join(parts), highlight=False, markup=False)
 
 
-def _spans(sub: dict) -> str:
+def _spans(sub: dict[str, Any]) -> str:
     """'waited 1.2 s, ran 3.4 s' from the ISO 8601 times, when they parse."""
     import datetime as dt
 
@@ -163,14 +164,14 @@ def print_verdict_counts(run_id: str, counts: dict[str, int]) -> None:
 
 
 # --- runs and the leaderboard ------------------------------------------------------------
-def _num(value) -> str:
+def _num(value: Any) -> str:
     """A numerator: whole numbers as such, sums of per-task shares to 3 significant digits."""
     if isinstance(value, float) and not value.is_integer():
         return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return str(int(value)) if isinstance(value, (int, float)) else str(value)
 
 
-def _fig(fig) -> str:
+def _fig(fig: dict[str, Any] | None) -> str:
     """A figure as a person reads it: 66.7% (2/3) [20.8, 93.9]; a dash over no task."""
     if not fig or fig.get("value") is None or not fig.get("denominator"):
         return DASH
@@ -179,14 +180,14 @@ def _fig(fig) -> str:
     return text + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci and ci[0] is not None else "")
 
 
-def _count(fig) -> str:
+def _count(fig: dict[str, Any] | None) -> str:
     """Tasks out of a task set: 3 of 5 (60.0%)."""
     if not fig or not fig.get("denominator"):
         return DASH
     return f"{_num(fig.get('numerator'))} of {fig['denominator']} ({100 * fig['value']:.1f}%)"
 
 
-def print_runs(items: list[dict]) -> None:
+def print_runs(items: list[dict[str, Any]]) -> None:
     table = Table("id", "run", "team", "method", "public", "created")
     for r in items:
         table.add_row(
@@ -200,7 +201,7 @@ def print_runs(items: list[dict]) -> None:
     out.print(table)
 
 
-def print_run(view: dict) -> None:
+def print_run(view: dict[str, Any]) -> None:
     """A run's figures (with numerators, denominators and 95% intervals) and its per-task table."""
     m = view["metrics"]
     state = "complete" if view["complete"] else f"INCOMPLETE ({view['pending']} pending, {view['errors']} errors)"
@@ -265,7 +266,7 @@ def print_run(view: dict) -> None:
     out.print(per)
 
 
-def print_comparison(res: dict) -> None:
+def print_comparison(res: dict[str, Any]) -> None:
     """Two runs on their common tasks: wins, losses, the solve-rate difference and McNemar's p."""
     c = res["comparison"]
     out.print(
@@ -299,7 +300,7 @@ def print_comparison(res: dict) -> None:
     out.print(per)
 
 
-def print_leaderboard(rows: list[dict], *, filtered: bool) -> None:
+def print_leaderboard(rows: list[dict[str, Any]], *, filtered: bool) -> None:
     """The ranked runs; an empty board says whether the filters (`filtered`) emptied it."""
     if not rows:
         out.print("no public run matches" + (" these filters" if filtered else " yet"), highlight=False)

@@ -4,6 +4,8 @@ they all read."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.table import Table
 
@@ -11,8 +13,13 @@ from grader.cli.app import common, main
 from grader.cli.render import out
 from grader.config import API_BIND, Settings
 
+if TYPE_CHECKING:
+    from flask import Flask
 
-def _service(settings: Settings):
+    from grader.service import Service
+
+
+def _service(settings: Settings) -> Service:
     from grader.service import Service
 
     settings.require_production_secrets()
@@ -50,7 +57,7 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     )
 
     class _App(BaseApplication):
-        def load_config(self):
+        def load_config(self) -> None:
             for key, value in {
                 "bind": bind,
                 "workers": processes,
@@ -67,7 +74,9 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
             }.items():
                 self.cfg.set(key, value)
 
-        def load(self):
+        # types-gunicorn spells a WSGI app's start_response as a plain callable, Flask takes
+        # the standard StartResponse protocol: the same thing at run time
+        def load(self) -> Flask:  # type: ignore[override]
             return create_app(settings, migrate=False)
 
     _App().run()
