@@ -10,6 +10,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -17,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from filelock import FileLock
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,7 +35,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
     engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
@@ -44,7 +45,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(conn):
+    def _begin(conn: Connection) -> None:
         # a writer takes the write lock up front: a read that later upgrades to a write can
         # fail at once with SQLITE_BUSY, whatever the busy timeout
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
@@ -107,7 +108,7 @@ class Database:
 
     @staticmethod
     @contextlib.contextmanager
-    def _wrap():
+    def _wrap() -> Iterator[None]:
         try:
             yield
         except SQLAlchemyError as exc:
@@ -122,7 +123,7 @@ class Database:
         self._write_engine.dispose()
 
     # --- schema -------------------------------------------------------------------------
-    def _alembic(self, connection) -> Config:
+    def _alembic(self, connection: Connection) -> Config:
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         cfg.attributes["connection"] = connection
@@ -133,7 +134,9 @@ class Database:
             return MigrationContext.configure(conn).get_current_revision()
 
     def head_revision(self) -> str:
-        return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+        head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+        assert head is not None  # the migrations ship with the package
+        return head
 
     def migrate(self) -> None:
         """Bring the schema to the newest revision; safe when many processes start together."""
@@ -143,7 +146,7 @@ class Database:
                 conn.commit()
 
     @contextlib.contextmanager
-    def _migration_lock(self):
+    def _migration_lock(self) -> Iterator[None]:
         if self.is_sqlite:
             path = make_url(self.url).database
             lock = FileLock(f"{path}.migrate.lock") if path and path != ":memory:" else contextlib.nullcontext()

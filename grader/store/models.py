@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import Enum
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -99,7 +100,7 @@ class Submission(Base):
     system: Mapped[str | None] = mapped_column(String(200), nullable=True)
     trial: Mapped[int | None] = mapped_column(Integer, nullable=True)
     prompt_variant: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    meta: Mapped[dict | None] = mapped_column("metadata", JSON, nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
     callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -119,7 +120,7 @@ class Submission(Base):
     image_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     grader_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
     duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds of grading (the result's total)
-    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the latest ERROR, while it is retried
     # when its grade first ERRORed: a gold PASS older than this is no evidence against it
     first_error_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from grader.errors import StoreError
 from grader.store.db import Database
 from grader.store.models import Run, Submission, Team, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
 
 
 def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
@@ -36,7 +41,7 @@ def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
                 raise  # else: made meanwhile by another request
 
 
-def find(s, ref: str, *, team_id: int | None) -> Run | None:
+def find(s: Session, ref: str, *, team_id: int | None) -> Run | None:
     """A run by public id, or by name among `team_id`'s runs."""
     run = s.get(Run, ref) if len(ref) == 16 else None
     if run is None and team_id is not None:
@@ -44,7 +49,7 @@ def find(s, ref: str, *, team_id: int | None) -> Run | None:
     return run
 
 
-def visible(s, *, team_id: int | None, admin: bool) -> list[Run]:
+def visible(s: Session, *, team_id: int | None, admin: bool) -> list[Run]:
     """The runs a caller may see: its own team's, every public one that the host has not
     hidden, and every run for an admin."""
     q = select(Run).join(Team)
@@ -63,7 +68,7 @@ def may_see(run: Run, *, team_id: int | None, admin: bool) -> bool:
     return owns(run, team_id=team_id, admin=admin) or ((run.public or run.baseline) and not run.hidden)
 
 
-def submissions_of(s, run: Run) -> list[Submission]:
+def submissions_of(s: Session, run: Run) -> list[Submission]:
     return list(
         s.scalars(
             select(Submission)
@@ -84,7 +89,7 @@ def publish(run: Run, now: dt.datetime | None = None) -> None:
         run.published_at = now or utcnow()
 
 
-def locked_names(s, team_id: int, names: set[str]) -> dict[str, Run]:
+def locked_names(s: Session, team_id: int, names: set[str]) -> dict[str, Run]:
     """Of the run names a team submits to, the ones that are locked."""
     if not names:
         return {}
@@ -92,11 +97,12 @@ def locked_names(s, team_id: int, names: set[str]) -> dict[str, Run]:
     return {r.name: r for r in rows}
 
 
-def delete(s, run: Run) -> int:
+def delete(s: Session, run: Run) -> int:
     """Delete an unpublished run (the caller checks, in this transaction): its submissions
     leave it (run_id cleared) and stay the team's; returns how many. The name is free again."""
-    detached = s.execute(
+    result = s.execute(
         update(Submission).where(Submission.team_id == run.team_id, Submission.run_id == run.name).values(run_id=None)
-    ).rowcount
+    )
+    detached: int = cast("CursorResult[Any]", result).rowcount  # an UPDATE's result is a cursor's
     s.delete(run)
     return detached

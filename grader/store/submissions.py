@@ -15,6 +15,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import and_, case, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session, defer
@@ -22,6 +23,11 @@ from sqlalchemy.orm import Session, defer
 from grader.store.db import Database
 from grader.store.models import Status, Submission, Team, utcnow
 from grader.verdict import Result, Verdict
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
+    from sqlalchemy.engine import Result as SqlResult
+
 
 _ID_LOCK = threading.Lock()
 _last_id = [0, 0]  # the milliseconds and the sequence number of this process's last id
@@ -60,49 +66,61 @@ class Claim:
     attempts: int = 0  # grades started for the submission, this one included
 
 
+def _rowcount(result: SqlResult[Any]) -> int:
+    """The rows an UPDATE matched (its result is a cursor's, which SQLAlchemy types apart)."""
+    return cast("CursorResult[Any]", result).rowcount
+
+
 # --- the moves -----------------------------------------------------------------------------
-def claim(db: Database, submission_id: str, job_id: str, host: str, lease: float) -> Claim | None:
+def claim(db: Database, submission_id: str, job_id: str | None, host: str, lease: float) -> Claim | None:
     """queued -> running, for the job the submission is waiting for; None if it is not."""
     token = secrets.token_hex(8)
     now = utcnow()
     with db.write() as s:
-        done = s.execute(
-            update(Submission)
-            .where(
-                Submission.id == submission_id, Submission.status == Status.QUEUED.value, Submission.job_id == job_id
+        done = _rowcount(
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.id == submission_id,
+                    Submission.status == Status.QUEUED.value,
+                    Submission.job_id == job_id,
+                )
+                .values(
+                    status=Status.RUNNING.value,
+                    claim_token=token,
+                    host=host,
+                    attempts=Submission.attempts + 1,
+                    lease_expires_at=now + dt.timedelta(seconds=lease),
+                    started_at=func.coalesce(Submission.started_at, now),
+                )
             )
-            .values(
-                status=Status.RUNNING.value,
-                claim_token=token,
-                host=host,
-                attempts=Submission.attempts + 1,
-                lease_expires_at=now + dt.timedelta(seconds=lease),
-                started_at=func.coalesce(Submission.started_at, now),
-            )
-        ).rowcount
+        )
         if done != 1:
             return None
         attempts = s.scalar(select(Submission.attempts).where(Submission.id == submission_id))
+        assert attempts is not None  # the row this transaction just updated
     return Claim(submission_id, token, attempts)
 
 
 def renew(db: Database, c: Claim, lease: float) -> bool:
     with db.write() as s:
         return (
-            s.execute(
-                update(Submission)
-                .where(
-                    Submission.id == c.submission_id,
-                    Submission.claim_token == c.token,
-                    Submission.status == Status.RUNNING.value,
+            _rowcount(
+                s.execute(
+                    update(Submission)
+                    .where(
+                        Submission.id == c.submission_id,
+                        Submission.claim_token == c.token,
+                        Submission.status == Status.RUNNING.value,
+                    )
+                    .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
                 )
-                .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
-            ).rowcount
+            )
             == 1
         )
 
 
-def _done(result: Result, *, cached: bool, errored: bool) -> dict:
+def _done(result: Result, *, cached: bool, errored: bool) -> dict[str, Any]:
     """The columns of a finished submission. `errored`: this attempt ERRORed even if the
     final verdict is not ERROR (a submission judged to have broken the grading harness)."""
     p = result.provenance
@@ -129,41 +147,45 @@ def finish(db: Database, c: Claim, result: Result, *, cached: bool = False, erro
     """running -> done with `result`; False (and nothing written) if the claim was lost."""
     with db.write() as s:
         return (
-            s.execute(
-                update(Submission)
-                .where(
-                    Submission.id == c.submission_id,
-                    Submission.claim_token == c.token,
-                    Submission.status == Status.RUNNING.value,
+            _rowcount(
+                s.execute(
+                    update(Submission)
+                    .where(
+                        Submission.id == c.submission_id,
+                        Submission.claim_token == c.token,
+                        Submission.status == Status.RUNNING.value,
+                    )
+                    .values(**_done(result, cached=cached, errored=errored))
                 )
-                .values(**_done(result, cached=cached, errored=errored))
-            ).rowcount
+            )
             == 1
         )
 
 
-def finish_abandoned(db: Database, submission_id: str, token: str, result: Result) -> bool:
+def finish_abandoned(db: Database, submission_id: str, token: str | None, result: Result) -> bool:
     """running -> done for a submission whose lease ran out (its worker is gone), instead of
     re-queueing it: the reconciler's move once it has been started too often. False if
     its worker renewed the lease since, or someone else moved it first."""
     with db.write() as s:
         return (
-            s.execute(
-                update(Submission)
-                .where(
-                    Submission.id == submission_id,
-                    Submission.claim_token == token,
-                    Submission.status == Status.RUNNING.value,
-                    or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()),
+            _rowcount(
+                s.execute(
+                    update(Submission)
+                    .where(
+                        Submission.id == submission_id,
+                        Submission.claim_token == token,
+                        Submission.status == Status.RUNNING.value,
+                        or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()),
+                    )
+                    .values(
+                        **{
+                            **_done(result, cached=False, errored=False),  # lost, not ERRORed
+                            "errors": Submission.errors,
+                            "first_error_at": Submission.first_error_at,
+                        }
+                    )
                 )
-                .values(
-                    **{
-                        **_done(result, cached=False, errored=False),  # lost, not ERRORed
-                        "errors": Submission.errors,
-                        "first_error_at": Submission.first_error_at,
-                    }
-                )
-            ).rowcount
+            )
             == 1
         )
 
@@ -173,34 +195,38 @@ def retry_later(db: Database, c: Claim, error: str) -> str | None:
     job_id = new_job_id(c.submission_id)
     now = utcnow()
     with db.write() as s:
-        done = s.execute(
-            update(Submission)
-            .where(
-                Submission.id == c.submission_id,
-                Submission.claim_token == c.token,
-                Submission.status == Status.RUNNING.value,
+        done = _rowcount(
+            s.execute(
+                update(Submission)
+                .where(
+                    Submission.id == c.submission_id,
+                    Submission.claim_token == c.token,
+                    Submission.status == Status.RUNNING.value,
+                )
+                .values(
+                    status=Status.QUEUED.value,
+                    job_id=job_id,
+                    claim_token=None,
+                    lease_expires_at=None,
+                    errors=Submission.errors + 1,
+                    last_error=error[:10000],
+                    first_error_at=func.coalesce(Submission.first_error_at, now),
+                )
             )
-            .values(
-                status=Status.QUEUED.value,
-                job_id=job_id,
-                claim_token=None,
-                lease_expires_at=None,
-                errors=Submission.errors + 1,
-                last_error=error[:10000],
-                first_error_at=func.coalesce(Submission.first_error_at, now),
-            )
-        ).rowcount
+        )
     return job_id if done == 1 else None
 
 
 def cancel(db: Database, submission_id: str) -> bool:
     with db.write() as s:
         return (
-            s.execute(
-                update(Submission)
-                .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
-                .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
-            ).rowcount
+            _rowcount(
+                s.execute(
+                    update(Submission)
+                    .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+                    .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
+                )
+            )
             == 1
         )
 
@@ -210,23 +236,25 @@ def finish_unclaimed(db: Database, submission_id: str, result: Result, *, cached
     p = result.provenance
     with db.write() as s:
         return (
-            s.execute(
-                update(Submission)
-                .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
-                .values(
-                    status=Status.DONE.value,
-                    verdict=result.verdict.value,
-                    result=result.model_dump(mode="json"),
-                    cached=cached,
-                    started_at=utcnow(),
-                    finished_at=utcnow(),
-                    duration=result.durations.get("total"),
-                    task_hash=p.task_hash,
-                    image_id=p.image_id,
-                    grader_version=p.grader_version,
-                    job_id=None,
+            _rowcount(
+                s.execute(
+                    update(Submission)
+                    .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
+                    .values(
+                        status=Status.DONE.value,
+                        verdict=result.verdict.value,
+                        result=result.model_dump(mode="json"),
+                        cached=cached,
+                        started_at=utcnow(),
+                        finished_at=utcnow(),
+                        duration=result.durations.get("total"),
+                        task_hash=p.task_hash,
+                        image_id=p.image_id,
+                        grader_version=p.grader_version,
+                        job_id=None,
+                    )
                 )
-            ).rowcount
+            )
             == 1
         )
 
@@ -251,11 +279,13 @@ def reassign_job(
             or_(Submission.lease_expires_at.is_(None), Submission.lease_expires_at < utcnow()),
         ]
     with db.write() as s:
-        done = s.execute(
-            update(Submission)
-            .where(*cond)
-            .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None)
-        ).rowcount
+        done = _rowcount(
+            s.execute(
+                update(Submission)
+                .where(*cond)
+                .values(status=Status.QUEUED.value, job_id=job_id, claim_token=None, lease_expires_at=None)
+            )
+        )
     return job_id if done == 1 else None
 
 
@@ -305,7 +335,7 @@ def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, S
             .options(defer(Submission.patch, raiseload=True))
             .where(Submission.team_id == team_id, Submission.idempotency_key.in_(keys[at : at + 500]))
         )
-        out.update({r.idempotency_key: r for r in rows})
+        out.update({r.idempotency_key: r for r in rows if r.idempotency_key is not None})  # all: in_() matched it
     return out
 
 
@@ -359,7 +389,7 @@ def page(
     return list(s.scalars(q.order_by(Submission.id).limit(limit)))
 
 
-def newest_image(s: Session, task_hash: str, grader_version: str) -> str | None:
+def newest_image(s: Session, task_hash: str | None, grader_version: str) -> str | None:
     """The image of the task's newest finished grade under this grader version."""
     return s.scalar(
         select(Submission.image_id)
@@ -375,7 +405,7 @@ def newest_image(s: Session, task_hash: str, grader_version: str) -> str | None:
 
 
 def cached_result(
-    s: Session, task_hash: str, patch_sha256: str, grader_version: str, image_id: str | None
+    s: Session, task_hash: str | None, patch_sha256: str, grader_version: str, image_id: str | None
 ) -> Submission | None:
     """A finished, non-ERROR grade of the same patch on the same task definition, image and
     grader version. Without `image_id`, the task's newest graded image stands for it.
@@ -402,7 +432,7 @@ def cached_result(
     )
 
 
-def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str]]:
+def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str | None]]:
     now = now or utcnow()
     rows = s.execute(
         select(Submission.id, Submission.claim_token).where(
