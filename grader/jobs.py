@@ -20,15 +20,20 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from grader import blame, notify
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.pipeline import Grader
 from grader.service import Service, host_name
 from grader.store import submissions as subs
-from grader.store.models import Status, Submission
+from grader.store.models import Status, Submission, utcnow
 from grader.verdict import Provenance, Result, Verdict
 from grader.version import GRADER_VERSION
+
+if TYPE_CHECKING:
+    from grader.tasks.model import Task
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,7 @@ def context() -> tuple[Service, Grader]:
     if _service is None:
         _service = Service()
         _grader = Grader(_service.settings)
+    assert _grader is not None  # set with the service, here or by use()
     return _service, _grader
 
 
@@ -92,6 +98,7 @@ def grade_submission(submission_id: str) -> str:
     try:
         with svc.db.read() as s:
             sub = s.get(Submission, submission_id)
+            assert sub is not None  # just claimed
             task_id, patch, errors, sha = sub.task_id, sub.patch, sub.errors, sub.patch_sha256
             first_error, started = _epoch(sub.first_error_at), _epoch(sub.started_at)
 
@@ -106,7 +113,7 @@ def grade_submission(submission_id: str) -> str:
                 cached = True
                 return Result.model_validate(hit.result)
 
-        def case(**kw) -> blame.Case:
+        def case(**kw: Any) -> blame.Case:
             return blame.Case(
                 task_id=task_id,
                 patch_sha256=sha,
@@ -132,7 +139,9 @@ def grade_submission(submission_id: str) -> str:
             # running the patch again, so this attempt cannot be lost the same way
             try:
                 lost = case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash())
-                result = blame.judge(lost, lambda since: _gold(svc, grader, task, None, since)).result
+                judged = blame.judge(lost, lambda since: _gold(svc, grader, task, None, since))
+                assert judged.result is not None  # a lost grade may be charged: it is never retried
+                result = judged.result
             except GraderError as exc:
                 log.warning("judging %s failed: %s", submission_id, exc)
                 result = blame.abandoned(case(errors=errors, lost=True), f"Judging it failed in the machinery: {exc}")
@@ -189,7 +198,13 @@ def _epoch(t: dt.datetime | None) -> float | None:
 
 
 def _after_error(
-    svc: Service, grader: Grader, task, result: Result, case, errors: int, first_error: float | None
+    svc: Service,
+    grader: Grader,
+    task: Task,
+    result: Result,
+    case: Callable[..., blame.Case],
+    errors: int,
+    first_error: float | None,
 ) -> tuple[bool, Result]:
     """(retry?, the result to finish with) after a grade that ERRORed: grader/blame.py's
     policy. `errors`: the submission's ERRORs before this one; `first_error`: when the
@@ -220,9 +235,13 @@ def _after_error(
     if step is blame.Next.RETRY:
         return True, result
     if step is blame.Next.BROKEN:
+        assert breaker is not None  # after_error says BROKEN only when told it is
         return False, blame.broken(c, breaker)
     judged = blame.judge(c, lambda since: _gold(svc, grader, task, p.image_id, since))
-    return judged.retry, (result if judged.retry else judged.result)
+    if judged.retry:
+        return True, result
+    assert judged.result is not None  # a judgment that is not a retry holds its result
+    return False, judged.result
 
 
 def _host() -> str:
@@ -233,7 +252,9 @@ def _gold_cache(svc: Service) -> blame.GoldCache:
     return blame.GoldCache(svc.redis, f"{svc.settings.queue_name}:gold:", svc.settings.gold_ttl)
 
 
-def _gold(svc: Service, grader: Grader, task, image_id: str | None, since: float | None) -> blame.GoldAnswer | None:
+def _gold(
+    svc: Service, grader: Grader, task: Task, image_id: str | None, since: float | None
+) -> blame.GoldAnswer | None:
     """The gold patch's answer on this host's machinery (grader/blame.py), graded through
     the same Grader, or a recent one; None if the task has no gold patch."""
     try:
@@ -281,13 +302,14 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
     (`abandoned`): nothing of the submission runs in it, and re-queueing it again would
     never end."""
     counts = {"requeued_lost_jobs": 0, "requeued_expired_leases": 0, "abandoned": 0, "webhooks": 0}
-    now = subs.utcnow()
+    now = utcnow()
     todo: list[tuple[str, str, str]] = []
     with svc.db.read() as s:
         expired = subs.expired_leases(s, now)
     for sid, token in expired:
         with svc.db.read() as s:
             sub = s.get(Submission, sid)
+            assert sub is not None  # listed just above; submissions are never deleted
             case = blame.Case(
                 task_id=sub.task_id,
                 patch_sha256=sub.patch_sha256,
@@ -311,7 +333,9 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
         job_id = subs.reassign_job(svc.db, sid, None, running_token=token)
         if job_id:
             with svc.db.read() as s:
-                todo.append((sid, job_id, s.get(Submission, sid).task_id))
+                moved = s.get(Submission, sid)
+                assert moved is not None
+                todo.append((sid, job_id, moved.task_id))
             counts["requeued_expired_leases"] += 1
     with svc.db.read() as s:
         # give a just-accepted submission a moment to reach Redis before calling its job lost

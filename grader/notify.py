@@ -29,6 +29,7 @@ def after_finish(svc: Service, submission_id: str) -> None:
     svc.announce_done(submission_id)
     with svc.db.write() as s:
         sub = s.get(Submission, submission_id)
+        assert sub is not None  # it has just finished
         if not sub.callback_url or sub.webhook_status is not None:
             return
         sub.webhook_status = "pending"
@@ -61,7 +62,9 @@ def deliver(svc: Service, submission_id: str, attempt: int = 0) -> str:
         if sub is None or sub.webhook_status != "pending" or not sub.callback_url:
             return "nothing to deliver"
         body, url = webhook_body(svc, sub), sub.callback_url
-        secret = s.get(Team, sub.team_id).webhook_secret
+        team = s.get(Team, sub.team_id)
+        assert team is not None  # the submission's team_id is a foreign key
+        secret = team.webhook_secret
     outcome = webhooks.deliver(
         url,
         body,
@@ -82,7 +85,9 @@ def deliver(svc: Service, submission_id: str, attempt: int = 0) -> str:
             )
         )
         if final:
-            s.get(Submission, submission_id).webhook_status = "delivered" if outcome.ok else "failed"
+            done = s.get(Submission, submission_id)
+            assert done is not None  # read above, and submissions are never deleted
+            done.webhook_status = "delivered" if outcome.ok else "failed"
     if not final:
         svc.enqueue_webhook(submission_id, attempt=attempt + 1, delay=st.webhook_backoff * (2**attempt))
         return f"attempt {attempt} failed ({outcome.error}); retrying"

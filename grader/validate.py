@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from grader.pipeline import Grader
 from grader.tasks.model import Task, TestsCheck
@@ -28,7 +29,7 @@ class TaskValidation:
     def ok(self) -> bool:
         return not self.problems
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
             "ok": self.ok,

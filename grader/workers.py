@@ -18,6 +18,8 @@ import signal
 import sys
 import threading
 import time
+from multiprocessing.process import BaseProcess
+from types import FrameType
 
 from rq import SimpleWorker
 
@@ -40,7 +42,7 @@ def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None
     in this parent, once at start and then every `reconcile_interval` seconds."""
     ctx = mp.get_context("fork")
     stop = stop or threading.Event()
-    procs: dict[int, mp.Process] = {}
+    procs: dict[int, BaseProcess] = {}
 
     def spawn(i: int) -> None:
         svc.db.dispose()  # no pooled connection crosses a fork
@@ -48,7 +50,7 @@ def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None
         p.start()
         procs[i] = p
 
-    def _term(signum, _frame):
+    def _term(signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, _term)
@@ -72,7 +74,7 @@ def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None
             next_pass = time.monotonic() + svc.settings.reconcile_interval
         stop.wait(1.0)
     for p in procs.values():
-        if p.is_alive():
+        if p.is_alive() and p.pid is not None:  # alive: started, so it has a pid
             os.kill(p.pid, signal.SIGTERM)  # RQ finishes the current job, then exits
     for p in procs.values():
         p.join(timeout=svc.settings.job_timeout_margin)

@@ -20,9 +20,11 @@ import datetime as dt
 import hashlib
 import logging
 import secrets
+from typing import Any, cast
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, current_app, flash, g, redirect, render_template, request, session, url_for
+from flask import Blueprint, Flask, abort, current_app, flash, g, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
 from grader import runs as R
@@ -30,7 +32,7 @@ from grader.errors import TaskNotFound
 from grader.service import Service
 from grader.store import runs as store_runs
 from grader.store.keys import hash_key
-from grader.store.models import ApiKey, Submission, Team
+from grader.store.models import ApiKey, Run, Submission, Team
 from grader.views import shown_to, submission_view
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,8 @@ SORTS = {
 
 
 def _svc() -> Service:
-    return current_app.extensions["grader"]
+    svc: Service = current_app.extensions["grader"]
+    return svc
 
 
 def _session_key(sid: str) -> str:
@@ -65,7 +68,7 @@ def _session_key_hash() -> str | None:
     except Exception as exc:  # RedisError: fail closed
         log.warning("portal sessions unavailable: %s", exc)
         return None
-    return digest.decode() if digest else None
+    return cast(bytes, digest).decode() if digest else None  # bytes: the client does not decode responses
 
 
 def _same_site_origin() -> bool:
@@ -81,7 +84,7 @@ def _same_site_origin() -> bool:
 
 
 @bp.before_app_request
-def _who():
+def _who() -> None:
     """Refuse a cross-site form; then the signed-in team, if its session is live and its
     key is too (a revoked key ends the session)."""
     g.team = None
@@ -114,7 +117,7 @@ def _filters() -> R.Filters:
         abort(422, str(exc))
 
 
-def _figure_value(view: dict, key: str) -> tuple[float, float]:
+def _figure_value(view: dict[str, Any], key: str) -> tuple[float, float]:
     """The sort key of a leaderboard column; resolved and solve rate are over the suite's
     whole task set, as the leaderboard ranks (grader.runs.rank_key)."""
     m = view["metrics"]
@@ -129,12 +132,12 @@ def _figure_value(view: dict, key: str) -> tuple[float, float]:
 
 
 @bp.get("/")
-def home():
+def home() -> ResponseReturnValue:
     return redirect(url_for("portal.leaderboard_page"))
 
 
 @bp.get("/leaderboard")
-def leaderboard_page():
+def leaderboard_page() -> ResponseReturnValue:
     svc = _svc()
     f = _filters()
     include = request.args.get("include_incomplete") == "1"
@@ -163,7 +166,7 @@ def leaderboard_page():
 
 
 @bp.get("/runs/<ref>")
-def run_page(ref: str):
+def run_page(ref: str) -> ResponseReturnValue:
     svc = _svc()
     team_id, admin = _ids()
     with svc.db.read() as s:
@@ -184,11 +187,11 @@ def _no_run(ref: str) -> str:
     )
 
 
-def _grid(svc: Service, run) -> dict:
+def _grid(svc: Service, run: Run) -> dict[str, list[dict[str, Any]]]:
     """task -> trial -> (verdict, submission id): the team's own links to each submission."""
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, run)
-    grid: dict[str, list] = {}
+    grid: dict[str, list[dict[str, Any]]] = {}
     for sub in rows:
         grid.setdefault(sub.task_id, []).append(
             {"id": sub.id, "verdict": sub.verdict or sub.status, "trial": sub.trial}
@@ -197,15 +200,16 @@ def _grid(svc: Service, run) -> dict:
 
 
 @bp.get("/compare")
-def compare_page():
+def compare_page() -> ResponseReturnValue:
     svc = _svc()
     a, b = request.args.get("a"), request.args.get("b")
     team_id, admin = _ids()
     with svc.db.read() as s:
-        choices = [
-            (r.id, f"{r.name} ({s.get(Team, r.team_id).name})")
-            for r in store_runs.visible(s, team_id=team_id, admin=admin)
-        ]
+        choices = []
+        for shown in store_runs.visible(s, team_id=team_id, admin=admin):
+            owner = s.get(Team, shown.team_id)
+            assert owner is not None  # a run's team_id is a foreign key
+            choices.append((shown.id, f"{shown.name} ({owner.name})"))
     result = None
     if a and b:
         with svc.db.read() as s:
@@ -213,17 +217,18 @@ def compare_page():
         for ref, r in ((a, ra), (b, rb)):
             if r is None or not store_runs.may_see(r, team_id=team_id, admin=admin):
                 abort(404, _no_run(ref))
+        assert ra is not None and rb is not None  # both checked just above
         result = R.compare(svc, ra, rb, _filters())
     return render_template("compare.html", result=result, choices=choices, a=a, b=b)
 
 
 @bp.get("/tasks")
-def tasks_page():
+def tasks_page() -> ResponseReturnValue:
     return render_template("tasks.html", tasks=[t.public_view() for t in sorted(_svc().tasks, key=lambda t: t.id)])
 
 
 @bp.get("/tasks/<task_id>")
-def task_page(task_id: str):
+def task_page(task_id: str) -> ResponseReturnValue:
     try:
         task = _svc().task(task_id)
     except TaskNotFound:
@@ -232,7 +237,7 @@ def task_page(task_id: str):
 
 
 @bp.get("/submissions/<sid>")
-def submission_page(sid: str):
+def submission_page(sid: str) -> ResponseReturnValue:
     svc = _svc()
     if g.team is None:
         return redirect(url_for("portal.login", next=request.path))
@@ -255,12 +260,13 @@ def submission_page(sid: str):
 PATCH_SHOWN = 200_000  # characters of the submitted diff on its page; `grader runs logs` has it whole
 
 
-def _test_groups(result: dict | None) -> list[dict]:
+def _test_groups(result: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The tests of a result as the submission page shows them: FAIL_TO_PASS, then
     PASS_TO_PASS, then any other test the view names; in each, failures first."""
     tests = (result or {}).get("tests") or {}
     outcomes = tests.get("all") or {}
-    groups, listed = [], set()
+    groups: list[dict[str, Any]] = []
+    listed: set[str] = set()
     for kind, label in (("fail_to_pass", "FAIL_TO_PASS"), ("pass_to_pass", "PASS_TO_PASS")):
         lists = tests.get(kind) or {}
         failed, passed = list(lists.get("failure") or []), list(lists.get("success") or [])
@@ -300,7 +306,7 @@ def _local_path(target: str) -> bool:
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login():
+def login() -> ResponseReturnValue:
     if request.method == "POST":
         key = (request.form.get("key") or "").strip()
         with _svc().db.read() as s:
@@ -341,30 +347,31 @@ def _end_session() -> None:
 
 
 @bp.post("/logout")
-def logout():
+def logout() -> ResponseReturnValue:
     _end_session()
     return redirect(url_for("portal.leaderboard_page"))
 
 
 @bp.get("/me")
-def my_runs():
+def my_runs() -> ResponseReturnValue:
     svc = _svc()
     if g.team is None:
         return redirect(url_for("portal.login", next=request.path))
     with svc.db.read() as s:
         runs = [r for r in store_runs.visible(s, team_id=g.team["id"], admin=False) if r.team_id == g.team["id"]]
         team = s.get(Team, g.team["id"])
+        assert team is not None  # the signed-in team, read on this request
         metas = [R.run_meta(r, team) for r in runs]
-        recent = list(
+        latest = list(
             s.scalars(
                 select(Submission).where(Submission.team_id == g.team["id"]).order_by(Submission.id.desc()).limit(50)
             )
         )
-        recent = [submission_view(x, full=False) for x in recent]
+        recent = [submission_view(x, full=False) for x in latest]
     return render_template("me.html", runs=metas, recent=recent)
 
 
-def init_app(app) -> None:
+def init_app(app: Flask) -> None:
     app.register_blueprint(bp)
     app.jinja_env.filters["pct"] = _pct
     app.jinja_env.filters["ci"] = _ci
@@ -378,12 +385,12 @@ def init_app(app) -> None:
 DASH = "—"  # a figure over nothing: no value, no interval
 
 
-def _pct(value) -> str:
+def _pct(value: float | None) -> str:
     """A share as a percentage with one decimal."""
     return DASH if value is None else f"{100 * value:.1f}%"
 
 
-def _ci(fig) -> str:
+def _ci(fig: Any) -> str:
     """A 95% interval in percent, or nothing: none is drawn over no evidence (n = 0)."""
     if not isinstance(fig, dict) or not fig.get("denominator"):
         return ""
@@ -393,23 +400,23 @@ def _ci(fig) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
-def _pvalue(p) -> str:
+def _pvalue(p: float | None) -> str:
     """A p-value to 2 significant digits; below 0.001 as such."""
     if p is None:
         return DASH
     return "< 0.001" if p < 0.001 else f"{p:.2g}" if p < 1 else "1"
 
 
-def _vclass(verdict) -> str:
+def _vclass(verdict: str | None) -> str:
     """A CSS-safe class for a verdict or status: PASS, FAIL, PATCH, TIMED, ERROR, queued..."""
     return (verdict or "none").split(" ")[0]
 
 
-def _breakdown_rows(groups: dict, key: str) -> list[tuple[str, dict]]:
+def _breakdown_rows(groups: dict[Any, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
     return [(str(name), (g or {}).get(key) or {}) for name, g in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
-def _num(value) -> str:
+def _num(value: Any) -> str:
     """A numerator: whole numbers as such, sums of per-task shares to 3 significant
     digits (2.67, 12.3; 123 above 100)."""
     if isinstance(value, float) and not value.is_integer():
