@@ -51,7 +51,7 @@ import threading
 import time
 import traceback
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 
 def _shipped(name: str) -> types.ModuleType:
@@ -189,19 +189,19 @@ def run_as_user(
     timeout: float,
     stdout_limit: int,
     separate_stderr: bool = False,
-    pass_fds: tuple = (),
+    pass_fds: tuple[int, ...] = (),
     stdin_path: str | None = None,
-    env: dict | None = None,
-) -> dict:
+    env: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run `argv` as the unprivileged user; capture output; kill everything on the way out."""
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    stdin_file = open(stdin_path, "rb") if stdin_path else None
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe() if separate_stderr else (None, None)
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
         cwd=job.repo,
-        stdin=stdin,
+        stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
         stdout=out_w,
         stderr=err_w if separate_stderr else out_w,
         user=job.uid,
@@ -213,8 +213,8 @@ def run_as_user(
         env={**os.environ, **job.env, **(env or {})},
     )
     os.close(out_w)
-    if stdin_path:
-        stdin.close()
+    if stdin_file is not None:
+        stdin_file.close()
     if err_w is not None:
         os.close(err_w)
     out = Capture(out_r, stdout_limit)
@@ -285,6 +285,10 @@ class Tree:
     def __init__(self, root: str, uid: int, gid: int):
         self.root, self.uid, self.gid = root, uid, gid
 
+    @overload
+    def _parent(self, rel: str, *, create: Literal[True]) -> int: ...
+    @overload
+    def _parent(self, rel: str, *, create: bool) -> int | None: ...
     def _parent(self, rel: str, *, create: bool) -> int | None:
         if not rel_ok(rel):
             raise TreeError(f"{shown(rel)!r} is not a path inside the repository")
@@ -389,11 +393,11 @@ class Tree:
         finally:
             os.close(fd)
 
-    def walk(self) -> dict[str, tuple]:
+    def walk(self) -> dict[str, tuple[Any, ...]]:
         """Every entry under the root but .git/, ignored files included, by what it is.
         A file is known by its mode, size and modification time: the apply chain cannot
         change a file without changing its time."""
-        out: dict[str, tuple] = {}
+        out: dict[str, tuple[Any, ...]] = {}
         fd = os.open(self.root, O_DIR)
         try:
             self._walk(fd, "", out, 0)
@@ -401,7 +405,7 @@ class Tree:
             os.close(fd)
         return out
 
-    def _walk(self, fd: int, prefix: str, out: dict, depth: int) -> None:
+    def _walk(self, fd: int, prefix: str, out: dict[str, Any], depth: int) -> None:
         if depth > MAX_DEPTH:
             raise TreeError(f"{shown(prefix)}: a tree deeper than {MAX_DEPTH} directories")
         for name in sorted(os.listdir(fd)):
@@ -441,7 +445,7 @@ class Protection:
     def __init__(
         self,
         spec: ProtectSpec,
-        base: dict[str, tuple],
+        base: dict[str, tuple[Any, ...]],
         *,
         roots: tuple[str, ...] = ("",),
         shadowed: frozenset[str] = frozenset(),
@@ -543,7 +547,7 @@ def import_roots(repo: str) -> tuple[tuple[str, ...], frozenset[str]]:
     return tuple(roots), frozenset(names)
 
 
-def stage(tree: Tree, base: dict[str, tuple], protection: Protection) -> dict[str, str]:
+def stage(tree: Tree, base: dict[str, tuple[Any, ...]], protection: Protection) -> dict[str, str]:
     """Copy every protected file of the base to a root-only directory: the contents a
     changed protected file goes back to (ignored files such as *.egg-info included)."""
     os.makedirs(STAGE_DIR, 0o700, exist_ok=True)
@@ -561,14 +565,14 @@ def stage(tree: Tree, base: dict[str, tuple], protection: Protection) -> dict[st
     return staged
 
 
-def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+def changes(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]) -> list[str]:
     return sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
 
 
-def unnamed_changes(changed: list[str], before: dict, after: dict, touched: set[str]) -> list[str]:
+def unnamed_changes(changed: list[str], before: dict[str, Any], after: dict[str, Any], touched: set[str]) -> list[str]:
     """Files the apply chain wrote that the diff's headers do not name."""
 
-    def kind(tree: dict, rel: str) -> str | None:
+    def kind(tree: dict[str, Any], rel: str) -> str | None:
         sig = tree.get(rel)
         return sig[0] if sig else None
 
@@ -582,8 +586,8 @@ def unnamed_changes(changed: list[str], before: dict, after: dict, touched: set[
 def restore_protected(
     owner: tuple[int, int],
     tree: Tree,
-    before: dict,
-    after: dict,
+    before: dict[str, Any],
+    after: dict[str, Any],
     changed: list[str],
     protection: Protection,
     staged: dict[str, str],
@@ -627,15 +631,16 @@ def base_pytest_config(tree: Tree) -> tuple[str, bytes]:
 # --- the steps --------------------------------------------------------------------
 
 
-def snapshot(tree: Tree, paths: list[str]) -> dict:
+def snapshot(tree: Tree, paths: list[str]) -> dict[str, Any]:
     """The base state of the paths a patch names: enough to undo a failed attempt."""
-    snap: dict = {}
+    snap: dict[str, Any] = {}
     for rel in paths:
         st = tree.lstat(rel)
         if st is None:
             snap[rel] = None
         elif stat.S_ISLNK(st.st_mode):
             fd = tree._parent(rel, create=False)
+            assert fd is not None  # lstat has just found it: its directories are there
             try:
                 snap[rel] = ("link", os.readlink(rel.rsplit("/", 1)[-1], dir_fd=fd), st)
             finally:
@@ -647,7 +652,7 @@ def snapshot(tree: Tree, paths: list[str]) -> dict:
     return snap
 
 
-def restore_snapshot(tree: Tree, snap: dict) -> None:
+def restore_snapshot(tree: Tree, snap: dict[str, Any]) -> None:
     for rel, saved in snap.items():
         for suffix in (".rej", ".orig"):
             tree.remove(rel + suffix)
@@ -661,7 +666,7 @@ def restore_snapshot(tree: Tree, snap: dict) -> None:
             tree.write(rel, data, mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
 
 
-def apply_patch(job: JobSpec, tree: Tree, result: dict) -> bool:
+def apply_patch(job: JobSpec, tree: Tree, result: dict[str, Any]) -> bool:
     with open(job.patch, "rb") as f:
         if not f.read().strip():
             result["apply"] = {"method": "empty", "attempts": []}
@@ -697,15 +702,16 @@ def apply_patch(job: JobSpec, tree: Tree, result: dict) -> bool:
     return False
 
 
-def hidden_manifest(job: JobSpec) -> dict:
+def hidden_manifest(job: JobSpec) -> dict[str, Any]:
     path = os.path.join(job.hidden_dir, "manifest.json")
     if not os.path.exists(path):
         return {}
     with open(path) as f:
-        return json.load(f)
+        manifest: dict[str, Any] = json.load(f)
+        return manifest
 
 
-def restore_hidden(job: JobSpec, tree: Tree, manifest: dict) -> list[str]:
+def restore_hidden(job: JobSpec, tree: Tree, manifest: dict[str, Any]) -> list[str]:
     for rel, digest in sorted(manifest.items()):
         if not rel_ok(rel):
             raise ValueError(f"hidden test path {rel!r} is unsafe")
@@ -718,7 +724,9 @@ def restore_hidden(job: JobSpec, tree: Tree, manifest: dict) -> list[str]:
     return sorted(manifest)
 
 
-def placed_identity(tree: Tree, manifest: dict, canaries: dict | None) -> dict[str, tuple]:
+def placed_identity(
+    tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None
+) -> dict[str, tuple[Any, ...]]:
     """The inode and change time of each root-owned file placed for the run: a file moved
     aside and back while the tests ran keeps its bytes but not its change time."""
     paths = [rel for rel, digest in manifest.items() if digest is not None]
@@ -732,7 +740,7 @@ def placed_identity(tree: Tree, manifest: dict, canaries: dict | None) -> dict[s
     return out
 
 
-def moved(tree: Tree, identity: dict[str, tuple]) -> list[str]:
+def moved(tree: Tree, identity: dict[str, tuple[Any, ...]]) -> list[str]:
     bad = []
     for rel, (ino, ctime) in sorted(identity.items()):
         st = tree.lstat(rel)
@@ -741,7 +749,7 @@ def moved(tree: Tree, identity: dict[str, tuple]) -> list[str]:
     return bad
 
 
-def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict, canaries: dict | None) -> None:
+def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     """The directories holding the hidden tests and the canaries (up to, not including,
     the repository's root) become root's, 0755, for the run: nothing can be renamed,
     swapped or added beside the tests while pytest collects them, and a directory that is
@@ -821,7 +829,7 @@ def blocks_canaries(arg: str) -> bool:
     return arg.startswith("-") and not arg.startswith("--") and any(c in arg[1:] for c in "xkm")
 
 
-def make_canaries(check: CheckSpec, tree: Tree) -> dict | None:
+def make_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
     """A test module of this run only, beside the hidden tests, with tests that must fail
     and tests that must pass. Returns what the report must say of each, or None."""
     if not check.canaries:
@@ -911,11 +919,11 @@ def borrowed_imports(check: CheckSpec, tree: Tree) -> str:
 # --- the report channel -------------------------------------------------------------------
 
 
-def read_report(data: bytes, key: bytes) -> dict:
+def read_report(data: bytes, key: bytes) -> dict[str, Any]:
     """Check each session's chain of signatures line by line (a command may run pytest
     more than once); fold the records into outcomes (a test seen in several sessions
     keeps its worst), and keep what the plugin saw of the process (`integrity`)."""
-    rep: dict = {
+    rep: dict[str, Any] = {
         "forged": None,
         "end": None,
         "ends": 0,
@@ -1010,7 +1018,7 @@ class Channel:
     """The report channel of one check: the secret (and the plugin's settings) in a
     root-only file the test process gets only as a descriptor, the report on a pipe."""
 
-    def __init__(self, job: JobSpec, settings: dict):
+    def __init__(self, job: JobSpec, settings: dict[str, Any]):
         self.key = secrets.token_bytes(32)
         fd, path = tempfile.mkstemp(prefix=".grader-key-", dir="/opt/grader/run")
         os.write(fd, self.key + json.dumps(settings).encode())
@@ -1021,7 +1029,7 @@ class Channel:
         self.report = Capture(self.rep_r, job.report_limit)
         self.limit = job.report_limit
 
-    def env(self) -> dict:
+    def env(self) -> dict[str, Any]:
         return {"GRADER_REPORT_FD": str(self.rep_w), "GRADER_KEY_FD": str(self.key_fd)}
 
     def fds(self) -> tuple[int, int]:
@@ -1031,7 +1039,7 @@ class Channel:
         os.close(self.rep_w)
         os.close(self.key_fd)
 
-    def read(self, canaries: dict | None) -> dict:
+    def read(self, canaries: dict[str, Any] | None) -> dict[str, Any]:
         self.report.join(5)
         if not self.report.complete():
             return {"problem": f"the test report was larger than {self.limit:,} bytes"}
@@ -1041,7 +1049,7 @@ class Channel:
         return rep
 
 
-def plugin_settings(job: JobSpec, canaries: dict | None) -> dict:
+def plugin_settings(job: JobSpec, canaries: dict[str, Any] | None) -> dict[str, Any]:
     tests = sorted(set(job.check.trusted_tests))
     return {
         "repo": job.repo,
@@ -1050,7 +1058,7 @@ def plugin_settings(job: JobSpec, canaries: dict | None) -> dict:
     }
 
 
-def check_env(job: JobSpec) -> dict:
+def check_env(job: JobSpec) -> dict[str, Any]:
     """What every check command runs with: no plugin auto-loading, and bytecode read only
     from a root-owned cache (never from the repository's __pycache__, never written)."""
     os.makedirs(job.pycache, 0o755, exist_ok=True)
@@ -1062,7 +1070,7 @@ def check_env(job: JobSpec) -> dict:
     }
 
 
-def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
+def run_pytest(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     check = job.check
     if job.pytest_config is None or check.args is None:
         raise ValueError("a pytest check needs its arguments and the base commit's configuration")
@@ -1103,7 +1111,7 @@ def run_pytest(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) ->
     result["report"] = channel.read(canaries)
 
 
-def run_command(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
+def run_command(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     """A `runner: command` check. If the command runs pytest, pytest loads the report
     plugin too (through PYTEST_ADDOPTS) and runs the canaries: its signed report then
     decides, as for the pytest runner; a command that runs no pytest is decided by its
@@ -1138,13 +1146,13 @@ def run_command(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -
         result["junit"] = text(base64.b64decode(junit)) if junit else None
 
 
-def finish_run(result: dict, run: dict) -> None:
+def finish_run(result: dict[str, Any], run: dict[str, Any]) -> None:
     result["exit_code"] = run["exit_code"]
     result["timed_out"] = result.get("timed_out", False) or run["timed_out"]
     result["check_seconds"] = run["seconds"]
 
 
-def read_files(tree: Tree, paths: list[str], limit: int) -> dict:
+def read_files(tree: Tree, paths: list[str], limit: int) -> dict[str, Any]:
     out = {}
     for rel in paths:
         data = tree.read(rel, limit) if rel_ok(rel) else None
@@ -1152,7 +1160,7 @@ def read_files(tree: Tree, paths: list[str], limit: int) -> dict:
     return out
 
 
-def run_check(job: JobSpec, tree: Tree, result: dict, canaries: dict | None) -> None:
+def run_check(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     check = job.check
     kind = check.kind
     if kind == "exact_match":
@@ -1211,14 +1219,16 @@ class Stage:
     """Names the step a TreeError (or an OSError the tree caused) came from: during the
     apply it is the patch's failure to apply, after it the submission's verdict, not ours."""
 
-    def __init__(self, result: dict, name: str):
+    def __init__(self, result: dict[str, Any], name: str):
         self.result, self.name = result, name
 
-    def __enter__(self):
+    def __enter__(self) -> Stage:
         self.t = time.monotonic()
         return self
 
-    def __exit__(self, kind, exc, tb):
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
+    ) -> bool:
         self.result["durations"][self.name] = round(time.monotonic() - self.t, 4)
         if isinstance(exc, TreeError) or (isinstance(exc, OSError) and exc.errno in TREE_ERRNOS):
             self.result["tree_error"] = {"stage": self.name, "message": f"{type(exc).__name__}: {exc}"}
@@ -1227,7 +1237,7 @@ class Stage:
 
 
 def main() -> int:
-    result: dict = {"durations": {}}
+    result: dict[str, Any] = {"durations": {}}
     try:
         with open(JOB_PATH) as f:
             job = JobSpec.from_json(f.read())
