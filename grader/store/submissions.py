@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import and_, case, func, insert, or_, select, text, update
+from sqlalchemy import ColumnElement, and_, case, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session, defer
 
 from grader.store.db import Database
@@ -102,18 +102,22 @@ def claim(db: Database, submission_id: str, job_id: str | None, host: str, lease
     return Claim(submission_id, token, attempts)
 
 
+def _held(c: Claim) -> tuple[ColumnElement[bool], ...]:
+    """Where a claimed row still is its claim's: running, under this claim's token. Every
+    write of a worker's claim is conditioned on it, so a claim lost to the reconciler writes nothing."""
+    return (
+        Submission.id == c.submission_id,
+        Submission.claim_token == c.token,
+        Submission.status == Status.RUNNING.value,
+    )
+
+
 def renew(db: Database, c: Claim, lease: float) -> bool:
     with db.write() as s:
         return (
             _rowcount(
                 s.execute(
-                    update(Submission)
-                    .where(
-                        Submission.id == c.submission_id,
-                        Submission.claim_token == c.token,
-                        Submission.status == Status.RUNNING.value,
-                    )
-                    .values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
+                    update(Submission).where(*_held(c)).values(lease_expires_at=utcnow() + dt.timedelta(seconds=lease))
                 )
             )
             == 1
@@ -148,15 +152,7 @@ def finish(db: Database, c: Claim, result: Result, *, cached: bool = False, erro
     with db.write() as s:
         return (
             _rowcount(
-                s.execute(
-                    update(Submission)
-                    .where(
-                        Submission.id == c.submission_id,
-                        Submission.claim_token == c.token,
-                        Submission.status == Status.RUNNING.value,
-                    )
-                    .values(**_done(result, cached=cached, errored=errored))
-                )
+                s.execute(update(Submission).where(*_held(c)).values(**_done(result, cached=cached, errored=errored)))
             )
             == 1
         )
@@ -198,11 +194,7 @@ def retry_later(db: Database, c: Claim, error: str) -> str | None:
         done = _rowcount(
             s.execute(
                 update(Submission)
-                .where(
-                    Submission.id == c.submission_id,
-                    Submission.claim_token == c.token,
-                    Submission.status == Status.RUNNING.value,
-                )
+                .where(*_held(c))
                 .values(
                     status=Status.QUEUED.value,
                     job_id=job_id,
