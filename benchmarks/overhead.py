@@ -42,9 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "overhead"
 sys.path.insert(0, str(ROOT))
 
+from grader.box.runners.common import python_env as check_env  # noqa: E402
 from grader.config import get_settings  # noqa: E402
-from grader.pipeline import CONTAINER_ENV, Grader  # noqa: E402
-from grader.supervisor import check_env  # noqa: E402
+from grader.grading.spec import CONTAINER_ENV  # noqa: E402
+from grader.pipeline import Grader  # noqa: E402
 from grader.tasks.loader import TaskSet  # noqa: E402
 from grader.verdict import Verdict  # noqa: E402
 

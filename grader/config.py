@@ -24,9 +24,6 @@ DEFAULT_TIMEOUT = 60.0  # wall-clock seconds for the container's whole life
 DEFAULT_MEMORY = "1g"
 DEFAULT_CPUS = 1.0
 DEFAULT_PIDS = 256
-# The grader's own files in an instance image, root-only: the hidden tests under task/,
-# what a run is given under run/.
-GRADER_DIR = "/opt/grader"
 # Where `grader serve` listens unless told otherwise, and so where a client looks.
 API_BIND = "127.0.0.1:8000"
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.config import GRADER_DIR, Settings
+from grader.box.paths import GRADER_DIR, HIDDEN_DIR, REPO_DIR, UID
+from grader.config import Settings
 from grader.errors import ImageError
 from grader.sandbox.docker.engine import DockerEngine
 from grader.tasks.model import Task
@@ -38,9 +39,6 @@ BASE_REPO = "grader/base"
 KIND_LABEL = "grader.kind"
 LAYOUT_VERSION = "1"  # bump when the instance image layout changes
 CA_FILE = "grader-ca.crt"
-REPO_DIR = "/work/repo"
-HIDDEN_DIR = f"{GRADER_DIR}/task/hidden"
-UID = 1000
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
 _ARG = re.compile(r"^\s*ARG\s+(\w+)=(\S+)", re.I | re.M)
 

@@ -4,6 +4,7 @@ import pytest
 
 from grader.checks import evaluate_exact_match, evaluate_output, evaluate_tests, output, parse_junit
 from grader.checks.tests import ReportError, node_id
+from grader.grading.decide import exit_rule
 from grader.tasks.model import Normalize
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="6">
@@ -42,7 +43,11 @@ def report(*cases):
 
 
 LISTS = dict(
-    fail_to_pass=["t/test_m.py::test_new"], pass_to_pass=["t/test_m.py::test_old"], runner="pytest", report_problem=None
+    fail_to_pass=["t/test_m.py::test_new"],
+    pass_to_pass=["t/test_m.py::test_old"],
+    runner="pytest",
+    report_problem=None,
+    exits=exit_rule("pytest"),
 )
 
 
@@ -79,7 +84,7 @@ def test_a_report_problem_fails_even_with_exit_zero():
 
 
 def test_no_lists_pytest_needs_a_passing_test():
-    args = dict(fail_to_pass=[], pass_to_pass=[], runner="pytest", report_problem=None)
+    args = dict(fail_to_pass=[], pass_to_pass=[], runner="pytest", report_problem=None, exits=exit_rule("pytest"))
     assert evaluate_tests(outcomes=report(("a", True)), exit_code=0, **args).passed
     assert not evaluate_tests(outcomes=report(("a", False)), exit_code=1, **args).passed
     assert not evaluate_tests(outcomes={}, exit_code=5, **args).passed

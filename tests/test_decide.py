@@ -42,9 +42,10 @@ from pathlib import Path
 
 import pytest
 
+from grader.box.job import JobSpec
 from grader.config import get_settings
 from grader.errors import ImageError, SandboxError
-from grader.jobspec import JobSpec
+from grader.grading.ship import archive
 from grader.pipeline import Grader
 from grader.sandbox import RunOutput, get_sandbox
 from grader.sandbox.fake import FakeRun, FakeSandbox
@@ -703,10 +704,9 @@ def test_the_run_spec_carries_the_supervisor_the_job_and_the_patch(tasks, cache,
     _, sandbox = grade(tasks, cache, "d-pytest", gold, pytest_report(ALL_PASS))
     spec = sandbox.runs[0]
     assert spec.image == IMAGE and spec.files_root == "/opt/grader" and spec.workdir == "/work/repo"
-    assert spec.command == ["python3", "-I", "/opt/grader/run/supervisor.py"]
+    assert spec.command == ["python3", "-I", "/opt/grader/run/box.zip"]
     assert spec.files["run/submission.patch"] == gold
-    assert spec.files["run/supervisor.py"].startswith(b'"""The in-container half of a grading run.')
-    assert spec.files["run/jobspec.py"].startswith(b'"""The job a grading run\'s supervisor is given')
+    assert spec.files["run/box.zip"] == archive() and archive().startswith(b"PK")
     assert JobSpec.from_json(spec.files["run/job.json"]).check.kind == "pytest"
     assert (spec.limits.memory, spec.limits.pids, spec.timeout) == ("256m", 64, 20)
     assert spec.env["TZ"] == "UTC" and spec.labels == {"grader.task": "d-pytest"}

@@ -16,18 +16,31 @@ from pathlib import Path
 
 import pytest
 
-from grader import supervisor as sup
 from grader.audit import audit_patch
-from grader.checks.integrity import read_pytest_report
-from grader.jobspec import CheckSpec, ProtectSpec
-from grader.pipeline import (
-    METADATA_DIR_SUFFIXES,
-    RUNNER_FILES,
-    RUNNER_PREFIXES,
-    RUNNER_SUFFIXES,
-    TEST_DIR_NAMES,
-    TEST_MODULES,
-)
+from grader.box import canaries, channel, protect
+from grader.box import tree as boxtree
+from grader.box.job import CheckSpec, ProtectSpec
+from grader.box.runners.common import PYTHON_PROTECT
+from grader.checks.integrity import read_test_report
+from grader.grading.report import TestReport
+
+RUNNER_FILES = PYTHON_PROTECT["names"]
+RUNNER_SUFFIXES = PYTHON_PROTECT["suffixes"]
+RUNNER_PREFIXES = PYTHON_PROTECT["prefixes"]
+METADATA_DIR_SUFFIXES = PYTHON_PROTECT["dir_suffixes"]
+TEST_MODULES = PYTHON_PROTECT["test_modules"]
+TEST_DIR_NAMES = PYTHON_PROTECT["test_dir_names"]
+
+
+def read_pytest_report(sup):
+    """The host's reading of a supervisor's report (a dict, as it travels)."""
+    return read_test_report(
+        TestReport.parse(sup.get("report")),
+        exit_code=sup.get("exit_code"),
+        canaries=sup.get("canaries"),
+        tampered_files=sup.get("tampered_files") or [],
+    )
+
 
 UID, GID = os.getuid(), os.getgid()
 
@@ -47,11 +60,11 @@ def spec(**over):
     return ProtectSpec(**{**base, **over})
 
 
-def make_tree(root: Path, files: dict[str, str]) -> sup.Tree:
+def make_tree(root: Path, files: dict[str, str]) -> boxtree.Tree:
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(content)
-    return sup.Tree(str(root), UID, GID)
+    return boxtree.Tree(str(root), UID, GID)
 
 
 # --- what is protected --------------------------------------------------------------------
@@ -70,7 +83,7 @@ def test_protection_covers_tests_runner_files_and_metadata_but_not_library_test_
             "numpy/testing/tests/test_utils.py": "",
         },
     ).walk()
-    p = sup.Protection(spec(), base)
+    p = protect.Protection(spec(), base)
     protected = {
         "tests/test_mean.py": "hidden or listed test",
         "tests/helpers.py": "in a test directory",
@@ -99,7 +112,7 @@ def test_protection_covers_tests_runner_files_and_metadata_but_not_library_test_
 
 def test_protection_opt_out_keeps_the_runner_files_and_the_listed_tests(tmp_path):
     base = make_tree(tmp_path, {"tests/test_basic.py": ""}).walk()
-    p = sup.Protection(spec(tests=False, globs=["data/*.txt"]), base)
+    p = protect.Protection(spec(tests=False, globs=["data/*.txt"]), base)
     assert p.why("tests/test_basic.py") is None
     assert p.why("tests/test_mean.py") == "hidden or listed test"
     assert p.why("tests/conftest.py") is not None
@@ -118,9 +131,9 @@ def test_changes_come_from_the_tree_ignored_files_included(tmp_path):
     (tmp_path / "ignored.egg-info" / "entry_points.txt").write_text("[pytest11]\nx = evil\n")
     (tmp_path / "tests").rename(tmp_path / "moved")
     after = tree.walk()
-    changed = sup.changes(before, after)
+    changed = protect.changes(before, after)
     assert {"a.py", "ignored.egg-info/entry_points.txt", "tests/test_a.py", "moved/test_a.py"} <= set(changed)
-    stray = sup.unnamed_changes(changed, before, after, touched={"a.py"})
+    stray = protect.unnamed_changes(changed, before, after, touched={"a.py"})
     assert set(stray) == {"ignored.egg-info/entry_points.txt", "tests/test_a.py", "moved/test_a.py"}
 
 
@@ -131,7 +144,7 @@ def test_writing_through_a_symlinked_parent_replaces_the_link_and_spares_the_tar
     repo = tmp_path / "repo"
     repo.mkdir()
     os.symlink(outside, repo / "tests")
-    tree = sup.Tree(str(repo), UID, GID)
+    tree = boxtree.Tree(str(repo), UID, GID)
     assert tree.read("tests/precious.txt") is None  # never read through the link
     tree.write("tests/precious.txt", b"restored", mode=0o644, owner=(UID, GID))
     assert (outside / "precious.txt").read_text() == "keep"
@@ -147,7 +160,7 @@ def test_a_file_where_a_directory_was_and_a_fifo_are_handled(tmp_path):
     repo.mkdir()
     (repo / "tests").write_text("not a directory")
     os.mkfifo(repo / "pipe")
-    tree = sup.Tree(str(repo), UID, GID)
+    tree = boxtree.Tree(str(repo), UID, GID)
     assert tree.read("tests/test_mean.py") is None and tree.lstat("tests/test_mean.py") is None
     assert tree.read("pipe") is None  # opening a FIFO must not hang
     tree.write("tests/test_mean.py", b"x", mode=0o444, owner=(UID, GID))
@@ -156,22 +169,22 @@ def test_a_file_where_a_directory_was_and_a_fifo_are_handled(tmp_path):
 
 
 def test_a_tree_too_deep_is_the_submissions_problem_not_a_crash(tmp_path):
-    deep = tmp_path / "repo" / "/".join(["d"] * (sup.MAX_DEPTH + 2))
+    deep = tmp_path / "repo" / "/".join(["d"] * (boxtree.MAX_DEPTH + 2))
     deep.mkdir(parents=True)
-    with pytest.raises(sup.TreeError):
-        sup.Tree(str(tmp_path / "repo"), UID, GID).walk()
+    with pytest.raises(boxtree.TreeError):
+        boxtree.Tree(str(tmp_path / "repo"), UID, GID).walk()
 
 
 def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     tree = make_tree(tmp_path, {"calc/__init__.py": "x", "tests/test_basic.py": "base test", "conftest.py": "ok"})
     before = tree.walk()
-    protection = sup.Protection(spec(), before)
+    protection = protect.Protection(spec(), before)
     stage_dir = tmp_path.parent / f"{tmp_path.name}-stage"
-    orig, sup.STAGE_DIR = sup.STAGE_DIR, str(stage_dir)
+    orig, protect.STAGE_DIR = protect.STAGE_DIR, str(stage_dir)
     try:
-        staged = sup.stage(tree, before, protection)
+        staged = protect.stage(tree, before, protection)
     finally:
-        sup.STAGE_DIR = orig
+        protect.STAGE_DIR = orig
     (tmp_path / "tests" / "test_basic.py").write_text("def test_one(): pass\n")
     (tmp_path / "conftest.py").unlink()
     (tmp_path / "calc" / "__pycache__").mkdir()
@@ -179,8 +192,8 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     (tmp_path / "calc" / "fast.pyc").write_bytes(b"evil")
     (tmp_path / "calc" / "__init__.py").write_text("fixed")
     after = tree.walk()
-    bytecode, restored = sup.restore_protected(
-        (UID, GID), tree, before, after, sup.changes(before, after), protection, staged
+    bytecode, restored = protect.restore_protected(
+        (UID, GID), tree, before, after, protect.changes(before, after), protection, staged
     )
     assert sorted(bytecode) == ["calc/__pycache__/__init__.cpython-311.pyc", "calc/fast.pyc"]
     assert sorted(restored) == ["conftest.py", "tests/test_basic.py"]
@@ -213,7 +226,7 @@ RECORDS = [{"t": "test", "id": "t.py::a", "when": w, "outcome": "passed"} for w 
 
 def test_signed_records_fold_into_outcomes():
     key = os.urandom(32)
-    rep = sup.read_report(signed(RECORDS, key), key)
+    rep = channel.read_report(signed(RECORDS, key), key)
     assert rep["forged"] is None and rep["end"] == {"t": "end", "exit": 1, "collected": 4, "s": "s1"}
     assert rep["outcomes"] == {"t.py::a": "passed", "t.py::b": "failed", "t.py::c": "error", "t.py::d": "skipped"}
 
@@ -225,7 +238,7 @@ def test_each_pytest_session_of_a_command_has_its_own_chain_and_the_worst_outcom
         {"t": "integrity", "what": "_pytest.runner.call_and_report was replaced while the tests ran"},
         {"t": "end", "exit": 1, "collected": 1},
     ]
-    rep = sup.read_report(signed(RECORDS, key, "one") + signed(second, key, "two"), key)
+    rep = channel.read_report(signed(RECORDS, key, "one") + signed(second, key, "two"), key)
     assert rep["forged"] is None and rep["sessions"] == 2 and rep["ends"] == 2
     assert rep["outcomes"]["t.py::a"] == "failed"
     assert rep["integrity"] == ["_pytest.runner.call_and_report was replaced while the tests ran"]
@@ -251,7 +264,7 @@ def test_lines_without_the_runs_signature_are_caught(forge):
         data = data.replace(b'"outcome": "failed"', b'"outcome": "passed"', 1)
     else:
         data = b'{"t": "end", "exit": 0, "collected": 4, "s": "s1"}\n'
-    assert sup.read_report(data, key)["forged"]
+    assert channel.read_report(data, key)["forged"]
 
 
 def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: str = "") -> tuple[int, dict]:
@@ -262,7 +275,9 @@ def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: 
         (tmp_path / "helper.py").write_text(extra)
     plugin_dir = tmp_path / "plugin"
     plugin_dir.mkdir(exist_ok=True)
-    (plugin_dir / "grader_report_t.py").write_bytes(Path(sup.__file__).with_name("report_plugin.py").read_bytes())
+    (plugin_dir / "grader_report_t.py").write_bytes(
+        Path(channel.__file__).parent.joinpath("reporters", "pytest_plugin.py").read_bytes()
+    )
     key = os.urandom(32)
     secret = tmp_path / "secret"
     secret.write_bytes(key + json.dumps({"repo": str(tmp_path), "tests": ["test_x.py"], **(settings or {})}).encode())
@@ -287,7 +302,7 @@ def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: 
     data = b""
     while chunk := os.read(rr, 65536):
         data += chunk
-    return proc.wait(), sup.read_report(data, key)
+    return proc.wait(), channel.read_report(data, key)
 
 
 def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
@@ -337,7 +352,7 @@ def test_the_plugin_leaves_an_honest_run_and_the_tasks_own_tests_alone(tmp_path)
 def test_canary_bodies_hold_exactly_when_they_must(seed):
     rng = random.Random(seed)
     for must_pass in (True, False):
-        body = sup._canary_body(rng, must_pass)
+        body = canaries._canary_body(rng, must_pass)
         code = "import hashlib\nimport pytest\n\ndef t():\n" + body
         ns: dict = {}
         exec(code, ns)  # noqa: S102 - the generated test, run as pytest would
@@ -357,7 +372,7 @@ def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path
         canary_dir="tests",
         canary_words=["empty", "raises", "values"],
     )
-    c = sup.make_canaries(check, tree)
+    c = canaries.make_canaries(check, tree)
     assert c["path"].startswith("tests/test_") and (tmp_path / c["path"]).is_file()
     assert hashlib.sha256((tmp_path / c["path"]).read_bytes()).hexdigest() == c["digest"]
     assert {"passed", "failed"} == set(c["expect"].values()) and len(c["expect"]) >= 4
@@ -369,7 +384,7 @@ def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path
     )
     for tid, want in c["expect"].items():
         assert f"{want.upper()} {tid}" in result.stdout, result.stdout
-    again = sup.make_canaries(check, tree)
+    again = canaries.make_canaries(check, tree)
     assert again["path"] != c["path"] or again["expect"] != c["expect"]  # different in every run
 
 
@@ -389,7 +404,7 @@ def test_canaries_are_written_root_style_and_named_like_the_tasks_tests(tmp_path
     ],
 )
 def test_options_that_could_drop_canaries_turn_them_off(arg, blocks):
-    assert sup.blocks_canaries(arg) is blocks
+    assert canaries.blocks_canaries(arg) is blocks
 
 
 # --- the evidence ------------------------------------------------------------------------------
@@ -502,7 +517,9 @@ def test_the_audit_leaves_an_ordinary_fix_alone():
 
 def test_a_new_module_that_shadows_the_interpreters_or_the_environments_is_protected(tmp_path):
     base = make_tree(tmp_path, {"calc/__init__.py": "", "src/packaging/version.py": "", "setup.py": ""}).walk()
-    p = sup.Protection(spec(), base, roots=("", "src/"), shadowed=frozenset({"json", "hmac", "pytest", "packaging"}))
+    p = protect.Protection(
+        spec(), base, roots=("", "src/"), shadowed=frozenset({"json", "hmac", "pytest", "packaging"})
+    )
     for rel in ("json.py", "hmac.py", "pytest/__init__.py", "pytest/__main__.py", "src/json.py", "hmac.cpython-311.so"):
         assert p.why(rel) == "shadows a module of the interpreter or the environment", rel
     # the repository's own modules stay its own, even with an environment module's name
@@ -511,7 +528,7 @@ def test_a_new_module_that_shadows_the_interpreters_or_the_environments_is_prote
 
 
 def test_import_roots_name_the_stdlib_and_what_the_environment_installed():
-    roots, names = sup.import_roots("/nonexistent-repo")
+    roots, names = protect.import_roots("/nonexistent-repo")
     assert roots == ("",)
     assert {"json", "hmac", "hashlib", "os", "pytest", "_pytest"} <= names
 

@@ -4,19 +4,18 @@ supervisor loads the records from the file shipped beside it, never by module na
 
 from __future__ import annotations
 
+import io
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
+import zipfile
 
 import pytest
 
-import grader
-from grader.jobspec import CheckSpec, JobSpec, ProtectSpec
-from grader.pipeline import APPLY_CHAIN, CONTAINER_ENV
-
-PACKAGE = Path(grader.__file__).parent
+from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.runners import runner
+from grader.grading.ship import archive
+from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 
 
 def job(**over) -> JobSpec:
@@ -43,7 +42,6 @@ def job(**over) -> JobSpec:
             globs=[],
         ),
         pycache="/opt/pycache",
-        report_plugin="cGx1Z2lu",
         check=CheckSpec(
             kind="pytest",
             args=["tests/test_mean.py"],
@@ -94,27 +92,42 @@ def test_a_record_refuses_what_it_does_not_know_or_lacks(mutate):
 
 def test_an_unknown_check_kind_is_refused():
     with pytest.raises(ValueError, match="unknown check kind"):
-        CheckSpec(kind="doctest")
+        runner("doctest")
 
 
-def test_the_supervisor_loads_its_records_from_the_file_beside_it(tmp_path):
-    """Run as the container runs it (a script, isolated mode), in an interpreter where a
-    `grader` package is importable (this one): the jobspec.py beside it is what it loads."""
-    shutil.copy(PACKAGE / "supervisor.py", tmp_path / "supervisor.py")
-    (tmp_path / "jobspec.py").write_text("import sys\nprint('the shipped jobspec')\nsys.exit(7)\n")
+def test_the_supervisor_runs_from_its_archive_never_by_a_name_the_environment_answers_to(tmp_path):
+    """Run as the container runs it (`python3 -I box.zip`), in an interpreter where a
+    package named like the archive's (`grader_box`) is importable from the working
+    directory and from PYTHONPATH: the archive's own modules are what run. With no job to
+    read, the supervisor reports its own fault, as JSON."""
+    decoy = tmp_path / "grader_box"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("import sys\nprint('the decoy')\nsys.exit(7)\n")
+    (decoy / "supervisor.py").write_text("import sys\nprint('the decoy')\nsys.exit(7)\n")
+    box = tmp_path / "box.zip"
+    box.write_bytes(archive())
     run = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True, timeout=60
-    )
-    assert (run.returncode, run.stdout) == (7, "the shipped jobspec\n"), run.stderr
-
-
-def test_the_supervisor_as_shipped_reads_a_job_with_the_shipped_records(tmp_path):
-    """supervisor.py and jobspec.py side by side, as in the run directory: with no job to
-    read it reports its own fault, as JSON, having loaded the records."""
-    for name in ("supervisor.py", "jobspec.py"):
-        shutil.copy(PACKAGE / name, tmp_path / name)
-    run = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "supervisor.py")], capture_output=True, text=True, timeout=60
+        [sys.executable, "-I", str(box)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path)},
     )
     report = json.loads(run.stdout)
-    assert "FileNotFoundError" in report["error"] and "/opt/grader/run/job.json" in report["error"]
+    assert "FileNotFoundError" in report["error"] and "/opt/grader/run/job.json" in report["error"], run.stderr
+
+
+def test_the_archive_is_the_same_bytes_for_the_same_sources():
+    assert archive() == _archive_again()
+    names = zipfile.ZipFile(io.BytesIO(archive())).namelist()
+    assert names[0] == "__main__.py" and "grader_box/supervisor.py" in names
+    assert "grader_box/reporters/pytest_plugin.py" in names
+    assert not [n for n in names if n.endswith(".pyc")]
+
+
+def _archive_again() -> bytes:
+    from grader.grading import ship
+
+    ship.archive.cache_clear()
+    return ship.archive()

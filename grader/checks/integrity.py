@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.grading.report import TestReport
 from grader.verdict import Canaries
 
 MUST_PASS, MUST_FAIL = "passed", "failed"
@@ -45,51 +46,58 @@ class Report:
     pending: list[str] = field(default_factory=list)
 
 
-def read_pytest_report(sup: dict[str, Any], *, command: bool = False) -> Report:
-    """Turn the supervisor's `report`, `canaries`, `exit_code` and `tampered_files` into
-    outcomes, a report problem, and the evidence of tampering. `command`: the report of
-    the pytest sessions a task's command ran (one or more); the process's exit status is
-    the command's, so only a single session's must agree with it."""
+def read_test_report(
+    test: TestReport | None,
+    *,
+    exit_code: int | None,
+    canaries: dict[str, Any] | None,
+    tampered_files: list[str],
+    runner: str = "pytest",
+    command: bool = False,
+) -> Report:
+    """Turn the supervisor's verified test report, the canaries, the exit status and the
+    tampered files into outcomes, a report problem, and the evidence of tampering.
+    `runner` names whose report it is (in the evidence); `command`: the report of the
+    runner sessions a task's command ran (one or more); the process's exit status is the
+    command's, so only a single session's must agree with it."""
     out = Report()
-    exit_code = sup.get("exit_code")
-    rep = sup.get("report")
-    if rep is None:
+    if test is None:
         out.problem = "The test run produced no report"
         return out
-    if rep.get("problem"):
-        out.problem = rep["problem"][0].upper() + rep["problem"][1:]
+    if test.problem:
+        out.problem = test.problem[0].upper() + test.problem[1:]
         return out
-    out.outcomes = dict(rep.get("outcomes") or {})
-    out.collect_errors = list(rep.get("collect_errors") or [])
-    end = rep.get("end")
-    if rep.get("forged"):
+    out.outcomes = dict(test.outcomes)
+    out.collect_errors = list(test.collect_errors)
+    if test.forged:
         out.channel = "forged"
-        out.evidence.append(rep["forged"])
+        out.evidence.append(test.forged)
     else:
-        out.channel = "signed"
-    sessions, ends = rep.get("sessions", 1), rep.get("ends", 1 if end is not None else 0)
-    if end is None or ends < sessions:
+        out.channel = test.channel
+    if not test.ended or test.ends < test.sessions:
         killed = ", killed: the memory limit or a signal" if exit_code is not None and exit_code < 0 else ""
-        out.problem = f"The test run ended before pytest finished its report (exit status {exit_code}{killed})"
-    elif end.get("exit") != exit_code and (not command or sessions == 1):
+        out.problem = f"The test run ended before {runner} finished its report (exit status {exit_code}{killed})"
+    elif test.end_exit != exit_code and (not command or test.sessions == 1):
         out.evidence.append(
-            f"pytest finished with exit status {end.get('exit')} but its process exited with "
+            f"{runner} finished with exit status {test.end_exit} but its process exited with "
             f"{exit_code}: something else ended the run"
         )
-    _judge_canaries(sup.get("canaries"), end, out)
-    for what in rep.get("integrity") or []:
-        out.evidence.append(f"the test process reached into pytest: {what}")
-    for rel in sup.get("tampered_files") or []:
+    _judge_canaries(canaries, test.end_exit if test.ended else None, out)
+    for what in test.integrity:
+        out.evidence.append(f"the test process reached into {runner}: {what}")
+    for rel in tampered_files:
         out.evidence.append(f"{rel} was changed or moved while the tests ran")
     return out
 
 
-def _judge_canaries(canaries: dict[str, Any] | None, end: dict[str, Any] | None, out: Report) -> None:
-    if not canaries or "expect" not in canaries:
+def _judge_canaries(canaries: dict[str, Any] | None, end_exit: int | None, out: Report) -> None:
+    if not canaries or not isinstance(canaries.get("expect"), dict):
         return
     expect: dict[str, str] = canaries["expect"]
-    got: dict[str, str | None] = canaries.get("got") or {}
-    completed = end is not None and end.get("exit") in (0, 1) and not out.collect_errors
+    got = canaries.get("got")
+    if not isinstance(got, dict):
+        got = {}
+    completed = end_exit in (0, 1) and not out.collect_errors
     record = Canaries(
         must_pass=sum(1 for v in expect.values() if v == MUST_PASS),
         must_fail=sum(1 for v in expect.values() if v == MUST_FAIL),

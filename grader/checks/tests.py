@@ -10,6 +10,7 @@ does not pass.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from xml.etree.ElementTree import ParseError
 
@@ -20,14 +21,18 @@ from grader.verdict import TestOutcomes
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
-# pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
-_PYTEST_OK, _PYTEST_FAILED = 0, 1
-_PYTEST_STATUS: dict[int | None, str] = {
-    2: "interrupted, or a test file failed to import",
-    3: "internal error",
-    4: "usage error (a test path may be missing)",
-    5: "no tests were collected",
-}
+
+
+@dataclass(frozen=True)
+class ExitRule:
+    """What a runner's exit status must say of its own report (a runner module's
+    EXIT_PASSED, EXIT_FAILED and EXIT_MEANING): `passed` when no test failed, `failed`
+    when some did; any other status ends the run unpassed, with its meaning."""
+
+    name: str
+    passed: int
+    failed: int
+    meaning: dict[int, str]
 
 
 class ReportError(ValueError):
@@ -97,14 +102,16 @@ def evaluate_tests(
     fail_to_pass: list[str],
     pass_to_pass: list[str],
     runner: str,
+    exits: ExitRule | None = None,
 ) -> CheckOutcome:
     """Decide passed / not passed from the report's outcomes and the exit status.
 
     With FAIL_TO_PASS / PASS_TO_PASS lists, every listed test must be in the report and
     have passed. Without them, the runner must have succeeded (and, for pytest, have
-    run at least one test with no failures). For pytest the report and the exit status
-    must agree (the canaries are not in `outcomes`, and the report plugin keeps them out of
-    the exit status).
+    run at least one test with no failures). Where the runner ran the tests itself
+    (`exits`: pytest, and every runner that speaks the signed channel) the report and the
+    exit status must agree (the canaries are not in `outcomes`, and the reporter keeps them
+    out of the exit status).
     """
     tests = TestOutcomes(exit_code=exit_code)
     details: dict[str, Any] = {"runner": runner}
@@ -115,14 +122,14 @@ def evaluate_tests(
     details["counts"] = counts
 
     bad = counts[FAILED] + counts[ERROR]
-    if runner == "pytest" and not report_problem:
-        if exit_code == _PYTEST_OK and bad:
-            report_problem = f"pytest exited 0 but its report has {bad} failing test(s)"
-        elif exit_code == _PYTEST_FAILED and not bad:
-            report_problem = "pytest exited 1 (tests failed) but its report has no failing test"
-        elif exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
-            why = _PYTEST_STATUS.get(exit_code, "killed or crashed")
-            report_problem = f"pytest exited {exit_code}: {why}"
+    if exits is not None and not report_problem:
+        if exit_code == exits.passed and bad:
+            report_problem = f"{exits.name} exited {exits.passed} but its report has {bad} failing test(s)"
+        elif exit_code == exits.failed and not bad:
+            report_problem = f"{exits.name} exited {exits.failed} (tests failed) but its report has no failing test"
+        elif exit_code not in (exits.passed, exits.failed):
+            why = exits.meaning.get(exit_code, "killed or crashed") if exit_code is not None else "killed or crashed"
+            report_problem = f"{exits.name} exited {exit_code}: {why}"
     if report_problem:
         details["report_problem"] = report_problem
         return CheckOutcome(False, report_problem, tests=tests, details=details)
@@ -139,7 +146,7 @@ def evaluate_tests(
             why += f" ({len(absent)} not run)"
         return CheckOutcome(False, why, tests=tests, details=details)
 
-    if runner == "pytest":
+    if exits is not None:
         if bad:
             return CheckOutcome(False, f"{bad} test(s) failed", tests=tests, details=details)
         if counts[PASSED] == 0:

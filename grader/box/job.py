@@ -1,18 +1,20 @@
-"""The job a grading run's supervisor is given: what the host (grader/pipeline.py) asks
-of grader/supervisor.py, as typed records that travel as JSON (run/job.json).
+"""The job a grading run's supervisor is given: what the host (grader/grading/spec.py)
+asks of the in-container supervisor (this package), as typed records that travel as
+JSON (run/job.json).
 
-Standard library only, Python 3.9+: this file ships into the container beside
-supervisor.py, in the root-only run directory, and the supervisor loads it from there by
-path (never by a module name the submission's environment could answer to).
+Standard library only, Python 3.9+: this package ships into the container as one
+archive in the root-only run directory, and runs from there by path (never by a module
+name the submission's environment could answer to).
 
     JobSpec       the run: where the repository is, the patch, the user, the deadline,
                   the output caps, the apply chain, the environment
       ProtectSpec what is restored to the base after the patch (supervisor.Protection)
-      CheckSpec   what the check runs: pytest, a command, an output or exact-match check
+      CheckSpec   what the check runs: `kind` names a runner of runners/ (pytest, command,
+                  output, exact_match, ...), the other fields are that runner's settings
 
 A record refuses a key it does not know (a TypeError) and one it lacks: the host and the
 supervisor ship together, so a mismatch is a bug to hear of, never a default to guess.
-What the supervisor reports back is still a JSON object read by grader/pipeline.py.
+What the supervisor reports back is report.BoxReport, read by grader/grading/report.py.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-CHECK_KINDS = ("pytest", "command", "output", "exact_match")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class ProtectSpec:
 class CheckSpec:
     """What the check runs, by `kind`. A field a kind does not use keeps its default."""
 
-    kind: str  # one of CHECK_KINDS
+    kind: str  # a runner's name (runners.RUNNERS)
     args: list[str] | None = None  # pytest: its options and paths (None for every other kind)
     plugins: list[str] = field(default_factory=list)  # pytest: -p NAME for each
     command: str | None = None  # command, output: run with sh -c
@@ -57,10 +57,6 @@ class CheckSpec:
     canary_sources: list[str] = field(default_factory=list)
     # filled in by the supervisor: the task's own test code, which the report plugin trusts
     trusted_tests: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.kind not in CHECK_KINDS:
-            raise ValueError(f"unknown check kind {self.kind!r}")
 
 
 @dataclass
@@ -77,7 +73,6 @@ class JobSpec:
     apply_chain: list[tuple[str, list[str]]]  # (method, argv), tried in order
     protect: ProtectSpec
     pycache: str  # the root-owned bytecode cache
-    report_plugin: str  # grader/report_plugin.py, base64
     check: CheckSpec
     env: dict[str, str]  # the deterministic environment of every process it starts
     nproc_limit: int | None = None  # RLIMIT_NPROC, set only under a private kernel

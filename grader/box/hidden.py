@@ -1,0 +1,102 @@
+"""The hidden tests: put in place root-owned and read-only, their directories locked for
+the run, and checked afterwards (bytes, owner, inode and change time)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from typing import Any
+
+from .job import JobSpec
+from .tree import Tree, rel_ok
+
+
+def hidden_manifest(job: JobSpec) -> dict[str, Any]:
+    path = os.path.join(job.hidden_dir, "manifest.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        manifest: dict[str, Any] = json.load(f)
+        return manifest
+
+
+def restore_hidden(job: JobSpec, tree: Tree, manifest: dict[str, Any]) -> list[str]:
+    for rel, digest in sorted(manifest.items()):
+        if not rel_ok(rel):
+            raise ValueError(f"hidden test path {rel!r} is unsafe")
+        if digest is None:  # the test patch deletes this file
+            tree.remove(rel)
+            continue
+        with open(os.path.join(job.hidden_dir, "files", rel), "rb") as f:
+            data = f.read()
+        tree.write(rel, data, mode=0o444, owner=(0, 0))
+    return sorted(manifest)
+
+
+def placed_identity(
+    tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None
+) -> dict[str, tuple[Any, ...]]:
+    """The inode and change time of each root-owned file placed for the run: a file moved
+    aside and back while the tests ran keeps its bytes but not its change time."""
+    paths = [rel for rel, digest in manifest.items() if digest is not None]
+    if canaries and "expect" in canaries:
+        paths.append(canaries["path"])
+    out = {}
+    for rel in paths:
+        st = tree.lstat(rel)
+        if st is not None:
+            out[rel] = (st.st_ino, st.st_ctime_ns)
+    return out
+
+
+def moved(tree: Tree, identity: dict[str, tuple[Any, ...]]) -> list[str]:
+    bad = []
+    for rel, (ino, ctime) in sorted(identity.items()):
+        st = tree.lstat(rel)
+        if st is None or (st.st_ino, st.st_ctime_ns) != (ino, ctime):
+            bad.append(rel)
+    return bad
+
+
+def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    """The directories holding the hidden tests and the canaries (up to, not including,
+    the repository's root) become root's, 0755, for the run: nothing can be renamed,
+    swapped or added beside the tests while pytest collects them, and a directory that is
+    not the user's cannot itself be moved (its '..' entry is not theirs to rewrite)."""
+    paths = [rel for rel, digest in manifest.items() if digest is not None and rel.endswith(".py")]
+    if canaries and "expect" in canaries:
+        paths.append(canaries["path"])
+    dirs = set()
+    for rel in paths:
+        parts = rel.split("/")[:-1]
+        dirs |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for rel in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+        fd = tree._parent(rel + "/x", create=False)
+        if fd is None:
+            continue
+        try:
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o755)
+        finally:
+            os.close(fd)
+
+
+def tampered(tree: Tree, expected: dict[str, str | None]) -> list[str]:
+    """Root-owned files that must be exactly as placed after the run (the hidden tests,
+    the canaries): the ones that are not."""
+    bad = []
+    for rel, digest in sorted(expected.items()):
+        st = tree.lstat(rel)
+        if st is None:
+            if digest is not None:
+                bad.append(rel)
+            continue
+        if digest is None or not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
+            bad.append(rel)
+            continue
+        data = tree.read(rel)
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            bad.append(rel)
+    return bad

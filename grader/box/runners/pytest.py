@@ -1,0 +1,119 @@
+"""pytest: run by the supervisor itself with the base commit's configuration, entry-point
+plugins off, the report plugin loaded under a name of this run only, and canaries first
+on the command line. Outcomes come only from the plugin's signed records."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from .. import canaries as canary
+from ..channel import Channel, plugin_settings, write_plugin
+from ..job import CheckSpec, JobSpec
+from ..proc import remaining, run_as_user, text
+from ..tree import Tree
+from .common import (
+    PYTHON_PROTECT,
+    canary_fields,
+    finish_run,
+    hidden_python_tests,
+    python_env,
+    test_file,
+)
+
+PROTECT = PYTHON_PROTECT
+# pytest's exit statuses: 0 all passed, 1 some failed, 5 none collected.
+EXIT_PASSED, EXIT_FAILED = 0, 1
+EXIT_MEANING: dict[int, str] = {
+    2: "interrupted, or a test file failed to import",
+    3: "internal error",
+    4: "usage error (a test path may be missing)",
+    5: "no tests were collected",
+}
+
+
+def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
+    """The job's check from the task's: pytest on `paths` (default: the hidden test modules
+    and the files the lists name), with canaries beside the hidden tests."""
+    listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])
+    modules = hidden_python_tests(hidden)
+    named = {test_file(tid) for tid in listed}
+    paths = list(check.get("paths") or []) or sorted(set(modules) | named)
+    if not paths:
+        raise ValueError("a pytest check needs paths or hidden test files")
+    return CheckSpec(
+        kind="pytest",
+        args=[*(check.get("pytest_args") or []), *paths],
+        plugins=list(check.get("plugins") or []),
+        **canary_fields(check, modules, named, listed),
+    )
+
+
+PYTEST_CONFIGS = (  # in pytest's own order of preference, with the section it reads
+    ("pytest.ini", None, ".ini"),
+    (".pytest.ini", None, ".ini"),
+    ("pyproject.toml", "[tool.pytest.ini_options]", ".toml"),
+    ("tox.ini", "[pytest]", ".ini"),
+    ("setup.cfg", "[tool:pytest]", ".cfg"),
+)
+TRUSTED_CONFIG = ".grader-pytest"
+
+
+def base_pytest_config(tree: Tree) -> tuple[str, bytes]:
+    """The configuration pytest would read at the base commit, saved before the patch so
+    that a patched pytest.ini / setup.cfg / pyproject.toml cannot change how tests run."""
+    for name, section, suffix in PYTEST_CONFIGS:
+        data = tree.read(name)
+        if data is not None and (section is None or section.encode() in data):
+            return suffix, data
+    return ".ini", b"[pytest]\n"
+
+
+def before_patch(job: JobSpec, tree: Tree) -> None:
+    suffix, data = base_pytest_config(tree)
+    job.pytest_config = (suffix, base64.b64encode(data).decode())
+
+
+def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+    return canary.make_canaries(job.check, tree)
+
+
+def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = job.check
+    if job.pytest_config is None or check.args is None:
+        raise ValueError("a pytest check needs its arguments and the base commit's configuration")
+    suffix, data = job.pytest_config
+    cfg = TRUSTED_CONFIG + suffix
+    tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
+    plugin_dir, module = write_plugin(job)
+    channel = Channel(job, plugin_settings(job, canaries))
+    args = list(check.args)
+    if canaries and "expect" in canaries:
+        args = [canaries["path"]] + args  # first: imported before any module of the submission's
+    argv = [
+        "python",
+        "-m",
+        "pytest",
+        "-c",
+        cfg,
+        "--rootdir",
+        job.repo,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        module,
+        "-o",
+        "console_output_style=classic",
+    ]
+    for plugin in check.plugins:
+        argv += ["-p", plugin]
+    env = {**python_env(job), "PYTHONPATH": plugin_dir, **channel.env()}
+    try:
+        run = run_as_user(
+            job, argv + args, timeout=remaining(job), stdout_limit=job.output_limit, pass_fds=channel.fds(), env=env
+        )
+    finally:
+        channel.close()
+    finish_run(result, run)
+    result["output"] = text(run["out"].data())
+    result["report"] = channel.read(canaries)

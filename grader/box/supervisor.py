@@ -1,0 +1,170 @@
+"""The in-container half of a grading run: the supervisor. Standard library only,
+Python 3.9+.
+
+The host copies this package (as one archive, paths.ARCHIVE) and the job (paths.JOB_PATH,
+a job.JobSpec) into a fresh container and starts it as PID 1, as root with the few
+capabilities of SUPERVISOR_CAPS (grader/sandbox/docker/runs.py says why each) under
+no-new-privileges. It never executes submitted code itself, and it trusts nothing the
+submission could have touched:
+
+1. records the repository's file tree (every entry, ignored files included) and copies
+   the protected files aside, in a root-only directory (protect.py);
+2. applies the patch as the unprivileged user with a fixed chain (git apply, git apply
+   --3way, patch --fuzz), undoing each failed attempt (apply.py);
+3. reads what the patch really changed from the tree (never from the diff's headers: a
+   patch that wrote other paths than its headers name is refused), removes bytecode it
+   brought, restores every protected path it changed (test files, conftest.py, *.pth,
+   *.dist-info, ...) to the base, then puts the hidden tests in place, root-owned and
+   read-only (hidden.py);
+4. runs the check as the unprivileged user (no capabilities, new session) through the
+   runner its `kind` names (runners/): for pytest, entry-point plugins off, the base
+   commit's configuration, no bytecode from the repository, hidden canary tests beside
+   the hidden tests (canaries.py), and the report coming back through an inherited pipe
+   from a plugin that signs every record with this run's secret (channel.py);
+5. kills every process left behind, checks the hidden tests are intact and prints one
+   JSON document on stdout, which nothing else in the container can reach.
+
+Every path it reads, writes or removes in the repository is opened component by
+component from a directory descriptor, never following a symbolic link (tree.py). What
+the submission did, including leaving a tree the supervisor cannot put right, is
+reported as data; only a fault of the supervisor itself is reported as "error".
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import resource
+import sys
+import time
+import traceback
+import types
+from typing import Any
+
+from .apply import apply_patch
+from .hidden import hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
+from .job import JobSpec
+from .paths import JOB_PATH
+from .proc import START, kill_everything_else
+from .protect import Protection, changes, import_roots, restore_protected, stage, unnamed_changes
+from .runners import runner
+from .tree import Tree, TreeError, shown
+
+# What a file tree the submission shaped can make a file operation fail with. Running out
+# of descriptors or memory, or a process limit, stays a fault of ours.
+TREE_ERRNOS = {
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ELOOP,
+    errno.ENAMETOOLONG,
+    errno.EEXIST,
+    errno.ENOTEMPTY,
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EMLINK,
+    errno.EFBIG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENXIO,
+    errno.EINVAL,
+    errno.EROFS,
+    errno.ETXTBSY,
+    errno.EBUSY,
+}
+
+
+class Stage:
+    """Names the step a TreeError (or an OSError the tree caused) came from: during the
+    apply it is the patch's failure to apply, after it the submission's verdict, not ours."""
+
+    def __init__(self, result: dict[str, Any], name: str):
+        self.result, self.name = result, name
+
+    def __enter__(self) -> Stage:
+        self.t = time.monotonic()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
+    ) -> bool:
+        self.result["durations"][self.name] = round(time.monotonic() - self.t, 4)
+        if isinstance(exc, TreeError) or (isinstance(exc, OSError) and exc.errno in TREE_ERRNOS):
+            self.result["tree_error"] = {"stage": self.name, "message": f"{type(exc).__name__}: {exc}"}
+            return True
+        return False
+
+
+def main() -> int:
+    result: dict[str, Any] = {"durations": {}}
+    try:
+        with open(JOB_PATH) as f:
+            job = JobSpec.from_json(f.read())
+        if job.nproc_limit:
+            # Inherited by every child; counted per user, so it binds the unprivileged
+            # user's processes only (root, which this is, is exempt). Set only where the
+            # kernel is the sandbox's own: on a shared kernel the count is host-wide.
+            resource.setrlimit(resource.RLIMIT_NPROC, (job.nproc_limit, job.nproc_limit))
+        tree = Tree(job.repo, job.uid, job.gid)
+        manifest = hidden_manifest(job)
+        t = time.monotonic()
+        check = runner(job.check.kind)
+        if hasattr(check, "before_patch"):
+            check.before_patch(job, tree)
+        before = tree.walk()
+        roots, shadowed = import_roots(job.repo)
+        protection = Protection(job.protect, before, roots=roots, shadowed=shadowed)
+        # the task's own test code, trusted by the report plugin's watch: restored to the base
+        job.check.trusted_tests = sorted(
+            protection.files
+            | {rel for rel in before if rel.endswith("conftest.py")}
+            | {d + "/" for d in protection.test_dirs}
+        )
+        staged = stage(tree, before, protection)
+        result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
+
+        applied = False
+        with Stage(result, "apply"):
+            applied = apply_patch(job, tree, result)
+        if applied and "tree_error" not in result:
+            with Stage(result, "place_tests"):
+                after = tree.walk()
+                changed = changes(before, after)
+                stray = unnamed_changes(changed, before, after, set(job.touched))
+                if stray:
+                    applied = False
+                    listed = ", ".join(shown(r) for r in stray[:5]) + (" ..." if len(stray) > 5 else "")
+                    result["apply_refused"] = f"it wrote files its headers do not name: {listed}"
+                else:
+                    result["bytecode_removed"], result["protected_restored"] = restore_protected(
+                        (job.uid, job.gid), tree, before, after, changed, protection, staged
+                    )
+                    result["restored"] = restore_hidden(job, tree, manifest)
+        result["applied"] = applied
+        if applied and "tree_error" not in result and not result.get("timed_out"):
+            canaries = None
+            with Stage(result, "check"):
+                if hasattr(check, "make_canaries"):
+                    canaries = check.make_canaries(job, tree)
+                identity = placed_identity(tree, manifest, canaries)
+                lock_test_dirs(job, tree, manifest, canaries)
+                check.run(job, tree, result, canaries)
+            kill_everything_else()
+            if "tree_error" not in result:
+                with Stage(result, "verify"):
+                    expected = dict(manifest)
+                    if canaries and "expect" in canaries:
+                        expected[canaries["path"]] = canaries["digest"]
+                    result["tampered_files"] = tampered(tree, expected) + moved(tree, identity)
+            if canaries is not None:
+                result["canaries"] = {k: v for k, v in canaries.items() if k in ("expect", "got", "skipped")}
+    except Exception:
+        result["error"] = traceback.format_exc()
+    result["durations"]["supervisor"] = round(time.monotonic() - START, 4)
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
