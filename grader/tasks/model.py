@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from grader.box.runners import test_runner
 from grader.config import DEFAULT_CPUS, DEFAULT_MEMORY, DEFAULT_PIDS, DEFAULT_TIMEOUT
 from grader.errors import TaskError
 
@@ -84,17 +85,22 @@ class Limits(_Strict):
 
 
 class TestsCheck(_Strict):
-    """Run the hidden tests after the submission's patch.
+    """Run the hidden tests after the submission's patch, with one of the runners of
+    grader/box/runners/ (docs/tasks.md lists them, with their test ids).
 
     runner `pytest`: the grader runs pytest itself on `paths` (default: the hidden test
-    files), with the base commit's pytest configuration, and reads per-test outcomes
-    from JUnit XML. runner `command`: `command` is run with sh; its exit status decides,
-    and `junit` (optional) names a JUnit file it writes, for per-test feedback.
+    files), with the base commit's pytest configuration; per-test outcomes come from its
+    signed report plugin. runner `command`: `command` is run with sh; its exit status
+    decides, and `junit` (optional) names a JUnit file it writes, for per-test feedback.
+    Every other runner runs its ecosystem's tests on `paths` with `args`, through a
+    reporter that speaks the same signed channel (or, where the ecosystem leaves none,
+    its runner's own framing read strictly), and may take a `command` where it says so.
     """
 
     type: Literal["tests"]
-    runner: Literal["pytest", "command"] = "pytest"
+    runner: str = "pytest"
     paths: list[str] = []
+    args: list[str] = Field([], description="extra arguments for the runner")
     pytest_args: list[str] = []
     command: str | None = None
     junit: str | None = None
@@ -107,10 +113,14 @@ class TestsCheck(_Strict):
 
     @model_validator(mode="after")
     def _runner_fields(self) -> TestsCheck:
-        if self.runner == "command" and not self.command:
-            raise ValueError("runner 'command' needs a command")
-        if self.runner == "pytest" and self.command:
-            raise ValueError("runner 'pytest' builds its own command; use paths and pytest_args")
+        module = test_runner(self.runner)
+        takes = getattr(module, "COMMAND", "none")
+        if takes == "required" and not self.command:
+            raise ValueError(f"runner {self.runner!r} needs a command")
+        if takes == "none" and self.command:
+            raise ValueError(f"runner {self.runner!r} builds its own command; use paths and args")
+        if self.runner != "pytest" and (self.pytest_args or self.plugins):
+            raise ValueError("pytest_args and plugins are the pytest runner's; use args")
         if self.hidden_tests and self.test_patch:
             raise ValueError("give hidden_tests or test_patch, not both")
         return self
@@ -264,8 +274,10 @@ class Task(_Strict):
         submitter and the host should know it."""
         check = self.check
         if isinstance(check, TestsCheck):
-            by_report = check.runner == "pytest" or (check.junit and (check.fail_to_pass or check.pass_to_pass))
-            decided_by = "test report" if by_report else "exit status"
+            decided_by = getattr(test_runner(check.runner), "DECIDED_BY", None)
+            if decided_by is None:  # the command runner: its JUnit file where it names one, else its exit status
+                by_report = check.junit and (check.fail_to_pass or check.pass_to_pass)
+                decided_by = "test report" if by_report else "exit status"
         else:
             decided_by = "file contents" if isinstance(check, ExactMatchCheck) else "output"
         return {

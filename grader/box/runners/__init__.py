@@ -1,10 +1,25 @@
 """The runners: one module each, registered here by name (a check's `kind`).
 
-A runner module defines `run(job, tree, result, canaries)`, which runs the check as the
-unprivileged user and records in `result` what the host needs to decide (the exit status,
-the output, the verified report); optionally `before_patch(job, tree)` (read what must
-come from the base commit, before the patch can change it) and `make_canaries(job,
-tree)` (hidden tests of this run that must fail and must pass).
+A runner module defines, in one place, everything about its runner on both sides:
+
+- `plan(check, hidden) -> CheckSpec` (on the host): the job's check from the task's
+  (a dict of its fields) and the hidden files it places;
+- `run(job, tree, result, canaries)` (in the container): runs the check as the
+  unprivileged user and records in `result` what the host needs to decide (the exit
+  status, the output, the verified report); optionally `before_patch(job, tree)` (read
+  what must come from the base commit, before the patch can change it) and
+  `make_canaries(job, tree)` (hidden tests of this run that must fail and must pass);
+- `PROTECT`: the paths of its ecosystem the patch may not change (test locations,
+  runner configuration, what the toolchain loads by itself);
+- for a tests runner (`TESTS = True`): `COMMAND` ("required", "optional" or "none":
+  whether a task gives it a command), `DECIDED_BY` (what the task's public view says
+  decides the verdict; absent where it depends on the task), and where it runs the tests
+  itself, the exit-status rule `EXIT_PASSED`, `EXIT_FAILED`, `EXIT_MEANING` (and `LABEL`,
+  its name in explanations) that its report must agree with;
+- optionally `listed_files(ids)`: the files a task's test ids name, protected with the
+  hidden tests (pytest's `path::name`; a runner whose ids name no file has none).
+
+Adding a runner is one module here and one line in RUNNERS.
 """
 
 from __future__ import annotations
@@ -26,3 +41,14 @@ def runner(kind: str) -> ModuleType:
         return RUNNERS[kind]
     except KeyError:
         raise ValueError(f"unknown check kind {kind!r}") from None
+
+
+def test_runners() -> list[str]:
+    """The runners a `tests` check may name."""
+    return sorted(name for name, module in RUNNERS.items() if getattr(module, "TESTS", False))
+
+
+def test_runner(name: str) -> ModuleType:
+    if name not in test_runners():
+        raise ValueError(f"unknown runner {name!r}; the runners are {', '.join(test_runners())}")
+    return RUNNERS[name]

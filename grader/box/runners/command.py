@@ -27,6 +27,9 @@ from .common import (
 # the command's pytest reads its configuration from the repository as it is: protected
 PROTECT = {**PYTHON_PROTECT, "names": PYTHON_PROTECT["names"] + PYTHON_CONFIG_FILES}
 
+TESTS = True
+COMMAND = "required"
+
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])

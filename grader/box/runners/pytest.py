@@ -31,6 +31,10 @@ EXIT_MEANING: dict[int, str] = {
     5: "no tests were collected",
 }
 
+TESTS = True
+COMMAND = "none"
+DECIDED_BY = "test report"
+
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     """The job's check from the task's: pytest on `paths` (default: the hidden test modules
