@@ -291,10 +291,10 @@ def test_resq_shell_script_and_a_modified_files_mismatch(calc, local, repo_dir):
 
 
 def test_resq_rows_that_cannot_be_imported(calc, local, repo_dir):
-    rows = [resq_row(calc, id="1_0", language="JavaScript"), resq_row(calc, id="2_0", testbed_environment="node18")]
+    rows = [resq_row(calc, id="1_0", language="Haskell"), resq_row(calc, id="2_0", testbed_environment="node18")]
     with pytest.raises(DatasetError) as info:
         imported("resq", rows, local, repo_dir)
-    assert "RES-Q task 1_0: language 'javascript'" in str(info.value)
+    assert "RES-Q task 1_0: language 'haskell'" in str(info.value)
     assert "RES-Q task 2_0: 'node18' is not a Python version" in str(info.value)
 
 

@@ -145,6 +145,61 @@ def environment_for(python: str, environments_dir: Path, where: str) -> str:
     )
 
 
+# A row's language, as benchmarks spell it, to the prefix of its environments' names.
+LANGUAGES = {
+    "python": "python",
+    "py": "python",
+    "javascript": "node",
+    "js": "node",
+    "typescript": "node",
+    "ts": "node",
+    "node": "node",
+    "nodejs": "node",
+    "go": "go",
+    "golang": "go",
+    "rust": "rust",
+    "java": "java",
+    "kotlin": "java",
+    "c": "c",
+    "c++": "c",
+    "cpp": "c",
+}
+
+
+def environment_for_language(language: str, version: str | None, environments_dir: Path, where: str) -> str:
+    """The environment for a row's language (and version, when it gives one): 'JavaScript'
+    means environments/node-*, 'go' with '1.24' environments/go-1.24, 'python' with
+    '3.9' environments/python-3.9. Without a version the newest environment of the
+    language is taken."""
+    key = language.strip().lower()
+    if key not in LANGUAGES:
+        raise DatasetError(
+            f"{where}: language {language!r} has no environment here (known: {', '.join(sorted(LANGUAGES))})"
+        )
+    prefix = LANGUAGES[key]
+    if prefix == "python":
+        return environment_for(version or "3.11", environments_dir, where)
+    have = []
+    if environments_dir.is_dir():
+        pattern = re.compile(re.escape(prefix) + r"(-[0-9.]+)?")
+        have = sorted(
+            (p.name for p in environments_dir.iterdir() if (p / "Dockerfile").is_file() and pattern.fullmatch(p.name)),
+            key=lambda n: [int(x) for x in re.findall(r"[0-9]+", n)],
+        )
+    if version:
+        m = re.search(r"([0-9]+)(?:\.([0-9]+))?", version)
+        if m:
+            minor = r"\." + re.escape(m.group(2)) if m.group(2) else r"(\.[0-9]+)?"
+            wanted_re = re.compile(re.escape(prefix) + "-" + re.escape(m.group(1)) + minor + r"(\.[0-9]+)?")
+            wanted = [n for n in have if wanted_re.fullmatch(n)]
+            if wanted:
+                return wanted[-1]
+        raise DatasetError(f"{where}: {language} {version} has no environment (available: {', '.join(have) or 'none'})")
+    if not have:
+        raise DatasetError(f"{where}: {language} has no environment in {environments_dir}")
+    return have[-1]
+
+
 def requirement_lines(text: str) -> list[str]:
     """The lines of a requirements file that say something (no blanks, no comments)."""
     out = []

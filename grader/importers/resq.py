@@ -1,23 +1,29 @@
 """RES-Q rows as tasks.
 
 Fields read: id, repo_url, instruction, base_commit, test_script, testbed_environment
-(a Python version: 'python3.11', '3.11'), requirements_txt (a requirements file's text),
-solution_patch (the gold patch), modified_files (checked against the files the solution
-patch touches), language, and solution_commit when present (its date becomes the task's
+(a Python version: 'python3.11', '3.11'; for a JavaScript row a Node.js one: 'node',
+'node18'), requirements_txt (a requirements file's text), solution_patch (the gold patch),
+modified_files (checked against the files the solution patch touches), language (Python,
+JavaScript or TypeScript), and solution_commit when present (its date becomes the task's
 created_at). The repository comes from --repo-dir/<owner>__<name> when a clone is there,
 else from repo_url.
 
 RES-Q's harness writes test_script into the repository root and runs it with the
-testbed's `python`; its exit status decides. Here it is a hidden file at the root, and
-the check is `runner: command` running it the same way. A script that starts with a
-shell shebang (#!/bin/sh, #!/bin/bash, #!/usr/bin/env bash) is run with that shell.
-The requirements are pip-installed, from the repository, when the instance image is
-built: never in a grading run, which has no network.
+testbed's interpreter; its exit status decides. Here it is a hidden file at the root, and
+the check is `runner: command` running it the same way: `python` for a Python row, `node`
+for a JavaScript one (an ES module, one that imports or exports at the top level, as
+.mjs). A script that starts with a shell shebang (#!/bin/sh, #!/bin/bash, #!/usr/bin/env
+bash) is run with that shell. The task's public view says the exit status decides.
+Python requirements are pip-installed; a JavaScript row's repository gets `npm ci` (with a
+lock file) or `npm install`, lifecycle scripts off, and its requirements lines are npm
+package specs installed the same way: all when the instance image is built, never in a
+grading run, which has no network.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from grader.importers.common import (
@@ -26,6 +32,7 @@ from grader.importers.common import (
     Draft,
     convert_rows,
     environment_for,
+    environment_for_language,
     install_step,
     limits,
     repo_name_from_url,
@@ -40,12 +47,35 @@ SCRIPT = "resq_test_script"
 _SHELL = re.compile(r"^#!\s*(?:/usr)?/bin/(?:env\s+)?(sh|bash|dash)\b")
 
 
-def test_command(script: str) -> tuple[str, str]:
+_ESM = re.compile(r"^\s*(import\s[^(]|import\s*\{|export\s)", re.M)
+JS_LANGUAGES = ("javascript", "typescript", "js", "ts", "node")
+NPM_FLAGS = "--ignore-scripts --no-audit --no-fund"
+
+
+def test_command(script: str, language: str = "python") -> tuple[str, str]:
     """(the hidden file's name, the command that runs it)."""
     m = _SHELL.match(script)
     if m:
         return f"{SCRIPT}.sh", f"{m.group(1)} {SCRIPT}.sh"
+    if language in JS_LANGUAGES:
+        name = f"{SCRIPT}.mjs" if _ESM.search(script) else f"{SCRIPT}.js"
+        return name, f"node {name}"
     return f"{SCRIPT}.py", f"python {SCRIPT}.py"
+
+
+def npm_install(requirements: list[str], has_lock: bool, has_package: bool, where: str) -> str | None:
+    """The instance image's install step for a JavaScript row: the repository's own
+    dependencies (npm ci with its lock file), then the row's npm package specs."""
+    steps = []
+    if has_package:
+        steps.append(f"npm ci {NPM_FLAGS}" if has_lock else f"npm install {NPM_FLAGS}")
+    specs = [r for r in requirements if not r.startswith("-")]
+    if specs:
+        for spec in specs:
+            if not re.fullmatch(r"[@\w./:^~<>=*-]+", spec):
+                raise DatasetError(f"{where}: {spec!r} is not an npm package spec")
+        steps.append(f"npm install --no-save {NPM_FLAGS} " + " ".join(shlex.quote(x) for x in specs))
+    return " && ".join(steps) or None
 
 
 def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
@@ -63,10 +93,17 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     script = text_field(row, "test_script", where)
     gold = text_field(row, "solution_patch", where)
     language = (text_field(row, "language", where, required=False) or "python").strip().lower()
-    if language != "python":
-        raise DatasetError(f"{where}: language {language!r}: only Python RES-Q tasks have an environment here")
-    environment = environment_for(text_field(row, "testbed_environment", where), ctx.environments_dir, where)
+    testbed = text_field(row, "testbed_environment", where, required=language != "python") or ""
     requirements = requirement_lines(row.get("requirements_txt") or "")
+    if language == "python":
+        environment = environment_for(testbed, ctx.environments_dir, where)
+    elif language in JS_LANGUAGES:
+        version = re.search(r"[0-9]+(\.[0-9]+)?", testbed)
+        environment = environment_for_language(
+            "javascript", version.group(0) if version else None, ctx.environments_dir, where
+        )
+    else:
+        raise DatasetError(f"{where}: language {language!r}: RES-Q tasks are Python or JavaScript")
     notes: list[str] = []
 
     modified = row.get("modified_files") or []
@@ -83,14 +120,19 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     solution = str(row.get("solution_commit") or "").strip().lower()
     if solution and ctx.repos.has_commit(name, solution, where):
         created = ctx.repos.commit_date(name, solution, where)
-    script_name, command = test_command(script)
+    script_name, command = test_command(script, language)
+    if language in JS_LANGUAGES:
+        has = {f: ctx.repos.has_file(name, base, f, where) for f in ("package.json", "package-lock.json")}
+        install = npm_install(requirements, has["package-lock.json"], has["package.json"], where)
+    else:
+        install = install_step(requirements, None, where)
     metadata = {"suite": ctx.suite, "language": language, "created_at": created, "source": f"RES-Q {raw_id} ({url})"}
     definition = {
         "id": tid,
         "instruction": instruction,
         "metadata": {k: v for k, v in metadata.items() if v is not None},
         "environment": environment,
-        "install": install_step(requirements, None, where),
+        "install": install,
         "limits": limits(ctx),
         "gold_patch": "gold.patch",
         "check": {
