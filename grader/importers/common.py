@@ -187,13 +187,14 @@ def environment_for_language(language: str, version: str | None, environments_di
             key=lambda n: [int(x) for x in re.findall(r"[0-9]+", n)],
         )
     if version:
-        m = re.search(r"([0-9]+)(?:\.([0-9]+))?", version)
-        if m:
-            minor = r"\." + re.escape(m.group(2)) if m.group(2) else r"(\.[0-9]+)?"
-            wanted_re = re.compile(re.escape(prefix) + "-" + re.escape(m.group(1)) + minor + r"(\.[0-9]+)?")
-            wanted = [n for n in have if wanted_re.fullmatch(n)]
-            if wanted:
-                return wanted[-1]
+        # the environment's version and the row's agree as far as both go: node-20 serves
+        # 'v20.11.1', go-1.24 serves '1.24.4' but not '1.19'
+        given = [int(x) for x in re.findall(r"[0-9]+", version)]
+        if given:
+            for name in reversed(have):
+                own = [int(x) for x in re.findall(r"[0-9]+", name)]
+                if own and (own[: len(given)] == given[: len(own)]):
+                    return name
         raise DatasetError(f"{where}: {language} {version} has no environment (available: {', '.join(have) or 'none'})")
     if not have:
         raise DatasetError(f"{where}: {language} has no environment in {environments_dir}")
