@@ -95,3 +95,37 @@ def test_a_resq_javascript_row_imports(tmp_path, environments):
     assert task.check.hidden_tests == {"resq_test_script.js": "hidden/resq_test_script.js"}
     assert task.install == "npm install --no-save --ignore-scripts --no-audit --no-fund chai@4.3.10"
     assert task.public_view()["decided_by"] == "exit status"
+
+
+def test_a_multi_swe_bench_row_reads_as_a_swe_bench_row():
+    from grader.importers.swebench import multi_swe_bench
+
+    row = {
+        "org": "acme",
+        "repo": "calc",
+        "number": 7,
+        "base": {"label": "acme:main", "ref": "main", "sha": "a" * 40},
+        "fix_patch": "diff --git a/x b/x\n",
+        "test_patch": "diff --git a/t b/t\n",
+        "title": "mean of nothing",
+        "body": "It divides by zero.",
+        "f2p_tests": {"TestMeanEmpty": {"run": "NONE", "test": "FAIL", "fix": "PASS"}},
+        "p2p_tests": {"TestMean": {"run": "PASS", "test": "PASS", "fix": "PASS"}},
+        "lang": "go",
+    }
+    out = multi_swe_bench(row)
+    assert (out["repo"], out["base_commit"], out["instance_id"]) == ("acme/calc", "a" * 40, "acme__calc-7")
+    assert out["patch"] == row["fix_patch"] and out["problem_statement"] == "mean of nothing\n\nIt divides by zero."
+    assert (out["FAIL_TO_PASS"], out["PASS_TO_PASS"], out["language"]) == (["TestMeanEmpty"], ["TestMean"], "go")
+    swe = {"instance_id": "x", "repo": "a/b", "patch": "p"}
+    assert multi_swe_bench(swe) is swe
+
+
+def test_a_row_with_an_unknown_log_parser_is_refused(tmp_path, environments):
+    from grader.importers.swebench import EnvSpec, test_check
+
+    spec = EnvSpec(python=None, language="javascript", runner="karma")
+    with pytest.raises(DatasetError, match="unknown runner \\(log parser\\) 'karma'"):
+        test_check(spec, ["test/a.js"], ["test/a.js::a"], [], [])
+    with pytest.raises(DatasetError, match="a javascript instance needs a runner"):
+        test_check(EnvSpec(python=None, language="javascript"), ["test/a.js"], ["test/a.js::a"], [], [])

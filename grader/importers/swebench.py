@@ -1,15 +1,24 @@
-"""SWE-bench instances as tasks.
+"""SWE-bench instances as tasks, in any language the grader has a runner for (SWE-bench,
+SWE-bench Multilingual, Multi-SWE-bench).
 
 Fields read: instance_id, repo, base_commit, problem_statement (the instruction), patch
 (the gold patch), test_patch (the hidden tests), FAIL_TO_PASS and PASS_TO_PASS (lists,
 or JSON-encoded lists as the published dataset has them), version, created_at, and
-difficulty where SWE-bench Verified gives it. The environment comes from the instance's
-own `python`, `requirements` and `install` fields, else from the --env-map entry of its
-repository (and version); `test_cmd` (and `junit`) in either overrides the test command.
+difficulty where SWE-bench Verified gives it. Multi-SWE-bench's spellings are read too:
+org + repo, base.sha, fix_patch, body/title, f2p_tests and p2p_tests (mappings keyed by
+test id), language/lang.
+
+The environment comes from the instance's own fields, else from the --env-map entry of
+its repository (and version): `python` (a Python version) for a Python instance, or
+`language` (and `language_version`) for any, or `environment` naming one directly;
+`requirements` (pip, Python only) and `install` (run in the repository when the image is
+built); `test_cmd`, `runner` (or `log_parser`: pytest, unittest, tap, node-test, jest,
+mocha, vitest, go, go-json, cargo, libtest, junit, ctest) and `junit`.
 
 The test command is SWE-bench's for pytest repositories: pytest on the files the
-test_patch touches (not its fixtures: SWE-bench's NON_TEST_EXTS are left out), with
-per-test outcomes read from pytest's JUnit report.
+test_patch touches (not its fixtures: SWE-bench's NON_TEST_EXTS are left out). Another
+runner runs those files (or packages, classes) itself through its reporter, `{test_files}`
+in a test_cmd standing for them.
 """
 
 from __future__ import annotations
@@ -21,13 +30,16 @@ from typing import Any
 
 import yaml
 
+from grader.box.runners import test_runner, test_runners
 from grader.importers.common import (
+    LANGUAGES,
     Context,
     DatasetError,
     Draft,
     convert_rows,
     date_field,
     environment_for,
+    environment_for_language,
     install_step,
     limits,
     sha_field,
@@ -39,7 +51,33 @@ from grader.patch import inspect_patch
 
 # SWE-bench's harness leaves files with these endings out of the test directives.
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
-ENV_KEYS = ("python", "requirements", "install", "test_cmd", "junit")
+ENV_KEYS = (
+    "python",
+    "language",
+    "language_version",
+    "environment",
+    "requirements",
+    "install",
+    "test_cmd",
+    "junit",
+    "runner",
+    "log_parser",
+)
+# A log parser's name, as the multilingual benchmarks write it, to the runner that reads
+# outcomes the grader's way (its own reporter, never the log).
+PARSERS = {
+    "go-json": "go",
+    "gotest": "go",
+    "go test": "go",
+    "libtest": "cargo",
+    "rust": "cargo",
+    "django": "unittest",
+    "node": "node-test",
+    "node-tap": "tap",
+    "tape": "tap",
+}
+# The runner a language gets when its row names none.
+DEFAULT_RUNNERS = {"python": "pytest", "go": "go", "rust": "cargo", "java": "junit", "c": "ctest"}
 # SWE-bench Verified's annotators' estimates of the time a fix takes.
 DIFFICULTY = {"<15 min fix": "easy", "15 min - 1 hour": "medium", "1-4 hours": "hard", ">4 hours": "hard"}
 SETUP_FILES = ("setup.py", "pyproject.toml")
@@ -50,11 +88,15 @@ DEFAULT_INSTALL = "pip install -e ."
 class EnvSpec:
     """How an instance's environment is made and its tests run."""
 
-    python: str
+    python: str | None
     requirements: list[str] = field(default_factory=list)
     install: str | None = None
     test_cmd: str | None = None
     junit: str | None = None
+    language: str = "python"
+    language_version: str | None = None
+    environment: str | None = None
+    runner: str | None = None
 
 
 def load_env_map(path: Path | str) -> dict[str, dict[str, Any]]:
@@ -102,25 +144,37 @@ def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, whe
         versions = {str(k): v for k, v in (entry.get("versions") or {}).items()}
         merged.update(versions.get(str(row.get("version")), {}))
     merged.update({k: row[k] for k in ENV_KEYS if row.get(k) is not None})
-    if not merged.get("python"):
+    if row.get("lang") and not merged.get("language"):
+        merged["language"] = row["lang"]
+    if not (merged.get("python") or merged.get("language") or merged.get("environment")):
         raise DatasetError(
             f"{where}: no environment: give the instance the fields python (and optionally "
-            f"requirements, install), or an entry for {row.get('repo')!r} in --env-map"
+            f"requirements, install), or language (and language_version), or environment, or an "
+            f"entry for {row.get('repo')!r} in --env-map"
         )
     requirements = merged.get("requirements") or []
     if isinstance(requirements, str):
         requirements = [line for line in requirements.splitlines() if line.strip()]
     if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
         raise DatasetError(f"{where}: requirements must be a list of pip requirement strings")
-    for key in ("install", "test_cmd", "junit"):
+    for key in ("install", "test_cmd", "junit", "language", "environment", "runner", "log_parser"):
         if merged.get(key) is not None and not isinstance(merged[key], str):
             raise DatasetError(f"{where}: {key} must be a string")
+    language = str(merged.get("language") or "python").strip().lower()
+    runner = merged.get("runner") or merged.get("log_parser")
+    if runner is not None:
+        runner = PARSERS.get(runner.strip().lower(), runner.strip().lower())
+    python = merged.get("python")
     return EnvSpec(
-        python=str(merged["python"]),
+        python=str(python) if python is not None else None,
         requirements=requirements,
         install=merged.get("install"),
         test_cmd=merged.get("test_cmd"),
         junit=merged.get("junit"),
+        language=language,
+        language_version=str(merged["language_version"]) if merged.get("language_version") is not None else None,
+        environment=merged.get("environment"),
+        runner=runner,
     )
 
 
@@ -145,9 +199,28 @@ def test_check(
 ) -> dict[str, Any]:
     """The `tests` check. A pytest test_cmd keeps the grader's own pytest runner (its
     options become pytest_args; the test files are appended, as SWE-bench appends its
-    directives); any other command runs with sh, `{test_files}` in it replaced by the
-    test files."""
+    directives); a named runner (or a language's usual one) runs the test files itself
+    through its reporter, taking the test_cmd where it takes a command; any other command
+    runs with sh, `{test_files}` in it replaced by the test files."""
     check: dict[str, Any] = {"type": "tests", "test_patch": "test.patch"}
+    runner = spec.runner
+    if runner is None and spec.language != "python" and not spec.test_cmd:
+        runner = DEFAULT_RUNNERS.get(LANGUAGES.get(spec.language, spec.language))
+        if runner is None:
+            raise DatasetError(
+                f"a {spec.language} instance needs a runner (or log_parser): {', '.join(test_runners())}"
+            )
+    if runner is not None and runner not in ("pytest", "command"):
+        if runner not in test_runners():
+            raise DatasetError(f"unknown runner (log parser) {runner!r}; use one of {', '.join(test_runners())}")
+        check["runner"] = runner
+        check["paths"] = files
+        if spec.test_cmd and getattr(test_runner(runner), "COMMAND", "none") != "none":
+            check["command"] = spec.test_cmd.replace("{test_files}", " ".join(shlex.quote(f) for f in files))
+        elif spec.test_cmd:
+            notes.append(f"test_cmd is not used: the {runner} runner runs the test files itself, through its reporter")
+        check["fail_to_pass"], check["pass_to_pass"] = fail_to_pass, pass_to_pass
+        return check
     test_cmd = spec.test_cmd or "pytest"
     argv = shlex.split(test_cmd)
     prefix = next((p for p in _PYTEST if argv[: len(p)] == p), None)
@@ -171,6 +244,7 @@ def test_check(
 
 
 def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, Any]] | None = None) -> Draft:
+    row = multi_swe_bench(row)
     raw_id = text_field(row, "instance_id", "an instance without instance_id")
     where = f"instance {raw_id}"
     tid = task_id(raw_id, where)
@@ -187,21 +261,34 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         raise DatasetError(f"{where}: FAIL_TO_PASS is missing or empty")
     created = date_field(row.get("created_at"), "created_at", where)
     spec = env_spec(row, env_map, where)
-    environment = environment_for(spec.python, ctx.environments_dir, where)
+    if spec.environment:
+        environment = spec.environment
+        if not (ctx.environments_dir / environment / "Dockerfile").is_file():
+            raise DatasetError(f"{where}: no environment {environment!r} in {ctx.environments_dir}")
+    elif spec.language == "python" or spec.python:
+        environment = environment_for(spec.python or spec.language_version or "3.11", ctx.environments_dir, where)
+    else:
+        environment = environment_for_language(spec.language, spec.language_version, ctx.environments_dir, where)
+    if spec.requirements and not environment.startswith("python-"):
+        raise DatasetError(f"{where}: requirements are pip requirements; a {spec.language} instance uses install")
     notes: list[str] = []
     files = test_files(test_patch)
     if not files:
         raise DatasetError(f"{where}: test_patch changes no test file")
-    check = test_check(spec, files, fail_to_pass, pass_to_pass, notes)
+    try:
+        check = test_check(spec, files, fail_to_pass, pass_to_pass, notes)
+    except DatasetError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
 
     ctx.repos.require_commit(repo, base, where)
     install = spec.install
-    if install is None and any(ctx.repos.has_file(repo, base, f, where) for f in SETUP_FILES):
+    python_env = environment.startswith("python-")
+    if install is None and python_env and any(ctx.repos.has_file(repo, base, f, where) for f in SETUP_FILES):
         install = DEFAULT_INSTALL
     version = row.get("version")
     metadata = {
         "suite": ctx.suite,
-        "language": "python",
+        "language": "python" if python_env else LANGUAGES.get(spec.language, spec.language),
         "difficulty": DIFFICULTY.get(str(row.get("difficulty"))),
         "created_at": created,
         "source": f"SWE-bench {repo}"
@@ -227,6 +314,32 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()},
         notes=notes,
     )
+
+
+def multi_swe_bench(row: dict[str, Any]) -> dict[str, Any]:
+    """A Multi-SWE-bench row in SWE-bench's field names (a SWE-bench row is left as it is):
+    org/repo, base.sha, fix_patch, title + body, f2p_tests / p2p_tests (mappings keyed by
+    test id), lang."""
+    if "fix_patch" not in row and "f2p_tests" not in row:
+        return row
+    out = dict(row)
+    if row.get("org") and row.get("repo") and "/" not in str(row["repo"]):
+        out["repo"] = f"{row['org']}/{row['repo']}"
+    base = row.get("base")
+    if isinstance(base, dict) and "base_commit" not in row:
+        out["base_commit"] = base.get("sha")
+    if "patch" not in row:
+        out["patch"] = row.get("fix_patch")
+    if "problem_statement" not in row:
+        out["problem_statement"] = "\n\n".join(str(row[k]) for k in ("title", "body") if row.get(k)) or None
+    for ours, theirs in (("FAIL_TO_PASS", "f2p_tests"), ("PASS_TO_PASS", "p2p_tests")):
+        if ours not in row and isinstance(row.get(theirs), dict):
+            out[ours] = sorted(row[theirs])
+    if "instance_id" not in row and row.get("org") and row.get("number") is not None:
+        out["instance_id"] = f"{row['org']}__{str(row.get('repo')).split('/')[-1]}-{row['number']}"
+    if row.get("lang") and not row.get("language"):
+        out["language"] = row["lang"]
+    return out
 
 
 def convert(
