@@ -11,6 +11,29 @@ from __future__ import annotations
 import pkgutil
 
 
+def resource_names(directory: str) -> list[str]:
+    """The files under a directory of this package (relative to it), in the archive in the
+    container or on disk on the host."""
+    import os
+    import zipfile
+
+    loader = getattr(__spec__, "loader", None)
+    archive = getattr(loader, "archive", None)  # zipimport's loader knows its zip
+    base = os.path.dirname(__file__)
+    if archive:
+        prefix = os.path.relpath(os.path.join(base, directory), archive).replace(os.sep, "/") + "/"
+        with zipfile.ZipFile(archive) as z:
+            return sorted(n[len(prefix) :] for n in z.namelist() if n.startswith(prefix) and not n.endswith("/"))
+    root = os.path.join(base, directory)
+    out = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if not name.endswith(".pyc"):
+                out.append(os.path.relpath(os.path.join(here, name), root).replace(os.sep, "/"))
+    return sorted(out)
+
+
 def resource(rel: str) -> bytes:
     """A file shipped in this package (a reporter a test process loads), read from the
     archive in the container or from the package on the host."""
