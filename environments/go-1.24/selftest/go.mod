@@ -1,0 +1,3 @@
+module grader.invalid/selftest
+
+go 1.24

@@ -1,0 +1,5 @@
+package asmlink
+
+import "testing"
+
+func TestSecret(t *testing.T) { t.Log(SecretLen()) }
