@@ -23,7 +23,7 @@ def _files() -> list[tuple[str, bytes]]:
     def walk(node: resources.abc.Traversable, prefix: str) -> None:
         for child in sorted(node.iterdir(), key=lambda c: c.name):
             if child.is_dir():
-                if child.name != "__pycache__":
+                if child.name not in ("__pycache__", "demo"):  # a reporter's demo is for people, not the container
                     walk(child, f"{prefix}{child.name}/")
             elif not child.name.endswith((".pyc", ".pyo")):
                 out.append((f"{prefix}{child.name}", child.read_bytes()))
