@@ -266,6 +266,9 @@ EXIT0_IN_CALL = (
 # ...and Mean calls it (the attack's calc.go replaces Mean's first line)
 EXIT0_MEAN_LINE = "\tChecked(xs)\n"
 
+# Mean panics on the empty slice: the test binary's process ends in TestEmpty
+PANIC_MEAN_LINE = '\tif len(xs) == 0 {\n\t\tpanic("calc: empty")\n\t}\n'
+
 # syscall.Exit(0) from an init(): before any test, past -test.paniconexit0
 EXIT0_AT_INIT = ("func init() { syscall.Exit(0) }\n", ("syscall",))
 

@@ -188,6 +188,17 @@ def test_os_exit_0_inside_a_test_fails_it(grader, go_tasks, go_mini):
     assert result.tests.all.get("TestEmpty") == "failed"
 
 
+def test_a_panic_fails_its_test_and_the_tests_it_left_unrun_run_again(grader, go_tasks, go_mini):
+    calc = gm.BASE_FILES["calc.go"].replace("\ttotal := 0.0\n", gm.PANIC_MEAN_LINE + "\ttotal := 0.0\n", 1)
+    result = grade(grader, go_tasks, go_mini.diff({"calc.go": calc}))
+    assert result.verdict is Verdict.FAIL and not result.tampered, why(result)
+    assert result.tests.all["TestEmpty"] == "failed"
+    # TestTwo and TestTable come after TestEmpty in mean_test.go: run again, alone
+    assert result.tests.all["TestTwo"] == "passed" and result.tests.all["TestTable/three_values"] == "passed"
+    assert "panic: calc: empty" in result.output and "run again after a panic" in result.output
+    assert result.protections.canaries is not None and result.protections.canaries.wrong == 0
+
+
 def test_exit_0_before_the_tests_is_forgery(grader, go_tasks, go_mini):
     result = grade(grader, go_tasks, fixed(go_mini, gm.EXIT0_AT_INIT))
     assert result.verdict is Verdict.FAIL, why(result)

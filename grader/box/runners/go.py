@@ -106,6 +106,7 @@ GO_ENV = {
 }
 REPORTER_MARK = "src/testing/grader_report.go"  # the patched GOROOT's reporter
 BIN_PARENTS = ("/var/tmp",)
+MAX_RERUNS = 20  # processes of a package after a panic, for the tests it left unrun
 
 
 # --- on the host: the task's check -> the job's ---------------------------------------
@@ -446,6 +447,32 @@ def bin_parent(job: JobSpec) -> str:
     return os.path.dirname(job.repo.rstrip("/")) or "/"
 
 
+def panicked(rep: dict[str, Any]) -> bool:
+    """The binary's reporter ended with a test's panic (its last word: exit 2)."""
+    end = rep.get("end")
+    if not isinstance(end, dict) or rep.get("forged") or rep.get("problem"):
+        return False
+    return bool(end.get("exit") == 2)
+
+
+def top_level_tests(job: JobSpec, directory: str, binary: str, env: dict[str, str]) -> list[str]:
+    """The binary's top-level tests and examples, as `-test.list` prints them (run with no
+    report channel: it writes no record). Code under test can print more names: a name
+    that is no test selects nothing."""
+    listing = run_as_user(
+        job,
+        ["/usr/bin/env", "-C", directory, binary, "-test.list", ".*"],
+        timeout=min(60.0, remaining(job)),
+        stdout_limit=job.report_limit,
+        separate_stderr=True,
+        env=env,
+    )
+    if listing["timed_out"] or listing["exit_code"] != 0:
+        return []
+    names = text(listing["out"].data()).split()
+    return sorted({n for n in names if re.fullmatch(r"(Test|Example|Fuzz)[A-Za-z0-9_]*", n)})
+
+
 def own_binaries(directory: str) -> None:
     """The built binaries become root's, read and run only: a test that runs first cannot
     swap a binary that runs after it. Anything but a regular file is removed."""
@@ -589,23 +616,41 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     canary_pkg = None
     units: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     settings = {"repo": job.repo}
+    # the task's own selection is left as it is: no test runs again outside it
+    selecting = any(f.startswith(CANARY_BLOCKERS) for f in run_flags)
     for pkg in testable:
         path, binary = pkg["ImportPath"], binaries[pkg["ImportPath"]]
         if not os.path.isfile(binary):
             collect_errors.append(path)
             continue
-        argv = ["/usr/bin/env", "-C", pkg["Dir"], binary, "-test.paniconexit0", *run_flags]
-        unit_run, rep = signed.run_signed(job, argv, settings=settings, env=env)
-        shown = unit_run["out"].data()
-        if canaries and canary_dir is not None and os.path.normpath(pkg["Dir"]) == canary_dir:
-            canary_pkg = path
-            taken_back = take_back_canaries(unit_run, rep, set(canaries["expect"]))
-            shown = hide_canaries(shown, canaries, taken_back)
-        if qualified and "outcomes" in rep:
-            rep["outcomes"] = {f"{path}::{tid}": o for tid, o in rep["outcomes"].items()}
-        units.append((path, unit_run, rep))
-        output.append((path, shown))
-        if unit_run["timed_out"]:
+        here = canaries is not None and canary_dir is not None and os.path.normpath(pkg["Dir"]) == canary_dir
+        canary_pkg = path if here else canary_pkg
+        base = ["/usr/bin/env", "-C", pkg["Dir"], binary, "-test.paniconexit0", *run_flags]
+        pending: list[str] | None = None
+        for attempt in range(MAX_RERUNS + 1):
+            selected = [f"-test.run=^({'|'.join(pending)})$"] if pending else []
+            unit_run, rep = signed.run_signed(job, base + selected, settings=settings, env=env)
+            shown = unit_run["out"].data()
+            if here and canaries is not None:
+                taken_back = take_back_canaries(unit_run, rep, set(canaries["expect"]))
+                shown = hide_canaries(shown, canaries, taken_back)
+            reported = {tid.split("/", 1)[0] for tid in rep.get("outcomes", {})}
+            if qualified and "outcomes" in rep:
+                rep["outcomes"] = {f"{path}::{tid}": o for tid, o in rep["outcomes"].items()}
+            label = path if attempt == 0 else f"{path} (run again after a panic, {attempt}: the tests it left unrun)"
+            units.append((label, unit_run, rep))
+            output.append((label, shown))
+            if unit_run["timed_out"] or not panicked(rep) or remaining(job) <= 0:
+                break
+            # a test panicked: the process ended there (its end says 2), the tests after it
+            # never ran. They run again, in a process of their own, for their own outcomes;
+            # the panic keeps this package's status failed.
+            if pending is None:
+                pending = top_level_tests(job, pkg["Dir"], binary, env)
+            pending = [name for name in pending or [] if name not in reported]
+            if not pending or selecting:
+                break
+        if units[-1][1]["timed_out"]:
             break
     timed_out = any(r["timed_out"] for _, r, _ in units)
 
