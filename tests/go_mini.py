@@ -19,10 +19,14 @@ for the root package plus stats' hidden test, which wants Max(nil) to return 0, 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import textwrap
 from pathlib import Path
+
+from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 
 MODULE = "example.com/calc"
 
@@ -506,3 +510,52 @@ def write_tasks(tasks: Path, mini: GoMini, timeout: int = 90) -> None:
         (d / "mean_test.go").write_text(HIDDEN_TEST)
         (d / "max_test.go").write_text(HIDDEN_STATS_TEST)
         (d / "gold.patch").write_bytes(golds[task_id])
+
+
+# --- the canaries' writer, without a container ---------------------------------------------
+
+
+class FakeTree:
+    """What make_canaries reads of the repository: a dict of files."""
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = dict(files)
+        self.written: dict[str, tuple[bytes, int, tuple[int, int]]] = {}
+
+    def read(self, rel, limit=None):
+        return self.files.get(rel)
+
+    def lstat(self, rel):
+        return object() if rel in self.files else None
+
+    def walk(self):
+        return {rel: ("f", 0o644, len(d), 0) for rel, d in self.files.items()}
+
+    def write(self, rel, data, *, mode, owner):
+        self.files[rel] = data
+        self.written[rel] = (data, mode, owner)
+
+    def _parent(self, rel, create=False):
+        return None
+
+
+def job_for(check: CheckSpec, tmp_path: Path) -> JobSpec:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(exist_ok=True)
+    (hidden / "manifest.json").write_text(json.dumps({"calc/mean_test.go": "d"}))
+    return JobSpec(
+        repo="/work/repo",
+        patch="/p",
+        touched=[],
+        hidden_dir=str(hidden),
+        uid=1000,
+        gid=1000,
+        deadline=10.0,
+        output_limit=65536,
+        report_limit=1 << 20,
+        apply_chain=[(m, list(a)) for m, a in APPLY_CHAIN],
+        protect=ProtectSpec([], [], [], [], [], True, [], [], []),
+        pycache="/opt/pycache",
+        check=check,
+        env=dict(CONTAINER_ENV),
+    )

@@ -11,12 +11,16 @@ to the base, and canaries in the hidden tests' package.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import go_mini as gm
+from grader.box.runners import go
 from grader.config import get_settings
+from grader.images import Images
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
@@ -233,6 +237,65 @@ def test_a_blanket_flip_is_caught_by_the_canaries(grader, go_tasks, go_mini):
     assert result.tests.all.get("TestEmpty") == "passed"  # the flip worked on the task's test...
     assert any("canary test that must fail" in t for t in result.tampered), why(result)  # ...and was seen
     assert result.protections.canaries is not None and result.protections.canaries.wrong >= 2
+
+
+# --- the canaries themselves ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(900)
+def test_canaries_of_every_shape_build_and_say_what_they_must(tmp_path, go_tasks):
+    """Forty canary files as make_canaries writes them, each in a package of its own (half
+    an internal test package, half an external one), built and run in the go-1.24 image:
+    every one compiles, and each test passes or fails as its `expect` says."""
+    module = tmp_path / "canaries"
+    module.mkdir()
+    (module / "go.mod").write_text("module example.com/canaries\n\ngo 1.21\n")
+    expect: dict[str, str] = {}
+    for n in range(40):
+        clause = f"p{n}" if n % 2 else f"p{n}_test"
+        tree = gm.FakeTree({f"p{n}/x_test.go": f"package {clause}\n".encode()})
+        check = go.plan({"fail_to_pass": ["TestParseZoneOffset", "TestTableValue/one"]}, {f"p{n}/x_test.go": "d"})
+        canaries = go.make_canaries(gm.job_for(check, tmp_path), tree)
+        (module / f"p{n}").mkdir()
+        (module / f"p{n}" / f"p{n}.go").write_text(f"package p{n}\n")
+        (module / canaries["path"]).write_bytes(tree.files[canaries["path"]])
+        expect |= {f"example.com/canaries/p{n}::{t}": want for t, want in canaries["expect"].items()}
+    settings = get_settings(tasks_dir=go_tasks.dir, environments_dir=ROOT / "environments")
+    image = Images(settings).build_env("go-1.24")
+    module.chmod(0o777)
+    run = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{module}:/work/m:ro",
+            "-w",
+            "/work/m",
+            "-e",
+            "GOFLAGS=-buildvcs=false",
+            image,
+            "go",
+            "test",
+            "-vet=off",
+            "-json",
+            "./...",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
+    got = {}
+    for line in run.stdout.splitlines():
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("Test") and event.get("Action") in ("pass", "fail"):
+            got[f"{event['Package']}::{event['Test']}"] = "passed" if event["Action"] == "pass" else "failed"
+    assert "build failed" not in run.stdout and "[setup failed]" not in run.stdout, (
+        run.stdout[-3000:] + run.stderr[-3000:]
+    )
+    assert got == expect
 
 
 # --- honest submissions of each shape still pass --------------------------------------------

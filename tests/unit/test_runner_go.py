@@ -6,17 +6,15 @@ tests/docker/test_attacks_go.py's."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 
+from go_mini import FakeTree, job_for
 from grader.box import runners
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.job import ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import go
-from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 from grader.tasks import model
 
 HIDDEN = {"calc/mean_test.go": "d1", "calc/testdata/in_test.go": "d2", "calc/old_test.go": None, "README.md": "d3"}
@@ -205,52 +203,6 @@ def test_the_job_args_split_into_the_ids_form_the_build_and_the_binaries():
 )
 def test_the_package_clause_of_a_hidden_test(source, name):
     assert go.package_clause(source) == name
-
-
-class FakeTree:
-    """What make_canaries reads of the repository: a dict of files."""
-
-    def __init__(self, files: dict[str, bytes]):
-        self.files = dict(files)
-        self.written: dict[str, tuple[bytes, int, tuple[int, int]]] = {}
-
-    def read(self, rel, limit=None):
-        return self.files.get(rel)
-
-    def lstat(self, rel):
-        return object() if rel in self.files else None
-
-    def walk(self):
-        return {rel: ("f", 0o644, len(d), 0) for rel, d in self.files.items()}
-
-    def write(self, rel, data, *, mode, owner):
-        self.files[rel] = data
-        self.written[rel] = (data, mode, owner)
-
-    def _parent(self, rel, create=False):
-        return None
-
-
-def job_for(check: CheckSpec, tmp_path: Path) -> JobSpec:
-    hidden = tmp_path / "hidden"
-    hidden.mkdir(exist_ok=True)
-    (hidden / "manifest.json").write_text(json.dumps({"calc/mean_test.go": "d"}))
-    return JobSpec(
-        repo="/work/repo",
-        patch="/p",
-        touched=[],
-        hidden_dir=str(hidden),
-        uid=1000,
-        gid=1000,
-        deadline=10.0,
-        output_limit=65536,
-        report_limit=1 << 20,
-        apply_chain=[(m, list(a)) for m, a in APPLY_CHAIN],
-        protect=ProtectSpec([], [], [], [], [], True, [], [], []),
-        pycache="/opt/pycache",
-        check=check,
-        env=dict(CONTAINER_ENV),
-    )
 
 
 TAKEN = b'package calc\n\nimport "testing"\n\nfunc TestValue(t *testing.T) {}\nfunc TestEdge(t *testing.T) {}\n'
