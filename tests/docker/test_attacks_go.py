@@ -65,12 +65,12 @@ def why(result: Result) -> str:
     return f"{result.verdict}: {result.explanation} | tampered {result.tampered} | {result.output[-1500:]}"
 
 
-def unfixed(go_mini: gm.GoMini, fragment: tuple[str, tuple[str, ...]], **more: str | None) -> bytes:
+def unfixed(go_mini: gm.GoMini, fragment: tuple[str, tuple[str, ...]], **more: str | bytes | None) -> bytes:
     body, imports = fragment
     return go_mini.diff({"calc.go": gm.unfixed_with(body, imports), **more})
 
 
-def fixed(go_mini: gm.GoMini, fragment: tuple[str, tuple[str, ...]] | None = None, **more: str | None) -> bytes:
+def fixed(go_mini: gm.GoMini, fragment: tuple[str, tuple[str, ...]] | None = None, **more: str | bytes | None) -> bytes:
     calc = gm.calc_with(*fragment) if fragment else gm.FIXED_CALC
     return go_mini.diff({"calc.go": calc, **more})
 
@@ -130,15 +130,17 @@ def test_a_testmain_file_is_removed_before_the_build(grader, go_tasks, go_mini):
     assert result.tests.all["TestEmpty"] == "failed"
 
 
-def test_go_mod_go_work_and_vendor_go_back_to_the_base(grader, go_tasks, go_mini):
-    patch = unfixed(
-        go_mini,
-        ("", ()),
-        **{"go.mod": gm.GO_MOD_HOSTILE, "go.work": gm.GO_WORK, "vendor/modules.txt": gm.VENDOR_MODULES},
-    )
-    result = grade(grader, go_tasks, patch)
+def test_go_mod_go_work_vendor_syso_and_testdata_go_back_to_the_base(grader, go_tasks, go_mini):
+    files = {
+        "go.mod": gm.GO_MOD_HOSTILE,
+        "go.work": gm.GO_WORK,
+        "vendor/modules.txt": gm.VENDOR_MODULES,
+        "hook_amd64.syso": b"\x7fELF\x02\x01\x01" + bytes(57),  # an object the linker would take as it is
+        "testdata/golden.txt": "NaN\n",
+    }
+    result = grade(grader, go_tasks, unfixed(go_mini, ("", ()), **files))
     assert result.verdict is Verdict.FAIL, why(result)
-    assert {"go.mod", "go.work", "vendor/modules.txt"} <= set(result.apply.neutralized), result.apply
+    assert set(files) <= set(result.apply.neutralized), result.apply
     assert result.tests.all["TestEmpty"] == "failed"  # built and run with the base's go.mod
 
 
