@@ -30,14 +30,29 @@ function state(file) {
   return s;
 }
 
+// In process (node-test-preload.mjs): the test file is this process's main module.
+const inProcess = !process.execArgv.includes('--test') && !!process.argv[1];
 let ended = false;
 process.on('exit', (code) => {
   if (ended) return;
   ended = true;
-  emit({ t: 'end', exit: typeof code === 'number' ? code : (process.exitCode || 0), collected });
+  const exit = typeof code === 'number' ? code : (process.exitCode || 0);
+  if (inProcess && !collected && exit !== 0) emit({ t: 'collect', id: relPath(process.argv[1]), outcome: 'error' });
+  emit({ t: 'end', exit, collected });
 });
 
+// node's harness calls the reporter once; in process, the preload waits for that call before
+// the test file loads, so a later call (test code that imported this module) gets nothing.
+let calls = 0;
+let markCalled;
+export const called = new Promise((resolve) => { markCalled = resolve; });
+
 export default async function* graderReporter(source) {
+  if (calls++) {
+    emit({ t: 'integrity', what: 'node-test: the reporter was called again, from outside the test runner' });
+    return;
+  }
+  markCalled();
   for await (const event of source) {
     const data = event.data || {};
     const file = data.file ? relPath(data.file) : null;
