@@ -178,4 +178,25 @@ function relPath(file, cwd) {
   return f.startsWith(base) ? f.slice(base.length) : f;
 }
 
-module.exports = { open, snapshot, uniqueIds, relPath, canonical };
+// Processes the tests fork (child_process.fork() passes process.execArgv on) must not load
+// the reporters again: they would find no channel. Drop from process.execArgv every flag
+// that names a file of this directory (-r/--require/--import and their value) and, with
+// dropReporters, node's --test-reporter / --test-reporter-destination flags.
+function dropOwnExecArgv(dropReporters) {
+  const dir = __dirname + '/';
+  const argv = process.execArgv;
+  const keep = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = String(argv[i]);
+    const next = i + 1 < argv.length ? String(argv[i + 1]) : '';
+    if ((a === '-r' || a === '--require' || a === '--import' || a === '--loader') && next.includes(dir)) { i++; continue; }
+    if (a.includes(dir)) continue;
+    if (dropReporters && (a === '--test-reporter' || a === '--test-reporter-destination')) { i++; continue; }
+    if (dropReporters && (a.startsWith('--test-reporter=') || a.startsWith('--test-reporter-destination='))) continue;
+    keep.push(a);
+  }
+  argv.length = 0;
+  for (const a of keep) argv.push(a);
+}
+
+module.exports = { open, snapshot, uniqueIds, relPath, canonical, dropOwnExecArgv };

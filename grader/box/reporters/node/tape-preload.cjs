@@ -16,9 +16,10 @@
 
 const path = require('path');
 const Module = require('module');
-const { open, snapshot, uniqueIds, relPath } = require('./channel.cjs');
+const { open, snapshot, uniqueIds, relPath, dropOwnExecArgv } = require('./channel.cjs');
 
 const { emit } = open();
+dropOwnExecArgv(false); // a child_process.fork() of the tests does not load this preload again
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 
 const mainFile = process.argv[1] ? path.resolve(process.argv[1]) : null;

@@ -50,6 +50,8 @@ SCENARIOS = [
      {"test/tape-exit0.js::exits early": F, "test/tape-exit0.js::never runs": F}, [], False),
     ("tape", "a file that throws while loading: a collect error", f"{TAPE} test/tape-loadfail.js",
      {}, ["test/tape-loadfail.js"], False),
+    ("tape", "a test that forks node: the child does not inherit the preload", f"{TAPE} test/tape-fork.js",
+     {"test/tape-fork.js::a forked child runs": P}, [], False),
     ("tape", "a record written into the report pipe by test code is unsigned: forged",
      f"{TAPE} test/tape-pipe-forge.js", None, [], True),
     ("mocha", "honest outcomes; a failing before() hook fails its tests", f"{MOCHA} test/mocha-honest.spec.js",
@@ -83,6 +85,8 @@ SCENARIOS = [
      f"{NODE_TEST_IN_PROCESS} test/nt-forge.test.js", {}, [], False),
     ("node-test", "in process: a fake '✔ subtracts' line does not pass",
      f"{NODE_TEST_IN_PROCESS} test/nt-fake.test.js", {"test/nt-fake.test.js::fake > subtracts": F}, [], False),
+    ("node-test", "in process: a test that forks node, the child inherits none of the reporter flags",
+     f"{NODE_TEST_IN_PROCESS} test/nt-fork.test.js", {"test/nt-fork.test.js::a forked child runs": P}, [], False),
     ("jest", "in band (-i): honest outcomes, a fake 'PASS'/'✓' line; process.exit ends the run",
      f"{JEST} -i jt/honest.test.js jt/fake.test.js jt/crash.test.js jt/loadfail.test.js",
      {"jt/honest.test.js::math > adds": P, "jt/honest.test.js::math > subtracts": F,
@@ -118,6 +122,11 @@ def main() -> int:
         print(f"installing the demo's devDependencies into {deps} (network on) ...", flush=True)
         subprocess.run(["docker", "run", "--rm", "-v", f"{deps}:/w", "-w", "/w", image, "sh", "-c",
                         "npm install --ignore-scripts --no-audit --no-fund --no-package-lock >/dev/null"], check=True)
+    # the project as the grader would have it: a copy, its node_modules pointing at the deps
+    work = deps + "-project"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(PROJECT, work)
+    os.symlink("/deps/node_modules", os.path.join(work, "node_modules"))
     print(f"image {image}; every run: docker run --network none -u 1000, repo and reporters read-only\n")
     failures = 0
     for runner, what, cmd, want, want_collect, want_forged in SCENARIOS:
@@ -125,7 +134,7 @@ def main() -> int:
             continue
         proc = subprocess.run(
             ["docker", "run", "--rm", "--network", "none", "-u", "1000", "--tmpfs", "/tmp:exec,uid=1000",
-             "-v", f"{PROJECT}:/work/repo:ro", "-v", f"{deps}/node_modules:/work/repo/node_modules:ro",
+             "-v", f"{work}:/work/repo:ro", "-v", f"{deps}:/deps:ro",
              "-v", f"{REPORTERS}:{R}:ro", "-w", "/work/repo", image,
              "python3", f"{R}/demo/driver.py", runner, "--", "sh", "-c", cmd],
             capture_output=True, text=True)
