@@ -98,6 +98,7 @@ def main() -> int:
     reader.join(10)
     rep = check(b"".join(chunks), key)
     rep["label"] = label
+    rep["key_hex"] = key.hex()  # the demo's key-theft scenario compares it with what the test printed
     rep["exit_status"] = status
     rep["output_tail"] = out[-1500:]
     print(json.dumps(rep))
