@@ -88,6 +88,11 @@ function finish(code) {
   emit({ t: 'end', exit, collected });
 }
 
+// The test file has loaded once the event loop turns: this callback is queued before
+// tape's own (the harness below queues its first run), so a test that throws is not taken
+// for a file that did not load.
+setImmediate(() => { loaded = true; });
+
 // Before tape's own exit handler (which ends the process from inside the event).
 process.prependListener('exit', finish);
 process.on('uncaughtExceptionMonitor', (err) => { crashed = err || true; });
@@ -107,4 +112,3 @@ if (tape) {
   try { Results = Object.getPrototypeOf(results); } catch (e) { /* */ }
   check = snapshot({ Test: tape.Test && tape.Test.prototype, Results });
 }
-setImmediate(() => { loaded = true; });
