@@ -141,6 +141,13 @@ _WINDOW = [
         "schema": {"type": "string"},
     },
     {
+        "name": "language",
+        "in": "query",
+        "required": False,
+        "description": "only tasks in this language (python, javascript, go, rust, java, c, ...)",
+        "schema": {"type": "string"},
+    },
+    {
         "name": "since",
         "in": "query",
         "required": False,
