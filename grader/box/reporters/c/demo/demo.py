@@ -1,0 +1,49 @@
+"""Run the C reporter against the demo project in the `c` environment image.
+
+    python3 grader/box/reporters/c/demo/demo.py [IMAGE]
+
+IMAGE defaults to the newest grader/env-c tag. The container gets what a grading container
+gets: no network, every capability dropped but the supervisor's five (CHOWN, DAC_OVERRIDE,
+SETUID, SETGID, KILL), no-new-privileges, a pids limit. The reporter and the demo are mounted
+read-only and root-owned; inner.py plays the supervisor. Exit status 0 when every outcome is
+the one the test deserves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORTER = os.path.dirname(HERE)
+
+
+def image() -> str:
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    tags = subprocess.check_output(
+        ["docker", "image", "ls", "grader/env-c", "--format", "{{.Repository}}:{{.Tag}}"], text=True
+    ).split()
+    if not tags:
+        sys.exit("no grader/env-c image: build it with `grader env build c`")
+    return tags[0]
+
+
+def main() -> int:
+    argv = ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL"]
+    for cap in ("CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"):
+        argv += ["--cap-add", cap]
+    argv += [
+        "--security-opt", "no-new-privileges:true",
+        "--pids-limit", "256",
+        "--tmpfs", "/tmp:rw,nosuid,nodev,size=256m,mode=1777",
+        "-v", f"{REPORTER}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",
+        "-v", f"{HERE}:/opt/demo:ro",
+        image(),
+        "python3", "/opt/demo/inner.py",
+    ]  # fmt: skip
+    return subprocess.run(argv).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
