@@ -12,7 +12,9 @@ ptrace them. Instead:
    strictly: names, commands, working directories, the properties that decide an outcome;
 3. it hands the repository and the build tree to root (chown, write bits off, set-id bits off),
    so that no test can change a test executable, a data file or the list for the tests after it;
-   each test gets a fresh private TMPDIR/HOME of its own;
+   each test's working directory stays open for new files (root-owned, mode 1777: nothing that
+   was there can be removed or replaced) and what a test leaves there is removed after it; each
+   test gets a fresh private TMPDIR/HOME of its own;
 4. it runs each test itself, as the unprivileged user, in a new session, with a timeout; after
    each test it kills every process of that user, so nothing a test leaves behind can touch (or
    ptrace) the next one;
@@ -298,6 +300,53 @@ def freeze(roots: list[str]) -> int:
     return n
 
 
+def open_workdirs(tests: list[dict], roots: list[str]) -> list[str]:
+    """Each test's WORKING_DIRECTORY inside the frozen roots becomes root-owned, mode 1777: a test
+    may create files there (many write their output next to them), but the sticky bit keeps it
+    from removing, renaming or replacing anything it did not create, and every file that was
+    there is root's and read-only to it."""
+    dirs = []
+    for t in tests:
+        d = t["props"].get("WORKING_DIRECTORY")
+        if not isinstance(d, str) or not os.path.isdir(d) or os.path.islink(d):
+            continue
+        d = os.path.realpath(d)
+        if d in dirs or not any(d == r or d.startswith(r.rstrip("/") + "/") for r in roots):
+            continue
+        os.chown(d, 0, 0)
+        os.chmod(d, 0o1777)
+        dirs.append(d)
+    return dirs
+
+
+def sweep(dirs: list[str]) -> list[str]:
+    """Remove what a test left in the writable working directories (every entry not owned by
+    root: the frozen tree is root's), so that each test starts from the same tree."""
+    removed = []
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if st.st_uid == 0:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            removed.append(path)
+    return removed
+
+
 def thaw(roots: list[str], uid: int, gid: int) -> None:
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -423,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test", action="append", default=[], help="run only these (default: every listed test)")
     ap.add_argument("--freeze", action="append", default=[], help="more paths handed to root")
     ap.add_argument("--no-freeze", action="store_true", help="leave the tree writable (weaker: see README)")
+    ap.add_argument(
+        "--read-only-workdirs", action="store_true", help="do not let tests create files in their working directories"
+    )
     ap.add_argument("--thaw", action="store_true", help="give the tree back to the user at the end")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -449,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     kill_user(uid, gid)
     roots = [] if args.no_freeze else [os.path.abspath(args.repo), build] + [os.path.abspath(p) for p in args.freeze]
     freeze(roots)
+    workdirs = [] if args.no_freeze or args.read_only_workdirs else open_workdirs(tests, roots)
     tmp_root = tempfile.mkdtemp(prefix=".ctest-launcher-", dir="/tmp")
     os.chmod(tmp_root, 0o711)
     wanted = set(args.test)
@@ -461,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome, why, seconds, out = run_test(
             t, uid=uid, gid=gid, base_env=base_env, timeout=args.timeout, tmp_root=tmp_root
         )
+        sweep(workdirs)
         failed += outcome == "failed"
         sys.stdout.write(f"---- {t['name']}: {outcome} ({why}, {seconds:.2f} s)\n")
         sys.stdout.write(out[:SHOWN_LIMIT].decode("utf-8", errors="replace"))
@@ -472,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"---- {name}: not listed by ctest", flush=True)
     shutil.rmtree(tmp_root, ignore_errors=True)
     if args.thaw:
+        for d in workdirs:
+            os.chmod(d, 0o755)
         thaw(roots, uid, gid)
     status = 1 if failed else 0
     channel.emit({"t": "end", "exit": status, "collected": collected})

@@ -23,6 +23,7 @@ LAUNCHER = "/opt/reporter/ctest_launcher.py"
 # what each test deserves, and why
 EXPECTED = {
     "honest_pass": ("passed", "returns 0"),
+    "writes_output": ("passed", "writes out.txt in its working directory and reads it back"),
     "leftover": ("passed", "returns 0; the process it leaves behind is killed"),
     "honest_fail": ("failed", "returns 1 (the leftover process tries to replace it)"),
     "fake_success_lines": ("failed", "prints ctest/automake/TAP/gtest success lines, returns 1"),
