@@ -406,8 +406,9 @@ def test_env(base: dict, props: dict, tmp: str) -> dict:
     return env
 
 
-def judge(props: dict, status, output: bytes, timed_out: bool) -> tuple[str, str]:
-    """(outcome, why) from the wait status, as ctest reads it, stricter where output decides."""
+def judge(props: dict, status, output: bytes, timed_out: bool, pass_regex: str = "strict") -> tuple[str, str]:
+    """(outcome, why) from the wait status, as ctest reads it, stricter where output decides
+    (pass_regex "strict"; "ctest" keeps ctest's rule: the output alone decides)."""
     text = output.decode("utf-8", errors="replace")
     if status is None:
         return "failed", "could not start"
@@ -429,13 +430,15 @@ def judge(props: dict, status, output: bytes, timed_out: bool) -> tuple[str, str
         matched = any(cmake_regex(p).search(text) for p in passing)
         if not matched:
             return "failed", "output did not match PASS_REGULAR_EXPRESSION"
+        if pass_regex == "ctest":
+            return "passed", f"PASS_REGULAR_EXPRESSION matched (exit status {status} not read)"
         if status != 0:
             return "failed", f"exit status {status} (PASS_REGULAR_EXPRESSION also needs 0 here)"
         return "passed", "exit status 0 and PASS_REGULAR_EXPRESSION matched"
     return ("passed" if ok else "failed"), f"exit status {status}{' (WILL_FAIL)' if will_fail else ''}"
 
 
-def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root) -> tuple[str, str, float, bytes]:
+def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root, pass_regex="strict") -> tuple[str, str, float, bytes]:
     props = t["props"]
     if props.get("DISABLED") is True:
         return "skipped", "DISABLED", 0.0, b""
@@ -455,7 +458,7 @@ def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root) -> tuple[str, st
         t["command"], uid=uid, gid=gid, cwd=cwd, env=test_env(base_env, props, tmp), timeout=limit
     )
     shutil.rmtree(tmp, ignore_errors=True)
-    outcome, why = judge(props, status, out, timed_out)
+    outcome, why = judge(props, status, out, timed_out, pass_regex)
     return outcome, why, seconds, out
 
 
@@ -474,6 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-freeze", action="store_true", help="leave the tree writable (weaker: see README)")
     ap.add_argument(
         "--read-only-workdirs", action="store_true", help="do not let tests create files in their working directories"
+    )
+    ap.add_argument(
+        "--pass-regex",
+        choices=("strict", "ctest"),
+        default="strict",
+        help="strict: a PASS_REGULAR_EXPRESSION test also needs exit status 0; ctest: the output alone "
+        "decides, as in ctest (each such test is then named in an integrity record)",
     )
     ap.add_argument("--thaw", action="store_true", help="give the tree back to the user at the end")
     args = ap.parse_args(argv)
@@ -512,8 +522,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         collected += 1
         outcome, why, seconds, out = run_test(
-            t, uid=uid, gid=gid, base_env=base_env, timeout=args.timeout, tmp_root=tmp_root
+            t, uid=uid, gid=gid, base_env=base_env, timeout=args.timeout, tmp_root=tmp_root, pass_regex=args.pass_regex
         )
+        if args.pass_regex == "ctest" and t["props"].get("PASS_REGULAR_EXPRESSION"):
+            channel.emit({"t": "integrity", "what": f"{t['name']}: decided by its output (PASS_REGULAR_EXPRESSION)"})
         sweep(workdirs)
         failed += outcome == "failed"
         sys.stdout.write(f"---- {t['name']}: {outcome} ({why}, {seconds:.2f} s)\n")
