@@ -29,7 +29,12 @@ ptrace them. Instead:
 Usage (root):  GRADER_REPORT_FD=N GRADER_KEY_FD=M python3 ctest_launcher.py \
                    --build-dir build [--repo /work/repo] [--user 1000:1000] [--timeout 300] \
                    [--test NAME ...] [--no-freeze] [--thaw]
-Test ids are the names ctest lists. The launcher's stdout is each test's output, framed with
+With --automake the list comes from `make -k check` run as the unprivileged user with every log
+driver replaced by am_record_driver.py (which records each test's command and runs nothing); the
+tests are then run the same way and judged as automake's test-driver judges them.
+
+Test ids are the names ctest lists (automake: the test's name, prefixed by its sub-directory).
+The launcher's stdout is each test's output, framed with
 lines that carry no weight: only the signed records decide.
 """
 
@@ -242,6 +247,69 @@ def list_tests(build_dir: str, uid: int, gid: int, env: dict, timeout: float) ->
     return order(tests)
 
 
+AM_DRIVERS = ("LOG_DRIVER", "TEST_LOG_DRIVER", "SH_LOG_DRIVER", "PL_LOG_DRIVER", "PY_LOG_DRIVER", "T_LOG_DRIVER")
+AM_ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+
+def list_automake(build_dir: str, uid: int, gid: int, env: dict, timeout: float, make_args: list[str]) -> list[dict]:
+    """`make -k check` as the unprivileged user with every log driver replaced by the recording
+    driver: it builds the check programs and lists each test (command, directory, environment,
+    XFAIL) without running one. A directory whose check programs do not build lists no test."""
+    tmp = tempfile.mkdtemp(prefix=".am-list-", dir="/tmp")
+    os.chown(tmp, uid, gid)
+    listing = os.path.join(tmp, "tests.jsonl")
+    here = os.path.dirname(os.path.abspath(__file__))
+    driver = f"python3 {os.path.join(here, 'am_record_driver.py')}"
+    argv = ["make", "-k", "check"] + [f"{v}={driver}" for v in AM_DRIVERS] + list(make_args)
+    rc, out, _, timed_out = run_as(
+        argv, uid=uid, gid=gid, cwd=build_dir, env=dict(env, GRADER_AM_LIST=listing), timeout=timeout, limit=LIST_LIMIT
+    )
+    sys.stdout.write(out[-SHOWN_LIMIT:].decode("utf-8", errors="replace"))
+    if timed_out:
+        raise ListError("make check (listing) timed out")
+    try:
+        with open(listing, "rb") as f:
+            data = f.read(LIST_LIMIT + 1)
+    except FileNotFoundError:
+        data = b""
+    shutil.rmtree(tmp, ignore_errors=True)
+    if len(data) > LIST_LIMIT:
+        raise ListError("the test list is too large")
+    tests, seen = [], set()
+    for line in data.splitlines():
+        try:
+            r = json.loads(line)
+            name, command, cwd, renv = r["name"], r["command"], r["cwd"], r["env"]
+        except (ValueError, KeyError, TypeError):
+            raise ListError("a line of the automake test list is not a record") from None
+        if not (
+            isinstance(name, str)
+            and isinstance(cwd, str)
+            and isinstance(command, list)
+            and command
+            and all(isinstance(c, str) for c in command)
+            and isinstance(renv, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in renv.items())
+        ):
+            raise ListError("a record of the automake test list is malformed")
+        rel = os.path.relpath(os.path.realpath(cwd), os.path.realpath(build_dir))
+        tid = name if rel == "." else f"{rel}/{name}"
+        if tid in seen:
+            raise ListError(f"the test {tid!r} is listed twice")
+        seen.add(tid)
+        props = {
+            "WORKING_DIRECTORY": cwd,
+            "AUTOMAKE": True,
+            "AM_ENV": {k: v for k, v in renv.items() if k not in AM_ENV_DROP and not k.startswith("GRADER_")},
+            "XFAIL": r.get("expect_failure") is True,
+            "HARD_ERRORS": r.get("hard_errors") is not False,
+        }
+        tests.append({"name": tid, "command": command, "props": props})
+    if not tests and rc != 0:
+        raise ListError(f"make check (listing) ended with {rc} and listed no test")
+    return tests
+
+
 def as_list(value) -> list[str]:
     if value is None:
         return []
@@ -371,6 +439,8 @@ def cmake_regex(pattern: str) -> re.Pattern:
 
 
 def test_env(base: dict, props: dict, tmp: str) -> dict:
+    if props.get("AUTOMAKE"):
+        return dict(props.get("AM_ENV") or base, TMPDIR=tmp, HOME=tmp)
     env = dict(base, TMPDIR=tmp, HOME=tmp)
     for item in as_list(props.get("ENVIRONMENT")):
         k, sep, v = item.partition("=")
@@ -412,6 +482,8 @@ def judge(props: dict, status, output: bytes, timed_out: bool, pass_regex: str =
     text = output.decode("utf-8", errors="replace")
     if status is None:
         return "failed", "could not start"
+    if props.get("AUTOMAKE"):
+        return judge_automake(props, status, timed_out)
     if timed_out:
         return "failed", "timed out"
     if status < 0:
@@ -436,6 +508,33 @@ def judge(props: dict, status, output: bytes, timed_out: bool, pass_regex: str =
             return "failed", f"exit status {status} (PASS_REGULAR_EXPRESSION also needs 0 here)"
         return "passed", "exit status 0 and PASS_REGULAR_EXPRESSION matched"
     return ("passed" if ok else "failed"), f"exit status {status}{' (WILL_FAIL)' if will_fail else ''}"
+
+
+def judge_automake(props: dict, status: int, timed_out: bool) -> tuple[str, str]:
+    """automake's test-driver: 0 PASS, 77 SKIP, 99 ERROR (with hard errors), anything else FAIL; an
+    XFAIL_TESTS test passes when it fails (XFAIL) and fails when it passes (XPASS). A signal or a
+    timeout is a failure, and so the expected one of an XFAIL test."""
+    if props.get("XFAIL"):
+        if timed_out:
+            return "failed", "timed out (XFAIL)"
+        if status == 0:
+            return "failed", "exit status 0 (XPASS)"
+        if status == 77:
+            return "skipped", "exit status 77 (SKIP)"
+        if status == 99 and props.get("HARD_ERRORS"):
+            return "failed", "exit status 99 (ERROR)"
+        return "passed", f"{'killed by signal ' + str(-status) if status < 0 else 'exit status ' + str(status)} (XFAIL)"
+    if timed_out:
+        return "failed", "timed out"
+    if status < 0:
+        return "failed", f"killed by signal {-status}"
+    if status == 0:
+        return "passed", "exit status 0"
+    if status == 77:
+        return "skipped", "exit status 77 (SKIP)"
+    if status == 99 and props.get("HARD_ERRORS"):
+        return "failed", "exit status 99 (ERROR)"
+    return "failed", f"exit status {status}"
 
 
 def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root, pass_regex="strict") -> tuple[str, str, float, bytes]:
@@ -467,11 +566,13 @@ def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root, pass_regex="stri
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--build-dir", required=True, help="ctest's build tree, or the top build directory of make check")
+    ap.add_argument("--automake", action="store_true", help="list the tests with make check and the recording driver")
+    ap.add_argument("--make-arg", action="append", default=[], help="more arguments for the listing make check")
     ap.add_argument("--repo", default=os.getcwd(), help="frozen with the build tree (default: the current directory)")
     ap.add_argument("--user", default="1000:1000", help="uid:gid the tests run as")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per test (a TIMEOUT property may lower it)")
-    ap.add_argument("--list-timeout", type=float, default=60.0)
+    ap.add_argument("--list-timeout", type=float, default=600.0, help="seconds for listing (automake: and building)")
     ap.add_argument("--test", action="append", default=[], help="run only these (default: every listed test)")
     ap.add_argument("--freeze", action="append", default=[], help="more paths handed to root")
     ap.add_argument("--no-freeze", action="store_true", help="leave the tree writable (weaker: see README)")
@@ -502,7 +603,11 @@ def main(argv: list[str] | None = None) -> int:
     base_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     kill_user(uid, gid)
     try:
-        tests = list_tests(build, uid, gid, dict(base_env, HOME="/tmp", TMPDIR="/tmp"), args.list_timeout)
+        list_env = dict(base_env, HOME="/tmp", TMPDIR="/tmp")
+        if args.automake:
+            tests = list_automake(build, uid, gid, list_env, args.list_timeout, args.make_arg)
+        else:
+            tests = list_tests(build, uid, gid, list_env, args.list_timeout)
     except ListError as exc:
         print(f"ctest_launcher: {exc}", flush=True)
         channel.emit({"t": "collect", "id": args.build_dir, "outcome": "error"})

@@ -6,7 +6,8 @@ IMAGE defaults to the newest grader/env-c tag. The container gets what a grading
 gets: no network, every capability dropped but the supervisor's five (CHOWN, DAC_OVERRIDE,
 SETUID, SETGID, KILL), no-new-privileges, a pids limit. The reporter and the demo are mounted
 read-only and root-owned; inner.py plays the supervisor. Exit status 0 when every outcome is
-the one the test deserves."""
+the one the test deserves. It runs twice: the ctest project (demo/project) and the automake one
+(demo/am-project, launcher --automake)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,16 @@ def main() -> int:
         "--pids-limit", "256",
         "--tmpfs", "/tmp:rw,nosuid,nodev,size=256m,mode=1777",
         "-v", f"{REPORTER}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",
+        "-v", f"{REPORTER}/am_record_driver.py:/opt/reporter/am_record_driver.py:ro",
         "-v", f"{HERE}:/opt/demo:ro",
         image(),
         "python3", "/opt/demo/inner.py",
     ]  # fmt: skip
-    return subprocess.run(argv).returncode
+    status = 0
+    for mode in ([], ["automake"]):
+        print(f"######## {'ctest' if not mode else 'automake (make check)'} ########", flush=True)
+        status |= subprocess.run(argv + mode).returncode
+    return status
 
 
 if __name__ == "__main__":

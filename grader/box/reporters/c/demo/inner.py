@@ -116,7 +116,7 @@ def verify(data: bytes, key: bytes) -> tuple[dict[str, str], list[str], str | No
     return outcomes, notes, None
 
 
-def launcher(repo: str) -> tuple[dict[str, str], list[str], str | None, int, str]:
+def launcher(repo: str, args: list[str] | None = None) -> tuple[dict[str, str], list[str], str | None, int, str]:
     os.makedirs("/opt/grader/run", mode=0o700, exist_ok=True)
     key = secrets.token_bytes(32)
     path = "/opt/grader/run/.key"
@@ -130,7 +130,7 @@ def launcher(repo: str) -> tuple[dict[str, str], list[str], str | None, int, str
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(rep_r, 65536), b"")))
     reader.start()
     proc = subprocess.run(
-        ["python3", LAUNCHER, "--build-dir", "build", "--repo", repo, "--timeout", "60"],
+        ["python3", LAUNCHER, "--repo", repo, "--timeout", "60"] + (args or ["--build-dir", "build"]),
         cwd=repo,
         pass_fds=(rep_w, key_fd),
         env=dict(os.environ, GRADER_REPORT_FD=str(rep_w), GRADER_KEY_FD=str(key_fd)),
@@ -145,7 +145,72 @@ def launcher(repo: str) -> tuple[dict[str, str], list[str], str | None, int, str
     return outcomes, notes, forged, proc.returncode, proc.stdout.decode(errors="replace")
 
 
+AM_EXPECTED = {
+    "honest_pass": ("passed", "returns 0"),
+    "honest_fail": ("failed", "returns 1"),
+    "fake_trs": ("failed", "prints PASS lines and writes its own .trs saying PASS, returns 1"),
+    "crash": ("failed", "prints Passed, then SIGSEGV"),
+    "tamper": ("passed", "returns 0; its attempt to replace the next test is refused"),
+    "victim": ("failed", "returns 1 (tamper tries to replace it)"),
+    "xfail": ("passed", "in XFAIL_TESTS and returns 1"),
+    "skip": ("skipped", "returns 77"),
+    "hard_error": ("failed", "prints PASS, returns 99"),
+    "script.sh": ("passed", "a shell test through SH_LOG_DRIVER, exits 0"),
+}
+
+
+def plain_make_check(top: str) -> dict[str, str]:
+    """make check the ordinary way, as the tests' user; outcomes from the .trs files."""
+    subprocess.run(
+        ["make", "-k", "check"], cwd=top, preexec_fn=as_user, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, HOME="/tmp"),
+    )  # fmt: skip
+    subprocess.run(["pkill", "-KILL", "-U", str(UID)], check=False)
+    names = {"PASS": "passed", "XFAIL": "passed", "FAIL": "failed", "XPASS": "failed", "ERROR": "failed", "SKIP": "skipped"}
+    out = {}
+    for name in AM_EXPECTED:
+        try:
+            with open(os.path.join(top, os.path.splitext(name)[0] + ".trs")) as f:
+                results = [line.split(":", 2)[2].strip() for line in f if line.startswith(":test-result:")]
+        except OSError:
+            continue
+        out[name] = names.get(results[0], "?") if results else "?"
+    return out
+
+
+def main_automake() -> int:
+    for where in ("/work/am", "/work/amplain"):
+        for part in ("am-project", "project"):
+            shutil.copytree(f"/opt/demo/{part}", f"{where}/{part}")
+        chown_tree(where)
+        sh("autoreconf -fi >/dev/null 2>&1 && ./configure >/dev/null", f"{where}/am-project")
+    plain = plain_make_check("/work/amplain/am-project")
+    outcomes, notes, forged, rc, output = launcher("/work/am", ["--automake", "--build-dir", "am-project"])
+    print("== the launcher's output (the listing make check, then each test) ==")
+    print("\n".join(line for line in output.splitlines() if line.startswith(("----", "tamper", "PASS", ":test"))))
+    print("\n== the signed channel ==")
+    for n in notes:
+        print(" ", n)
+    print("  forged:", forged)
+    print("\n== outcomes ==")
+    print(f"{'test':14} {'deserves':9} {'make check':11} {'launcher':9}  why")
+    wrong = []
+    for name, (want, why) in AM_EXPECTED.items():
+        got = outcomes.get(name, "missing")
+        if got != want:
+            wrong.append(name)
+        print(f"{name:14} {want:9} {plain.get(name, '-'):11} {got:9}  {why}{'' if got == want else '   <-- WRONG'}")
+    if sorted(set(outcomes) - set(AM_EXPECTED)):
+        wrong.append(f"unexpected ids {sorted(set(outcomes) - set(AM_EXPECTED))}")
+    fooled = sorted(n for n, (want, _) in AM_EXPECTED.items() if plain.get(n) != want)
+    print(f"\nplain make check (same user as the tests) got {len(fooled)} wrong: {', '.join(fooled) or 'none'}")
+    print(f"launcher exit status {rc}; {'every outcome as deserved' if not wrong and not forged else 'WRONG: ' + str(wrong)}")
+    return 0 if not wrong and not forged else 1
+
+
 def main() -> int:
+    if sys.argv[1:] == ["automake"]:
+        return main_automake()
     # three separate builds (a build tree names its own absolute paths): two for plain ctest
     for where in ("/work/repo", "/work/plain", "/work/plain2"):
         shutil.copytree("/opt/demo/project", where)
