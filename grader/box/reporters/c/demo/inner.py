@@ -33,6 +33,7 @@ EXPECTED = {
     "victim": ("failed", "returns 1 (tamper tries to replace it)"),
     "will_fail": ("passed", "WILL_FAIL and returns 1"),
     "regex_forgery": ("failed", "PASS_REGULAR_EXPRESSION printed, returns 3"),
+    "hang": ("failed", "prints 100% tests passed, then hangs past its TIMEOUT (2 s)"),
     "exit_zero_in_library": ("passed", "the known limit: the library calls exit(0) before the check"),
 }
 
