@@ -1,6 +1,6 @@
 """Run the C reporter against the demo project in the `c` environment image.
 
-    python3 grader/box/reporters/c/demo/demo.py [IMAGE]
+    python3 grader/box/reporters/c/demo/demo.py [IMAGE] [--runtime runsc]
 
 IMAGE defaults to the newest grader/env-c tag. The container gets what a grading container
 gets: no network, every capability dropped but the supervisor's five (CHOWN, DAC_OVERRIDE,
@@ -31,12 +31,21 @@ def image() -> str:
 
 
 def main() -> int:
+    runtime = None
+    if "--runtime" in sys.argv:
+        i = sys.argv.index("--runtime")
+        runtime = sys.argv[i + 1]
+        del sys.argv[i : i + 2]
     argv = ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL"]
+    if runtime:
+        argv += ["--runtime", runtime]
     for cap in ("CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"):
         argv += ["--cap-add", cap]
     argv += [
         "--security-opt", "no-new-privileges:true",
-        "--pids-limit", "256",
+        # under gVisor the pids cgroup counts the sandbox kernel's threads (about 12 per process,
+        # see grader/sandbox/docker/runs.py): the same 256 processes need room for ~3200
+        "--pids-limit", "3200" if runtime == "runsc" else "256",
         "--tmpfs", "/tmp:rw,nosuid,nodev,size=256m,mode=1777",
         "-v", f"{REPORTER}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",
         "-v", f"{REPORTER}/am_record_driver.py:/opt/reporter/am_record_driver.py:ro",
@@ -45,7 +54,14 @@ def main() -> int:
         "python3", "/opt/demo/inner.py",
     ]  # fmt: skip
     status = 0
-    for mode in ([], ["automake"]):
+    modes: list[list[str]] = [[], ["automake"]]
+    if runtime == "runsc":
+        # gVisor (this machine's runsc) answers `ls -di .` with EINVAL, so every autoconf
+        # configure script stops at "working directory cannot be determined": configure would
+        # have to run when the instance image is built (under runc), not at grading time.
+        print("(under runsc the automake demo is skipped: autoconf's configure cannot run there)")
+        modes = [[]]
+    for mode in modes:
         print(f"######## {'ctest' if not mode else 'automake (make check)'} ########", flush=True)
         status |= subprocess.run(argv + mode).returncode
     return status
