@@ -44,7 +44,10 @@ def main(argv: list[str]) -> int:
     }
     with open(listing, "a") as f:
         f.write(json.dumps(record, sort_keys=True) + "\n")
-    for key, text in (("log-file", ""), ("trs-file", ":test-result: SKIP\n:global-test-result: SKIP\n:recheck: no\n:copy-in-global-log: no\n")):
+    for key, text in (
+        ("log-file", ""),
+        ("trs-file", ":test-result: SKIP\n:global-test-result: SKIP\n:recheck: no\n:copy-in-global-log: no\n"),
+    ):
         if key in opts:
             with open(opts[key], "w") as f:
                 f.write(text)

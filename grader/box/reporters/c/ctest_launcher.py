@@ -54,6 +54,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
+
+Test = dict[str, Any]  # name, command (list of strings or None), props (the ctest properties)
 
 LIST_LIMIT = 16 * 1024 * 1024  # bytes of `ctest --show-only=json-v1` output accepted
 OUTPUT_LIMIT = 1024 * 1024  # bytes of one test's output kept (for the regular expressions)
@@ -83,7 +87,7 @@ class Channel:
         self.session = os.urandom(8).hex()
         self.prev = b""
 
-    def emit(self, record: dict) -> None:
+    def emit(self, record: dict[str, Any]) -> None:
         record = dict(record, s=self.session)
         line = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         mac = hmac.new(self.key, self.prev + line.encode(), hashlib.sha256).hexdigest()
@@ -96,7 +100,7 @@ class Channel:
 # --- processes of the unprivileged user -----------------------------------------------------
 
 
-def demote(uid: int, gid: int):
+def demote(uid: int, gid: int) -> Callable[[], None]:
     def run() -> None:
         os.setgroups([])
         os.setgid(gid)
@@ -143,7 +147,16 @@ def kill_user(uid: int, gid: int) -> None:
         time.sleep(0.01)
 
 
-def run_as(argv, *, uid, gid, cwd, env, timeout, limit=OUTPUT_LIMIT):
+def run_as(
+    argv: list[str],
+    *,
+    uid: int,
+    gid: int,
+    cwd: str | None,
+    env: dict[str, str],
+    timeout: float,
+    limit: int = OUTPUT_LIMIT,
+) -> tuple[int | None, bytes, float, bool]:
     """Run argv as uid:gid in a new session, stdin from /dev/null, stdout+stderr captured
     (the first `limit` bytes kept). Returns (status, output, seconds, timed_out): status is the
     exit status, minus the signal's number when a signal ended it, None when it could not start."""
@@ -165,6 +178,7 @@ def run_as(argv, *, uid, gid, cwd, env, timeout, limit=OUTPUT_LIMIT):
     out = bytearray()
     deadline = started + timeout
     timed_out = False
+    assert proc.stdout is not None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
     while True:
@@ -213,7 +227,7 @@ class ListError(Exception):
     pass
 
 
-def list_tests(build_dir: str, uid: int, gid: int, env: dict, timeout: float) -> list[dict]:
+def list_tests(build_dir: str, uid: int, gid: int, env: dict[str, str], timeout: float) -> list[Test]:
     rc, out, _, timed_out = run_as(
         ["ctest", "--show-only=json-v1"], uid=uid, gid=gid, cwd=build_dir, env=env, timeout=timeout, limit=LIST_LIMIT
     )
@@ -251,7 +265,9 @@ AM_DRIVERS = ("LOG_DRIVER", "TEST_LOG_DRIVER", "SH_LOG_DRIVER", "PL_LOG_DRIVER",
 AM_ENV_DROP = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
 
 
-def list_automake(build_dir: str, uid: int, gid: int, env: dict, timeout: float, make_args: list[str]) -> list[dict]:
+def list_automake(
+    build_dir: str, uid: int, gid: int, env: dict[str, str], timeout: float, make_args: list[str]
+) -> list[Test]:
     """`make -k check` as the unprivileged user with every log driver replaced by the recording
     driver: it builds the check programs and lists each test (command, directory, environment,
     XFAIL) without running one. A directory whose check programs do not build lists no test."""
@@ -310,7 +326,7 @@ def list_automake(build_dir: str, uid: int, gid: int, env: dict, timeout: float,
     return tests
 
 
-def as_list(value) -> list[str]:
+def as_list(value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, list):
@@ -318,11 +334,11 @@ def as_list(value) -> list[str]:
     return [str(value)]
 
 
-def order(tests: list[dict]) -> list[dict]:
+def order(tests: list[Test]) -> list[Test]:
     """ctest's order where it matters: fixture setups before the rest, cleanups after, DEPENDS
     honoured when the test depended on is listed earlier or later (a stable topological sort)."""
 
-    def rank(t):
+    def rank(t: Test) -> int:
         p = t["props"]
         return 0 if p.get("FIXTURES_SETUP") else 2 if p.get("FIXTURES_CLEANUP") else 1
 
@@ -330,7 +346,7 @@ def order(tests: list[dict]) -> list[dict]:
     names = {t["name"]: t for t in tests}
     done, out = set(), []
 
-    def visit(t, stack=()):
+    def visit(t: Test, stack: tuple[str, ...] = ()) -> None:
         if t["name"] in done or t["name"] in stack:
             return
         for dep in as_list(t["props"].get("DEPENDS")):
@@ -368,7 +384,7 @@ def freeze(roots: list[str]) -> int:
     return n
 
 
-def open_workdirs(tests: list[dict], roots: list[str]) -> list[str]:
+def open_workdirs(tests: list[Test], roots: list[str]) -> list[str]:
     """Each test's WORKING_DIRECTORY inside the frozen roots becomes root-owned, mode 1777: a test
     may create files there (many write their output next to them), but the sticky bit keeps it
     from removing, renaming or replacing anything it did not create, and every file that was
@@ -429,7 +445,7 @@ def thaw(roots: list[str], uid: int, gid: int) -> None:
 # --- one test -------------------------------------------------------------------------------
 
 
-def cmake_regex(pattern: str) -> re.Pattern:
+def cmake_regex(pattern: str) -> re.Pattern[str]:
     """CMake's regular expressions are a subset of Python's for what tests use (. * + ? [] ^ $ |
     and groups); a pattern Python cannot compile matches nothing."""
     try:
@@ -438,7 +454,7 @@ def cmake_regex(pattern: str) -> re.Pattern:
         return re.compile(r"(?!x)x")
 
 
-def test_env(base: dict, props: dict, tmp: str) -> dict:
+def test_env(base: dict[str, str], props: dict[str, Any], tmp: str) -> dict[str, str]:
     if props.get("AUTOMAKE"):
         return dict(props.get("AM_ENV") or base, TMPDIR=tmp, HOME=tmp)
     env = dict(base, TMPDIR=tmp, HOME=tmp)
@@ -476,7 +492,9 @@ def test_env(base: dict, props: dict, tmp: str) -> dict:
     return env
 
 
-def judge(props: dict, status, output: bytes, timed_out: bool, pass_regex: str = "strict") -> tuple[str, str]:
+def judge(
+    props: dict[str, Any], status: int | None, output: bytes, timed_out: bool, pass_regex: str = "strict"
+) -> tuple[str, str]:
     """(outcome, why) from the wait status, as ctest reads it, stricter where output decides
     (pass_regex "strict"; "ctest" keeps ctest's rule: the output alone decides)."""
     text = output.decode("utf-8", errors="replace")
@@ -510,7 +528,7 @@ def judge(props: dict, status, output: bytes, timed_out: bool, pass_regex: str =
     return ("passed" if ok else "failed"), f"exit status {status}{' (WILL_FAIL)' if will_fail else ''}"
 
 
-def judge_automake(props: dict, status: int, timed_out: bool) -> tuple[str, str]:
+def judge_automake(props: dict[str, Any], status: int, timed_out: bool) -> tuple[str, str]:
     """automake's test-driver: 0 PASS, 77 SKIP, 99 ERROR (with hard errors), anything else FAIL; an
     XFAIL_TESTS test passes when it fails (XFAIL) and fails when it passes (XPASS). A signal or a
     timeout is a failure, and so the expected one of an XFAIL test."""
@@ -537,7 +555,16 @@ def judge_automake(props: dict, status: int, timed_out: bool) -> tuple[str, str]
     return "failed", f"exit status {status}"
 
 
-def run_test(t: dict, *, uid, gid, base_env, timeout, tmp_root, pass_regex="strict") -> tuple[str, str, float, bytes]:
+def run_test(
+    t: Test,
+    *,
+    uid: int,
+    gid: int,
+    base_env: dict[str, str],
+    timeout: float,
+    tmp_root: str,
+    pass_regex: str = "strict",
+) -> tuple[str, str, float, bytes]:
     props = t["props"]
     if props.get("DISABLED") is True:
         return "skipped", "DISABLED", 0.0, b""

@@ -38,7 +38,7 @@ EXPECTED = {
 }
 
 
-def as_user():
+def as_user() -> None:
     os.setgroups([])
     os.setgid(GID)
     os.setuid(UID)
@@ -74,18 +74,21 @@ def plain_ctest(repo: str, *args: str) -> dict[str, str]:
         return {"(no JUnit file)": f"ctest wrote no report: {exc.__class__.__name__}"}
     for tc in root.iter("testcase"):
         status = {"run": "passed", "fail": "failed", "notrun": "skipped", "disabled": "skipped"}.get(
-            tc.get("status"), "?"
+            str(tc.get("status")), "?"
         )
         if tc.find("failure") is not None:
             status = "failed"
-        out[tc.get("name")] = status
+        out[str(tc.get("name"))] = status
     return out
 
 
 def verify(data: bytes, key: bytes) -> tuple[dict[str, str], list[str], str | None]:
     """The supervisor's reading of the channel: every line signed, chained per session, nothing
     after the end, no test twice."""
-    outcomes, notes, chains, ended = {}, [], {}, set()
+    outcomes: dict[str, str] = {}
+    notes: list[str] = []
+    chains: dict[str, bytes] = {}
+    ended: set[str] = set()
     for n, line in enumerate(data.split(b"\n"), 1):
         if not line:
             continue
@@ -167,7 +170,14 @@ def plain_make_check(top: str) -> dict[str, str]:
         env=dict(os.environ, HOME="/tmp"),
     )  # fmt: skip
     subprocess.run(["pkill", "-KILL", "-U", str(UID)], check=False)
-    names = {"PASS": "passed", "XFAIL": "passed", "FAIL": "failed", "XPASS": "failed", "ERROR": "failed", "SKIP": "skipped"}
+    names = {
+        "PASS": "passed",
+        "XFAIL": "passed",
+        "FAIL": "failed",
+        "XPASS": "failed",
+        "ERROR": "failed",
+        "SKIP": "skipped",
+    }
     out = {}
     for name in AM_EXPECTED:
         try:
@@ -205,7 +215,8 @@ def main_automake() -> int:
         wrong.append(f"unexpected ids {sorted(set(outcomes) - set(AM_EXPECTED))}")
     fooled = sorted(n for n, (want, _) in AM_EXPECTED.items() if plain.get(n) != want)
     print(f"\nplain make check (same user as the tests) got {len(fooled)} wrong: {', '.join(fooled) or 'none'}")
-    print(f"launcher exit status {rc}; {'every outcome as deserved' if not wrong and not forged else 'WRONG: ' + str(wrong)}")
+    verdict = "every outcome as deserved" if not wrong and not forged else f"WRONG: {wrong}"
+    print(f"launcher exit status {rc}; {verdict}")
     return 0 if not wrong and not forged else 1
 
 
@@ -241,7 +252,8 @@ def main() -> int:
     fooled = sorted(n for n, (want, _) in EXPECTED.items() if plain.get(n) not in (want,))
     print(f"\nplain ctest, every test, as the tests' user: {json.dumps(whole)}")
     print(f"plain ctest without tamper (the column above) got {len(fooled)} wrong: {', '.join(fooled) or 'none'}")
-    print(f"launcher exit status {rc}; {'every outcome as deserved' if not wrong and not forged else 'WRONG: ' + str(wrong)}")
+    verdict = "every outcome as deserved" if not wrong and not forged else f"WRONG: {wrong}"
+    print(f"launcher exit status {rc}; {verdict}")
     return 0 if not wrong and not forged else 1
 
 
