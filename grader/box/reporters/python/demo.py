@@ -34,7 +34,8 @@ DJANGO = {
     "python-3.9": {
         "url": "https://files.pythonhosted.org/packages/11/b5/f1a53dc68da6429d6e0345bb848161e2381a2e9f02700148911e8582c2b3/django-4.2.30.tar.gz",
         "sha256": "4ebc7a434e3819db6cf4b399fb5b3f536310a30e8486f08b66886840be84b37c",
-        "deps": ["asgiref==3.8.1", "sqlparse==0.5.3", "tblib==3.0.0"],
+        # asgiref needs typing_extensions below Python 3.10
+        "deps": ["asgiref==3.8.1", "sqlparse==0.5.3", "tblib==3.0.0", "typing_extensions==4.12.2"],
     },
     "python-3.13": {
         "url": "https://files.pythonhosted.org/packages/02/29/a487a108caa76430c8b616aa90a6d09cf431306112c14093e6f0a7454e17/django-5.2.19.tar.gz",

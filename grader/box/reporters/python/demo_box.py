@@ -20,6 +20,7 @@ import hmac
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -145,6 +146,33 @@ PROJECT = {
                 result.stopTest(self)
                 self.fail("this test really fails")
     """,
+    # code under test that runs the calling test again inside itself, with a passing body,
+    # so that unittest itself reports it passed, then stops the process before the real
+    # outcome is reported
+    "again/lib.py": """
+        import sys
+
+
+        def compute():
+            frame = sys._getframe(1)
+            test, result = frame.f_locals["self"], None
+            while frame is not None and result is None:
+                result = frame.f_locals.get("result")
+                frame = frame.f_back
+            setattr(test, test._testMethodName, lambda: None)
+            test.run(result)
+            raise KeyboardInterrupt
+    """,
+    "again/test_again.py": """
+        import unittest
+
+        import lib
+
+
+        class AgainTests(unittest.TestCase):
+            def test_again(self):
+                self.assertEqual(lib.compute(), 42)
+    """,
     # code under test that turns every failure of the runner's result class into a success
     "evil/evil.py": """
         import unittest
@@ -244,6 +272,13 @@ SCENARIOS = [
         REPO + "/forge",
         {"test_forge.ForgeTests.test_forge": "failed"},
         {"ended": True, "exit": 1, "forged": False, "integrity": True},
+    ),
+    (
+        "code under test that runs the test again inside itself (passing), then interrupts",
+        ["-m", "unittest", "test_again"],
+        REPO + "/again",
+        {},
+        {"ended": True, "exit": 130, "forged": False, "integrity": True, "not_passed": ["test_again.AgainTests.test_again"]},
     ),
     (
         "code under test that turns failures into successes in TextTestResult",
@@ -441,7 +476,18 @@ def judge(name, argv, cwd, expected, must, grader_read) -> bool:
         )
         if bool(g["forged"]) != bool(rep["forged"]) or (not rep["forged"] and g["outcomes"] != got):
             problems.append(f"the grader's reader disagrees: {g['forged']!r} {g['outcomes']}")
-    if must.get("show_output"):
+    if must.get("django"):
+        text = output.decode(errors="replace")
+        ran = re.search(r"^Ran (\d+) tests?", text, re.M)
+        verdict = re.search(r"^(OK|FAILED)\b.*$", text, re.M)
+        clones = len(re.findall(r"^Cloning test database", text, re.M))
+        print(f"   Django says: {ran.group(0) if ran else 'no Ran line'}; {verdict.group(0) if verdict else '?'}; "
+              f"test databases cloned for workers: {clones}")
+        if not ran or int(ran.group(1)) != len(rep["outcomes"]):
+            problems.append(f"Django ran {ran.group(1) if ran else '?'} tests, {len(rep['outcomes'])} records")
+        if must.get("clones") and clones < must["clones"]:
+            problems.append("Django did not run in parallel (no test database cloned)")
+    if must.get("show_output") or problems:
         print(textwrap.indent(output.decode(errors="replace")[-3000:], "   | "))
     for p in problems:
         print(f"   PROBLEM: {p}")
@@ -515,7 +561,7 @@ def django_scenarios():
             ["runtests.py", "--parallel", "2", "-v", "2"] + labels,
             tests_dir,
             expected,
-            {"ended": True, "exit": 1, "forged": False, "show_output": False, "min_tests": 40},
+            {"ended": True, "exit": 1, "forged": False, "min_tests": 40, "django": True, "clones": 1},
         ),
         (
             "Django runtests.py --parallel 1 (in one process), ids in the SWE-bench form",
@@ -526,7 +572,7 @@ def django_scenarios():
                 "test_fail (demo_unittest_report.tests.DemoTests)": "failed",
                 "test_subtest (demo_unittest_report.tests.DemoTests)": "failed",
             },
-            {"ended": True, "exit": 1, "forged": False, "settings": {"ids": "paren"}},
+            {"ended": True, "exit": 1, "forged": False, "settings": {"ids": "paren"}, "django": True},
         ),
     ]
 

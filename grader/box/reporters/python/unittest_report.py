@@ -132,7 +132,8 @@ def _install(emit, settings, pid):
     unittest_files = {case_file, suite_file}
     main_thread = threading.main_thread().ident
     seen_integrity = set()
-    # current: the outermost running test [test, its result, outcome, xfail, start time]
+    # current: the outermost running test [test, its result, outcome, xfail, start time,
+    # how deep it is run again inside itself]
     state = {"ended": False, "count": 0, "current": None}
     emitted = set()
     busy = threading.local()
@@ -207,13 +208,16 @@ def _install(emit, settings, pid):
         return "external", None
 
     def check_call(name, test, up):
-        """None when this call of a result method counts, else why not (said once)."""
-        if threading.get_ident() != main_thread:
-            said(f"result.{name}({describe(test)}) called from another thread")
-            return False
+        """False when this call of a result method does not count (said once); the
+        method unittest asked for when unittest made it; else True."""
         kind, detail = provenance(name, up + 1)
         if kind == "foreign":
             said(f"result.{name}({describe(test)}) called from {detail} while a test ran")
+            return False
+        if kind == "external" and threading.get_ident() != main_thread:
+            # unittest itself may report from another thread (an async test's subTest
+            # run by asgiref's async_to_sync); nothing else may
+            said(f"result.{name}({describe(test)}) called from another thread")
             return False
         return detail if kind == "unittest" else True
 
@@ -256,7 +260,7 @@ def _install(emit, settings, pid):
         running = state["current"]
         if running is None:  # an outcome for no started test: a setUpClass error and the like
             write(test, None, outcome, xfail)
-        elif running[0] is test and running[1] is result:
+        elif running[0] is test and running[1] is result and running[5] == 0:
             if running[2] is None or RANK[outcome] > RANK[running[2]]:
                 running[2], running[3] = outcome, xfail
         # else: a run nested inside the running test (a test of a test runner): not ours
@@ -273,8 +277,13 @@ def _install(emit, settings, pid):
         return hook
 
     def start_hook(self, test):
-        if live() and state["current"] is None and check_call("startTest", test, 1) is not False:
-            state["current"] = [test, self, None, False, time.monotonic()]
+        running = state["current"]
+        if live() and check_call("startTest", test, 1) is not False:
+            if running is None:
+                state["current"] = [test, self, None, False, time.monotonic(), 0]
+            elif running[0] is test:  # the running test run again inside itself
+                said(f"{describe(test)} was run again while it ran")
+                running[5] += 1
         return originals["startTest"](self, test)
 
     def stop_hook(self, test):
@@ -283,7 +292,9 @@ def _install(emit, settings, pid):
         finally:
             running = state["current"]
             if live() and running is not None and running[0] is test and running[1] is self:
-                if check_call("stopTest", test, 1) is not False:
+                if running[5] > 0:  # the end of a run inside the running test: not its outcome
+                    running[5] -= 1
+                elif check_call("stopTest", test, 1) is not False:
                     state["current"] = None
                     if running[2] is not None:
                         write(test, running[4], running[2], running[3])
@@ -418,6 +429,11 @@ def main(argv):
     except SystemExit as exc:
         finish(_status(exc.code))
         raise
+    except KeyboardInterrupt:
+        # the interpreter would end itself with SIGINT: exit 130 instead, the status recorded
+        finish(130)
+        sys.stderr.write("KeyboardInterrupt\n")
+        return 130
     except BaseException:
         finish(1)
         raise
