@@ -81,7 +81,7 @@ def django_image(env: str, base: str) -> str:
     top = name[: -len(".tar.gz")]
     dockerfile = f"""FROM {base}
 COPY {name} /tmp/{name}
-RUN pip install -q --no-deps {' '.join(pin['deps'])} /tmp/{name} \\
+RUN pip install -q --no-deps {" ".join(pin["deps"])} /tmp/{name} \\
  && mkdir -p /opt/django && tar -C /opt/django -xzf /tmp/{name} {top}/tests \\
  && mv /opt/django/{top}/tests /opt/django/tests && rm -rf /opt/django/{top} /tmp/{name}
 """

@@ -278,7 +278,13 @@ SCENARIOS = [
         ["-m", "unittest", "test_again"],
         REPO + "/again",
         {},
-        {"ended": True, "exit": 130, "forged": False, "integrity": True, "not_passed": ["test_again.AgainTests.test_again"]},
+        {
+            "ended": True,
+            "exit": 130,
+            "forged": False,
+            "integrity": True,
+            "not_passed": ["test_again.AgainTests.test_again"],
+        },
     ),
     (
         "code under test that turns failures into successes in TextTestResult",
@@ -481,8 +487,10 @@ def judge(name, argv, cwd, expected, must, grader_read) -> bool:
         ran = re.search(r"^Ran (\d+) tests?", text, re.M)
         verdict = re.search(r"^(OK|FAILED)\b.*$", text, re.M)
         clones = len(re.findall(r"^Cloning test database", text, re.M))
-        print(f"   Django says: {ran.group(0) if ran else 'no Ran line'}; {verdict.group(0) if verdict else '?'}; "
-              f"test databases cloned for workers: {clones}")
+        print(
+            f"   Django says: {ran.group(0) if ran else 'no Ran line'}; {verdict.group(0) if verdict else '?'}; "
+            f"test databases cloned for workers: {clones}"
+        )
         if not ran or int(ran.group(1)) != len(rep["outcomes"]):
             problems.append(f"Django ran {ran.group(1) if ran else '?'} tests, {len(rep['outcomes'])} records")
         if must.get("clones") and clones < must["clones"]:

@@ -72,7 +72,15 @@ if _dropped is not None:
     sys.path.insert(0, _dropped)
 del _dropped
 
-OUTCOMES = ("addSuccess", "addFailure", "addError", "addSkip", "addExpectedFailure", "addUnexpectedSuccess", "addSubTest")
+OUTCOMES = (
+    "addSuccess",
+    "addFailure",
+    "addError",
+    "addSkip",
+    "addExpectedFailure",
+    "addUnexpectedSuccess",
+    "addSubTest",
+)
 RANK = {"passed": 0, "skipped": 1, "failed": 2}
 
 
@@ -116,15 +124,9 @@ def _install(emit, settings, pid):
     repo = settings.get("repo", os.getcwd()).rstrip("/") + "/"
     tests = tuple(settings.get("tests", ()))
     paren = settings.get("ids") == "paren"
+    roots = [p for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")) if p]
     trusted_roots = tuple(
-        sorted(
-            {
-                os.path.realpath(p)
-                for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))
-                if p
-            }
-            | {p for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")) if p}
-        )
+        sorted({os.path.join(p, "") for p in roots} | {os.path.join(os.path.realpath(p), "") for p in roots})
     )
     unittest_dir = os.path.dirname(unittest.__file__) + os.sep
     stdlib_dir = os.path.dirname(os.__file__) + os.sep
