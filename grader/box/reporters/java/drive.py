@@ -3,7 +3,7 @@
 command as uid 1000 with the report channel of CONTRACT.md (a pipe, a key in a deleted
 root-only file), then checks every record's chained HMAC and folds the outcomes.
 
-    python3 drive.py [--uid 1000] -- COMMAND [ARG...]        (as root, in the image)
+    python3 drive.py [--uid 1000] [--out FILE] -- COMMAND [ARG...]     (as root, in the image)
 
 Prints one JSON object: the command's exit status, the sessions, the `end` record(s), the
 outcome of every test id, collect errors, integrity notes, and `forged` (the first line that
@@ -65,9 +65,13 @@ def verify(data: bytes, key: bytes) -> dict:
 
 def main() -> int:
     argv = sys.argv[1:]
-    uid = 1000
-    if argv[:1] == ["--uid"]:
-        uid, argv = int(argv[1]), argv[2:]
+    uid, out = 1000, None
+    while argv[:1] in (["--uid"], ["--out"]):
+        if argv[0] == "--uid":
+            uid = int(argv[1])
+        else:
+            out = argv[1]
+        argv = argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
     key = secrets.token_bytes(32)
@@ -110,7 +114,12 @@ def main() -> int:
     if rep["integrity"]:
         tampered += [f"integrity: {w}" for w in rep["integrity"]]
     rep["tampered"] = tampered
-    print(json.dumps(rep, indent=1, sort_keys=True))
+    text = json.dumps(rep, indent=1, sort_keys=True)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
     return 0
 
 
