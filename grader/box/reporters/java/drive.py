@@ -99,10 +99,11 @@ def main() -> int:
         if not b:
             break
         chunks.append(b)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     rep = verify(b"".join(chunks), key)
     rep["exit"] = code
+    rep["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 1)  # the command and its children
     tampered = []
     if rep["forged"]:
         tampered.append(rep["forged"])
