@@ -23,22 +23,55 @@ GRADER = os.environ.get("GRADER_BIN", "/work/main/.venv/bin/grader")
 
 # (name, attack file or None, test files, expectation)
 SCENARIOS = [
-    ("honest outcomes", None, ["demo/CalcTest.java"],
-     {"outcomes": {"demo.CalcTest.addsNumbers": "passed", "demo.CalcTest.meanOfEmptyThrows": "failed",
-                   "demo.CalcTest.onlyOnMars": "skipped", "demo.CalcTest.disabled": "skipped",
-                   "demo.CalcTest.addsPairs[1]": "passed", "demo.CalcTest.addsPairs[2]": "passed",
-                   "demo.CalcTest.addsPairs[3]": "failed", "demo.CalcTest$Means.meanOfTwo": "passed"},
-      "exit": 1, "tampered": False}),
-    ("a fake success line and a fake TEST-*.xml", "FakeSuccessTest", ["demo/FakeSuccessTest.java"],
-     {"outcomes": {"demo.FakeSuccessTest.forged": "failed"}, "exit": 1, "tampered": False}),
-    ("System.exit(0) in a test", "ExitTest", ["demo/ExitTest.java"],
-     {"outcomes": {"demo.ExitTest.passes": "passed"}, "exit": 0, "tampered": True}),
-    ("a test class whose static initializer throws", "CrashTest", ["demo/CrashTest.java"],
-     {"outcomes": {"demo.CrashTest.wouldPass": "failed"}, "exit": 1, "tampered": False}),
-    ("a test file that does not compile", "BrokenTest", ["demo/CalcTest.java", "demo/BrokenTest.java"],
-     {"collect_errors": ["src/test/java/demo/BrokenTest.java"], "exit": 1, "tampered": False}),
-    ("test code reaching for the channel", "ReachTest", ["demo/ReachTest.java"],
-     {"outcomes": {"demo.ReachTest.reachesForTheChannel": "failed"}, "exit": 1, "tampered": False}),
+    (
+        "honest outcomes",
+        None,
+        ["demo/CalcTest.java"],
+        {
+            "outcomes": {
+                "demo.CalcTest.addsNumbers": "passed",
+                "demo.CalcTest.meanOfEmptyThrows": "failed",
+                "demo.CalcTest.onlyOnMars": "skipped",
+                "demo.CalcTest.disabled": "skipped",
+                "demo.CalcTest.addsPairs[1]": "passed",
+                "demo.CalcTest.addsPairs[2]": "passed",
+                "demo.CalcTest.addsPairs[3]": "failed",
+                "demo.CalcTest$Means.meanOfTwo": "passed",
+            },
+            "exit": 1,
+            "tampered": False,
+        },
+    ),
+    (
+        "a fake success line and a fake TEST-*.xml",
+        "FakeSuccessTest",
+        ["demo/FakeSuccessTest.java"],
+        {"outcomes": {"demo.FakeSuccessTest.forged": "failed"}, "exit": 1, "tampered": False},
+    ),
+    (
+        "System.exit(0) in a test",
+        "ExitTest",
+        ["demo/ExitTest.java"],
+        {"outcomes": {"demo.ExitTest.passes": "passed"}, "exit": 0, "tampered": True},
+    ),
+    (
+        "a test class whose static initializer throws",
+        "CrashTest",
+        ["demo/CrashTest.java"],
+        {"outcomes": {"demo.CrashTest.wouldPass": "failed"}, "exit": 1, "tampered": False},
+    ),
+    (
+        "a test file that does not compile",
+        "BrokenTest",
+        ["demo/CalcTest.java", "demo/BrokenTest.java"],
+        {"collect_errors": ["src/test/java/demo/BrokenTest.java"], "exit": 1, "tampered": False},
+    ),
+    (
+        "test code reaching for the channel",
+        "ReachTest",
+        ["demo/ReachTest.java"],
+        {"outcomes": {"demo.ReachTest.reachesForTheChannel": "failed"}, "exit": 1, "tampered": False},
+    ),
 ]
 
 
@@ -57,11 +90,31 @@ def run(img: str, attack: str | None, tests: list[str]) -> tuple[dict, str]:
     out = tempfile.mkdtemp()
     os.chmod(out, 0o777)
     copy = f"cp /r/demo/attacks/{attack}.java /work-repo/src/test/java/demo/ && " if attack else ""
-    script = ("cp -r /r/demo/project /work-repo && " + copy + "chown -R 1000:1000 /work-repo && cd /work-repo && "
-              "python3 /r/drive.py --out /out/report.json -- junit-run "
-              + " ".join("src/test/java/" + t for t in tests) + " > /out/log 2>&1")
-    subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{HERE}:/r:ro", "-v", f"{out}:/out",
-                    img, "sh", "-c", script], check=True, timeout=300)
+    script = (
+        "cp -r /r/demo/project /work-repo && " + copy + "chown -R 1000:1000 /work-repo && cd /work-repo && "
+        "python3 /r/drive.py --out /out/report.json -- junit-run "
+        + " ".join("src/test/java/" + t for t in tests)
+        + " > /out/log 2>&1"
+    )
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{HERE}:/r:ro",
+            "-v",
+            f"{out}:/out",
+            img,
+            "sh",
+            "-c",
+            script,
+        ],
+        check=True,
+        timeout=300,
+    )
     with open(os.path.join(out, "report.json")) as f, open(os.path.join(out, "log")) as g:
         return json.load(f), g.read()
 
@@ -71,8 +124,11 @@ def main() -> int:
     ap.add_argument("--image")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
-    same = subprocess.run(["diff", "-r", os.path.join(HERE, "src"), os.path.join(ROOT, "environments/java-21/reporter/src")],
-                          capture_output=True, text=True)
+    same = subprocess.run(
+        ["diff", "-r", os.path.join(HERE, "src"), os.path.join(ROOT, "environments/java-21/reporter/src")],
+        capture_output=True,
+        text=True,
+    )
     if same.returncode:
         print("environments/java-21/reporter is not a copy of src/: run sync-env.sh\n" + same.stdout)
         return 1
@@ -87,8 +143,10 @@ def main() -> int:
             ok = ok and rep["outcomes"].get(tid) == outcome
         ok = ok and all(c in rep["collect_errors"] for c in want.get("collect_errors", []))
         bad += not ok
-        print(f"\n{'ok ' if ok else 'BAD'} {name}: exit {rep['exit']}, {rep['sessions']} signed session(s), "
-              f"{len(rep['ends'])} end record(s)")
+        print(
+            f"\n{'ok ' if ok else 'BAD'} {name}: exit {rep['exit']}, {rep['sessions']} signed session(s), "
+            f"{len(rep['ends'])} end record(s)"
+        )
         for tid, outcome in sorted(rep["outcomes"].items()):
             print(f"      {outcome:8} {tid}")
         for c in rep["collect_errors"]:
@@ -96,8 +154,11 @@ def main() -> int:
         for t in rep["tampered"]:
             print(f"      tampered: {t}")
         if attack == "FakeSuccessTest":
-            print("      (its stdout had: " + "; ".join(l.strip() for l in log.splitlines()
-                                                       if "tests successful" in l or "Tests run" in l)[:160] + ")")
+            print(
+                "      (its stdout had: "
+                + "; ".join(l.strip() for l in log.splitlines() if "tests successful" in l or "Tests run" in l)[:160]
+                + ")"
+            )
         if attack == "ReachTest":
             for line in log.splitlines():
                 if line.startswith(("/proc/self/fd", "FileDescriptor", "Channel.open", "env GRADER")):
