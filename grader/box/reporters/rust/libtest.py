@@ -55,7 +55,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -174,28 +175,35 @@ def cargo_build(cargo: list[str], root: str, args: list[str], env: dict[str, str
 
 def selected(targets: list[Target], args: list[str]) -> list[Target]:
     """The targets cargo test's own selection arguments name (all of them without any)."""
-    picks: list[Callable[[Target], bool]] = []
+    picks: list[tuple[str, str]] = []  # (kind, name); "" matches any
     for i, a in enumerate(args):
         value = args[i + 1] if i + 1 < len(args) else ""
         if a == "--lib":
-            picks.append(lambda t: bool(LIB_KINDS & set(t.kinds)))
+            picks.append(("lib", ""))
         elif a in ("--test", "--bin"):
-            kind = a[2:]
-            picks.append(lambda t, k=kind, v=value: k in t.kinds and t.name == v)
+            picks.append((a[2:], value))
         elif a == "--tests":
-            picks.append(lambda t: True)
+            picks.append(("", ""))
         elif a == "--bins":
-            picks.append(lambda t: "bin" in t.kinds)
-    return [t for t in targets if not picks or any(p(t) for p in picks)]
+            picks.append(("bin", ""))
+
+    def picked(t: Target, kind: str, name: str) -> bool:
+        kinds = {"lib" if k in LIB_KINDS else k for k in t.kinds}
+        return (not kind or kind in kinds) and (not name or t.name == name)
+
+    return [t for t in targets if not picks or any(picked(t, k, n) for k, n in picks)]
 
 
 def test_targets(cargo: list[str], root: str, env: dict[str, str]) -> list[Target]:
     """The package's targets that `cargo test` builds as test binaries by default."""
     proc = subprocess.run(
         [*cargo, "metadata", "--no-deps", "--offline", "--format-version", "1"],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
-    out = []
+    out: list[Target] = []
     try:
         meta = json.loads(proc.stdout)
     except ValueError:
@@ -250,18 +258,18 @@ def reap_all(subreaper: bool) -> int:
     killed = 0
     me, uid, mine = str(os.getpid()), os.getuid(), ancestors()
     for _ in range(100):
-        victims = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) in mine:
+        victims: list[int] = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in mine:
                 continue
             try:
-                with open(f"/proc/{pid}/stat") as f:
+                with open(f"/proc/{entry}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                owner = os.stat(f"/proc/{pid}").st_uid
+                owner = os.stat(f"/proc/{entry}").st_uid
             except OSError:
                 continue
             if fields[1] == me or (not subreaper and owner == uid and fields[0] != "Z"):
-                victims.append(int(pid))
+                victims.append(int(entry))
         if not victims:
             return killed
         for pid in victims:
@@ -283,7 +291,9 @@ def reap_all(subreaper: bool) -> int:
 SUBREAPER = [True]  # harden() says whether the runtime gave this process the role
 
 
-def run_binary(target: Target, argv: list[str], env: dict[str, str], cwd: str, timeout: float | None) -> tuple[int, bytes, bytes, int]:
+def run_binary(
+    target: Target, argv: list[str], env: dict[str, str], cwd: str, timeout: float | None
+) -> tuple[int, bytes, bytes, int]:
     """Run the snapshot of `target`; returns (exit status, stdout, stderr, processes it left)."""
     assert target.fd is not None and target.exe is not None
 
@@ -386,14 +396,21 @@ VERDICT = {"ok": "passed", "failed": "failed", "ignored": "skipped"}
 
 
 def check_summary(r: Reading, summary: dict[str, Any] | None, status: int, where: str) -> None:
-    got = {k: sum(1 for v, _ in r.verdicts.values() if v == o) for k, o in (("passed", "passed"), ("failed", "failed"), ("ignored", "skipped"))}
+    got = {
+        k: sum(1 for v, _ in r.verdicts.values() if v == o)
+        for k, o in (("passed", "passed"), ("failed", "failed"), ("ignored", "skipped"))
+    }
     if summary is None:
         missing = [n for n in r.listed if n not in r.verdicts]
         if status == 0:
-            r.contradictions.append(f"{where}: exited with status 0 before libtest's summary ({len(missing)} test(s) unreported)")
+            r.contradictions.append(
+                f"{where}: exited with status 0 before libtest's summary ({len(missing)} test(s) unreported)"
+            )
         else:
             how = f"signal {-status}" if status < 0 else f"status {status}"
-            r.notes.append(f"{where}: ended ({how}) before libtest's summary; {len(missing)} test(s) unreported count as failed")
+            r.notes.append(
+                f"{where}: ended ({how}) before libtest's summary; {len(missing)} test(s) unreported count as failed"
+            )
         return
     event = summary["event"]
     for key in ("passed", "failed", "ignored"):
@@ -439,7 +456,9 @@ def parse_json(out: bytes, listed: list[str], status: int, where: str) -> Readin
             if started:
                 r.contradictions.append(f"{where}: the suite started twice")
             elif ev.get("test_count") != len(listed):
-                r.contradictions.append(f"{where}: the suite announced {ev.get('test_count')} tests, {len(listed)} were listed")
+                r.contradictions.append(
+                    f"{where}: the suite announced {ev.get('test_count')} tests, {len(listed)} were listed"
+                )
             started = True
         elif kind == "suite" and event in ("ok", "failed"):
             summary = ev
@@ -485,7 +504,8 @@ def parse_json(out: bytes, listed: list[str], status: int, where: str) -> Readin
 
 PRETTY_VERDICT = re.compile(r"^test (\S+)(?: - should panic)? \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
 PRETTY_SUMMARY = re.compile(
-    r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured; (\d+) filtered out; finished in [\d.]+s$"
+    r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured; "
+    r"(\d+) filtered out; finished in [\d.]+s$"
 )
 PRETTY_RUNNING = re.compile(r"^running (\d+) tests?$")
 
@@ -525,9 +545,14 @@ def parse_pretty(out: bytes, listed: list[str], status: int, where: str) -> Read
         i, m = summaries[0]
         if any(x.strip() for x in lines[i + 1 :]):
             r.contradictions.append(f"{where}: output after libtest's summary")
-        summary = {"event": "ok" if m.group(1) == "ok" else "failed", "passed": int(m.group(2)),
-                   "failed": int(m.group(3)), "ignored": int(m.group(4)), "measured": int(m.group(5)),
-                   "filtered_out": int(m.group(6))}
+        summary = {
+            "event": "ok" if m.group(1) == "ok" else "failed",
+            "passed": int(m.group(2)),
+            "failed": int(m.group(3)),
+            "ignored": int(m.group(4)),
+            "measured": int(m.group(5)),
+            "filtered_out": int(m.group(6)),
+        }
         failed = {n for n, (o, _) in r.verdicts.items() if o == "failed"}
         if failed:  # the block just above the summary: "failures:" then one name a line
             block, j = [], i - 1
@@ -601,7 +626,9 @@ def main(argv: list[str] | None = None) -> int:
     for t in sorted(built, key=lambda t: (t.prefix != "", t.name)):
         name_env = dict(env, CARGO_MANIFEST_DIR=root, CARGO=opts.cargo)
         deps = os.path.dirname(t.exe or "")
-        name_env["LD_LIBRARY_PATH"] = ":".join(p for p in (deps, os.path.dirname(deps), env.get("LD_LIBRARY_PATH")) if p)
+        name_env["LD_LIBRARY_PATH"] = ":".join(
+            p for p in (deps, os.path.dirname(deps), env.get("LD_LIBRARY_PATH")) if p
+        )
         listed, notes = list_tests(t, name_env, root)
         for n in notes:
             emit({"t": "note", "what": n})
@@ -623,7 +650,9 @@ def main(argv: list[str] | None = None) -> int:
         if left:
             reading.notes.append(f"{t.src}: {left} process(es) it left were killed")
         if t.readable:
-            reading.notes.append(f"{t.src}: the runtime would not execute an unreadable copy: its test process was dumpable")
+            reading.notes.append(
+                f"{t.src}: the runtime would not execute an unreadable copy: its test process was dumpable"
+            )
         print(f"\n{t.src} ({len(listed)} tests, exit status {status})", flush=True)
         for name, (outcome, d) in reading.outcomes().items():
             tid = t.prefix + name
