@@ -5,7 +5,9 @@ service tiers.
 
 Shared here: `stack`, the whole service as real processes (`grader serve` and `grader
 worker`) over the mini tasks, and `live`, the app over real HTTP with an in-process
-worker, for a remote team's command line."""
+worker, for a remote team's command line. Before the tier's first test, the mini tasks'
+instance images are built, one process at a time (`_mini_images`): scripts/test.sh runs
+this tier with pytest-xdist, whose workers share the engine."""
 
 from __future__ import annotations
 
@@ -13,12 +15,29 @@ import threading
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from grader import jobs
 from grader.app import create_app
+from grader.images import Images
 from grader.pipeline import Grader
+from grader.tasks.loader import TaskSet
 from helpers import ROOT
 from helpers.service import Stack, make_service, new_key
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mini_images(settings, tmp_path_factory) -> None:
+    """The mini tasks' instance images, built under a lock before the first test that could
+    grade them. Several processes (pytest-xdist's workers, another run on the machine) may
+    want the same tag at once; two builds of one tag would each tag their own image, the one
+    tagged first left untagged, its id perhaps already taken by a grade. Under the lock the
+    second process finds the tag and builds nothing."""
+    lock = tmp_path_factory.getbasetemp().parent / "grader-instance-images.lock"  # above every worker's directory
+    with FileLock(lock):
+        images = Images(settings)
+        for task in TaskSet(settings.tasks_dir):
+            images.instance_image(task)
 
 
 @pytest.fixture
@@ -33,7 +52,7 @@ def stack(database_url, redis_url, settings, tmp_path):
         "GRADER_RECONCILE_INTERVAL": "1",
         "GRADER_RETRY_BACKOFF": "1",
         "GRADER_CACHE": "false",
-        # backoff 1, 2, 4, ... 32 s: an engine restart (tests/test_dockerd_restart.py) fits in it
+        # backoff 1, 2, 4, ... 32 s: an engine restart (tests/docker/test_dockerd_restart.py) fits in it
         "GRADER_MAX_RETRIES": "6",
     }
     svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir)
