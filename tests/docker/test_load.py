@@ -30,6 +30,32 @@ def test_a_burst_of_1000_is_accepted_graded_and_reconciled():
     assert figures["lost"] == 0 and figures["verdicts"] == {"PATCH FAILED": 1000}
 
 
+@pytest.mark.docker
+def test_a_burst_graded_in_containers_reconciles():
+    """The same through real grades: every patch is the gold patch plus a file of its own."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "load.py"),
+            "--count",
+            "60",
+            "--baseline",
+            "5",
+            "--batch",
+            "25",
+            "--containers",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    figures = json.loads((ROOT / "benchmarks" / "out" / "load-containers.json").read_text())
+    assert figures["accepted"] == figures["in_database"] == figures["done"] == 60
+    assert figures["lost"] == 0 and figures["verdicts"] == {"PASS": 60}
+
+
 def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
     """benchmarks/fairness.py, small: the victim's rounds are all timed in both phases, and
     every one of the hostile team's requests is accounted for (held or answered at once)."""
