@@ -26,7 +26,7 @@ service:   ## Redis, PostgreSQL, gunicorn; no Docker
 	$(PY) -m pytest -q -n 2 --dist loadfile tests/service
 
 docker:    ## the Docker engine, gVisor included (the disruptive dockerd restart left out)
-	$(PY) -m pytest -q -n $${GRADER_TEST_DOCKER_WORKERS:-1} --dist loadfile tests/docker
+	$(PY) -m pytest -q -n $${GRADER_TEST_DOCKER_WORKERS:-0} --dist loadfile tests/docker
 
 browser:   ## headless Chromium against a live server
 	$(PY) -m pytest -q tests/browser
