@@ -13,7 +13,7 @@ from grader.importers.common import DatasetError, environment_for_language
 from grader.importers.resq import npm_install
 from grader.importers.resq import test_command as resq_command
 from grader.tasks.loader import TaskSet
-from tests.importer_repos import make_calc, resq_row
+from helpers.importer_repos import make_calc, resq_row
 
 JS_SCRIPT = (
     "const assert = require('assert');\nconst calc = require('./calc');\nassert.strictEqual(calc.mean([2]), 2);\n"
