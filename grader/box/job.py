@@ -57,6 +57,8 @@ class CheckSpec:
     canary_sources: list[str] = field(default_factory=list)
     # filled in by the supervisor: the task's own test code, which the report plugin trusts
     trusted_tests: list[str] = field(default_factory=list)
+    # filled in by the supervisor: the Python files the patch added or changed
+    submitted: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -140,6 +140,8 @@ def main() -> int:
                         (job.uid, job.gid), tree, before, after, changed, protection, staged
                     )
                     result["restored"] = restore_hidden(job, tree, manifest)
+                    # the submission's own code, to which the report plugin attributes reflection
+                    job.check.submitted = [rel for rel in changed if rel in after and rel.endswith(".py")]
         result["applied"] = applied
         if applied and "tree_error" not in result and not result.get("timed_out"):
             canaries = None
