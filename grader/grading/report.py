@@ -87,6 +87,7 @@ class TestReport:
     ends: int = 0
     collect_errors: list[str] = field(default_factory=list)
     integrity: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # reflective access by the submission's code
 
     @classmethod
     def parse(cls, raw: Any) -> TestReport | None:
@@ -100,6 +101,7 @@ class TestReport:
             problem=_opt_str(raw.get("problem")),
             collect_errors=_strs(raw.get("collect_errors")),
             integrity=_strs(raw.get("integrity")),
+            findings=_strs(raw.get("findings"))[:100],
         )
         sessions, ends = _int(raw.get("sessions")), _int(raw.get("ends"))
         end = raw.get("end")
