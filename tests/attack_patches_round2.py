@@ -110,7 +110,7 @@ HIDDEN_TEST_CODE_SWAPPED = code("""
 
 
     def _donor(mod):
-        """A test of the module that does not call mean on an empty list: it passes."""
+        # a test of the module that does not call mean on an empty list: it passes
         import inspect
 
         for attr, fn in list(vars(mod).items()):
