@@ -491,3 +491,50 @@ def rename_in_text(text: str, canaries: dict[str, Any]) -> str:
         for new, old in names.items():
             text = re.sub(rf"\b{re.escape(new)}\b", old, text)
     return text
+
+
+_HEADER = re.compile(r"^_{3,} (\S.*?) _{3,}$")
+_COUNTS = re.compile(r"(\d+) (failed|passed|errors?)")
+
+
+def strip_clones(text: str, canaries: dict[str, Any], pairs: list[list[Any]]) -> str:
+    """pytest's output without the twins' failures: their sections (a traceback into the
+    code under test, which for a gold patch quotes the fix), their summary lines, and
+    their counts taken out of the last line."""
+    names = {c.split("::", 1)[1].replace("::", ".") for c in canaries.get("pairs", {})}
+    if not names:
+        return text
+
+    def is_clone(label: str) -> bool:
+        return label.split("[", 1)[0] in names
+
+    out: list[str] = []
+    skipping = False
+    for line in text.split("\n"):
+        head = _HEADER.match(line)
+        if head:
+            skipping = is_clone(head.group(1))
+            if skipping:
+                continue
+        elif line.startswith("=") and skipping:
+            skipping = False
+        if skipping:
+            continue
+        if line.startswith(("FAILED ", "ERROR ", "PASSED ", "XPASS ", "XFAIL ")):
+            tid = line.split(" ", 2)[1] if " " in line else ""
+            if "::" in tid and is_clone(tid.split("::", 1)[1].replace("::", ".")):
+                continue
+        out.append(line)
+    failed = sum(1 for _, c in pairs if c == "failed")
+    passed = sum(1 for _, c in pairs if c == "passed")
+    for i in range(len(out) - 1, -1, -1):
+        if _COUNTS.search(out[i]) and (" in " in out[i]):
+
+            def fix(m: re.Match[str]) -> str:
+                n, what = int(m.group(1)), m.group(2)
+                n -= failed if what == "failed" else passed if what == "passed" else 0
+                return f"{max(n, 0)} {what}"
+
+            out[i] = _COUNTS.sub(fix, out[i]).replace(" 0 failed,", "").replace("0 failed, ", "")
+            break
+    return "\n".join(out)

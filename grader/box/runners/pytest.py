@@ -113,7 +113,8 @@ def fold_clones(result: dict[str, Any], rep: dict[str, Any], canaries: dict[str,
         result["exit_code"] = EXIT_PASSED
     rep["outcomes"] = outcomes
     canaries["got_pairs"] = pairs
-    result["output"] = clones.rename_in_text(result.get("output", ""), canaries)
+    output = clones.strip_clones(result.get("output", ""), canaries, pairs)
+    result["output"] = clones.rename_in_text(output, canaries)
 
 
 def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
