@@ -85,7 +85,8 @@ LINE_RULES: dict[str, list[re.Pattern[str]]] = {
             r"\b(exec|eval|compile)\s*\(.*\b(b64decode|b32decode|b85decode|a85decode|decompress"
             r"|fromhex|unhexlify|codecs\s*\.\s*decode|rot13|rot_13)"
         ),
-        re.compile(r"\bgetattr\s*\([^,]+,\s*(['\"])[^'\"]*\1\s*\+"),
+        # a name in literal pieces ('get_' + 'objects'); 'on_' + event is ordinary dispatch
+        re.compile(r"\bgetattr\s*\([^,]+,\s*(['\"])[^'\"]*\1\s*\+\s*['\"]"),
     ],
 }
 # rule -> patterns over a path the patch writes
@@ -327,6 +328,14 @@ def _tree_findings(module: ast.AST) -> list[tuple[int, str, str]]:
             fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
             if fname in importers and fname not in REFLECTIVE_CALLS:
                 fname = "__import__"
+            elif (
+                isinstance(func, ast.Call)
+                and isinstance(func.func, ast.Name)
+                and func.func.id == "getattr"
+                and len(func.args) > 1
+                and _fold(func.args[1], names) in ("__import__", "import_module")
+            ):
+                fname = "__import__"  # getattr(builtins, "__imp" "ort__")("c" "types")
             if fname in REFLECTIVE_CALLS:
                 idx = 1 if fname in ("getattr", "setattr", "delattr", "hasattr") else 0
                 if len(node.args) > idx:

@@ -86,8 +86,8 @@ FLIPPED_METHODS = {
 }
 # Clones per module: each FAIL_TO_PASS test of the module first (several each: an aimed
 # flip has to tell the original among its twins), then others drawn at random.
-CLONES_PER_TARGET = 3
-MAX_CLONES = 12
+CLONES_PER_TARGET = 5
+MAX_CLONES = 16
 DEFAULT_WORDS = (
     "value",
     "values",
