@@ -86,8 +86,9 @@ FLIPPED_METHODS = {
 }
 # Clones per module: each FAIL_TO_PASS test of the module first (several each: an aimed
 # flip has to tell the original among its twins), then others drawn at random.
-CLONES_PER_TARGET = 5
-MAX_CLONES = 16
+CLONES_PER_TARGET = 3
+MAX_CLONES = 8
+MAX_RUNS = 4  # a twin of a test parametrized over more sets than this is not made
 DEFAULT_WORDS = (
     "value",
     "values",
@@ -359,8 +360,16 @@ def _rewrite(
     def key_of(fn: ast.FunctionDef, cls: ast.ClassDef | None) -> str:
         return f"{rel}::{cls.name}::{fn.name}" if cls else f"{rel}::{fn.name}"
 
-    order = [t for t in tests if key_of(*t) in targets] * CLONES_PER_TARGET
-    others = [t for t in tests if key_of(*t) not in targets]
+    def runs(t: tuple[ast.FunctionDef, ast.ClassDef | None]) -> int:
+        """How many runs a twin of this test costs: parametrized ones cost one per set."""
+        return 1 + sum(
+            len(getattr(d.args[1], "elts", ())) if isinstance(d, ast.Call) and len(d.args) > 1 else 0
+            for d in t[0].decorator_list
+            if "parametrize" in ast.dump(getattr(d, "func", d))
+        )
+
+    order = [t for t in tests if key_of(*t) in targets and runs(t) <= MAX_RUNS] * CLONES_PER_TARGET
+    others = [t for t in tests if key_of(*t) not in targets and runs(t) == 1]
     rng.shuffle(others)
     order += others
     inserts: dict[tuple[int, int], list[str]] = {}  # (class index or -1, slot) -> blocks
@@ -370,18 +379,16 @@ def _rewrite(
             break
         if fn.name not in rename:
             continue  # a test whose name is used as a string or an attribute keeps its name: no twin
-        candidates = [
-            i
-            for i, stmt in enumerate(fn.body)
-            if _no_exit_before(fn.body, i) and (edits := _turn(stmt, rng))
+        turns = [
+            t for i, stmt in enumerate(fn.body) if (t := _turn(stmt, rng)) and _no_exit_before(fn.body, i)
         ]
-        if not candidates:
+        if not turns:
             continue
-        i = rng.choice(candidates)
-        edits = _turn(fn.body[i], rng)
+        edits = rng.choice(turns)
         first = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
-        edited = _edit(lines, edits)
-        block = edited[first - 1 : fn.end_lineno - (len(lines) - len(edited))]  # type: ignore[operator]
+        last: int = fn.end_lineno  # type: ignore[assignment]
+        shifted = [((l1 - first + 1, c1, l2 - first + 1, c2), text) for (l1, c1, l2, c2), text in edits]
+        block = _edit(lines[first - 1 : last], shifted)
         clone = draw()
         block_text = "".join(block)
         block_text = re.sub(rf"(\bdef\s+){re.escape(fn.name)}\b", rf"\g<1>{clone}", block_text, count=1)
