@@ -414,8 +414,10 @@ def _rewrite(
         for b in blocks:
             fn_indent = len(b) - len(b.lstrip(" "))
             text = "".join(indent + ln[fn_indent:] if ln.strip() else ln for ln in b.splitlines(keepends=True))
-            placed.append((after, "\n\n" + text if ci < 0 else "\n" + text))
-    for after, text in sorted(placed, key=lambda p: p[0], reverse=True):
+            placed.append((after, ci >= 0, "\n\n" + text if ci < 0 else "\n" + text))
+    # bottom up; where a class ends on the line a module-level twin follows, the class's
+    # own twin goes first (inserted last at that line), inside the class
+    for after, _, text in sorted(placed, key=lambda p: (p[0], -int(p[1])), reverse=True):
         lines[after:after] = [text]
     text = _renamed("".join(lines), rename)
     return text, {v: k for k, v in rename.items()}, pairs
