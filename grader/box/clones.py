@@ -355,7 +355,16 @@ def _rewrite(
                 used.add(name)
                 return name
 
-    rename = {n: draw(n) for n in names_here if n not in dotted and n not in strings}
+    # New names keep the old names' alphabetical order: unittest runs a TestCase's methods
+    # in that order, and suites rely on it (a first test that sets up what later ones use)
+    olds = sorted(n for n in names_here if n not in dotted and n not in strings)
+    rename: dict[str, str] = {}
+    for _ in range(20):
+        fresh = sorted(draw() for _ in olds)
+        if all(not _covers(old, new) for old, new in zip(olds, fresh)) or _ == 19:
+            rename = dict(zip(olds, fresh))
+            break
+        used.difference_update(fresh)
     # the clones: FAIL_TO_PASS tests of this module first, then others
     def key_of(fn: ast.FunctionDef, cls: ast.ClassDef | None) -> str:
         return f"{rel}::{cls.name}::{fn.name}" if cls else f"{rel}::{fn.name}"
@@ -407,13 +416,8 @@ def _rewrite(
     for (ci, slot), blocks in inserts.items():
         body = module.body[ci].body if ci >= 0 else module.body  # type: ignore[attr-defined]
         after = body[slot - 1].end_lineno if slot > 0 else body[0].lineno - 1  # type: ignore[union-attr]
-        indent = ""
-        if ci >= 0:
-            ref = body[0]
-            indent = " " * ref.col_offset
-        for b in blocks:
-            fn_indent = len(b) - len(b.lstrip(" "))
-            text = "".join(indent + ln[fn_indent:] if ln.strip() else ln for ln in b.splitlines(keepends=True))
+        for text in blocks:
+            # a twin stays in its original's scope: its lines keep their own indentation
             placed.append((after, ci >= 0, "\n\n" + text if ci < 0 else "\n" + text))
     # bottom up; where a class ends on the line a module-level twin follows, the class's
     # own twin goes first (inserted last at that line), inside the class
@@ -421,6 +425,12 @@ def _rewrite(
         lines[after:after] = [text]
     text = _renamed("".join(lines), rename)
     return text, {v: k for k, v in rename.items()}, pairs
+
+
+def _covers(old: str, new: str) -> bool:
+    """Whether a new name carries every word of the old one (it would point back to it)."""
+    own = {w for w in old.lower().split("_") if w and w != "test"}
+    return bool(own) and own <= set(new.split("_")[1:])
 
 
 def _name_tokens(source: str) -> list[tuple[str, tuple[int, int], bool]] | None:
