@@ -22,6 +22,8 @@ from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
+from grader.tasks.leaks import find_leaks_cached, unchosen
+from grader.tasks.loader import serve_together
 from grader.validate import validate_task
 
 if TYPE_CHECKING:
@@ -174,7 +176,8 @@ def tasks_validate(
     settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool, runtime: str | None
 ) -> None:
     """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each."""
-    selected = TaskSet(settings.tasks_dir).select(list(task_ids))
+    everything = TaskSet(settings.tasks_dir)
+    selected = everything.select(list(task_ids))
     grader = Grader(settings, runtime=runtime)
     reports = []
     with progress() as bar:
@@ -182,6 +185,20 @@ def tasks_validate(
         for task in selected:
             bar.update(job, description=f"validating {task.id}")
             reports.append(validate_task(grader, task, repeat, progress=lambda: bar.advance(job)))
+    # one task's answer in another's public material, among every task served together
+    chosen = serve_together(settings.tasks_dir)
+    leaks = find_leaks_cached(list(everything), settings.cache_dir)
+    refused = unchosen(leaks, chosen)
+    for r in reports:
+        for leak in refused:
+            if r.task_id in (leak.secret, leak.public):
+                r.problems.append(
+                    f"{leak.secret}'s answer is in {leak.public}'s public material ({leak.what}); "
+                    "serve them apart, or list the pair under serve_together in suite.yaml"
+                )
+    if leaks and not refused:
+        err.print(f"{len(leaks)} pair(s) of tasks where one's public material answers the other, served "
+                  "together by the suite's choice (serve_together)")
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:

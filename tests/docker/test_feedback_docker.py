@@ -275,7 +275,8 @@ def test_under_tests_an_honest_submission_gets_what_it_needs(world):
     assert sorted(r["tests"]["all"]) == sorted(
         ["tests/test_mean.py::test_empty", "tests/test_mean.py::test_two", "tests/test_basic.py::test_one"]
     )
-    assert r["durations"]["total"] > 0 and r["provenance"]["image_id"].startswith("sha256:")
+    # issue 18: no durations under `tests` (a sleep encodes a byte in them)
+    assert "durations" not in r and r["provenance"]["image_id"].startswith("sha256:")
     assert r["apply"]["method"] == "git apply"
 
 
@@ -355,6 +356,9 @@ def test_participants_never_get_the_gold_files_through_any_route(world, policy, 
     sid = world["ids"][(policy, patch)]
     bodies = _routes(world, sid)
     sub = json.loads(bodies["GET"])
+    if policy == "tests":  # issue 18: under `tests` no localization at all (its figures count the gold files)
+        assert "localization" not in sub["result"] and "gold_files" not in json.dumps(bodies)
+        return
     assert sub["feedback"] == policy and sub["result"]["localization"]["gold_files"] == []
     assert sub["result"]["localization"]["recall"] is not None  # the figures stay
     assert json.loads(bodies["webhook"])["submission"]["result"]["localization"]["gold_files"] == []

@@ -111,7 +111,8 @@ def test_no_policy_names_the_gold_patch_files_to_a_participant(policy):
     shown = feedback_view(result, policy, host=False)
     assert "calc/secret_helper.py" not in json.dumps(shown)
     if "localization" in shown:
-        assert shown["localization"]["gold_files"] == [] and shown["localization"]["recall"] == 0.5
+        # the figures only under `full` (issue 18: under `tests` they are withheld too)
+        assert shown["localization"]["gold_files"] == [] and shown["localization"].get("recall", 0.5) == 0.5
     assert feedback_view(result, policy, host=True)["localization"]["gold_files"] == [
         "calc/__init__.py",
         "calc/secret_helper.py",
@@ -129,8 +130,7 @@ def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
             "fail_to_pass": {"success": [], "failure": [F2P]},
             "pass_to_pass": {"success": [P2P[1]], "failure": [P2P[0]]},
             "all": {F2P: "failed", P2P[0]: "error", P2P[1]: "passed"},  # no unlisted test, no canary
-            "exit_code": 1,
-        },
+        },  # no exit status (issue 18): a byte the submission chooses
         "check": {"type": "tests", "runner": "pytest"},  # counts would count hidden and canary tests
         "apply": {
             "method": "git apply",
@@ -138,16 +138,9 @@ def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
             "restored": ["tests/test_mean.py"],  # the hidden file no listed id names stays unnamed
             "attempts": result["apply"]["attempts"],
         },
-        "durations": result["durations"],
+        # issue 18: no durations (a sleep encodes a byte), no error text, no localization
+        # figures (they count the gold patch's files)
         "provenance": result["provenance"],
-        "error": None,
-        "localization": {
-            "precision": 1.0,
-            "recall": 0.5,
-            "f1": 0.667,
-            "patch_files": ["calc/__init__.py"],
-            "gold_files": [],
-        },
         "protections": {
             "protected_restored": ["tests/test_basic.py"],
             "bytecode_removed": ["calc/__pycache__/x.pyc"],
@@ -155,8 +148,7 @@ def test_tests_shows_exactly_the_listed_tests_and_the_pass_mark():
             "audit_mode": "flag",
             "runtime": "runc",
             "hidden_tests": ["tests/test_mean.py"],
-            "canaries": {"must_pass": 2, "must_fail": 2, "wrong": 1},
-        },
+        },  # no canary counts (issue 18): they count the hidden tests' shapes
         "tampered": [TAMPERED_EVIDENCE],
         "audit": [{"rule": "runner-internals", "path": "calc/__init__.py"}],
     }
@@ -291,9 +283,8 @@ def test_the_similarity_ratio_is_only_the_pass_mark(policy):
             "type": "output",
             "threshold": 0.9,
             "passed": False,
-            "exit_code": 0,
             "stdout_truncated": False,
-        }
+        }  # no exit status (issue 18): a byte the submission chooses
     # an exact output check's explanation quotes it too
     result["explanation"] = "The output differs from the expected text (similarity 0.873)."
     assert feedback_view(result, policy, host=False)["explanation"] == "The output differs from the expected text."
@@ -370,7 +361,10 @@ def test_errors_and_patch_failures_keep_their_explanations():
         explanation="The grading machinery failed; this attempt is not charged and can be retried.",
         error="instance image missing: run grader tasks build",
     )
-    assert feedback_view(error, "tests", host=False)["error"] == error["error"]
+    # issue 18: the machinery's error text stays with the host under `tests` too (a
+    # traceback can quote what the run shaped); the explanation says what happened
+    assert "error" not in feedback_view(error, "tests", host=False)
+    assert feedback_view(error, "tests", host=False)["explanation"] == error["explanation"]
     assert "error" not in feedback_view(error, "verdict", host=False)
 
 
