@@ -103,12 +103,29 @@ MAX_FINDINGS = 50
 # sys, a frame got any way): read or written, they are findings.
 ATTR_RULES: dict[str, str] = {
     **dict.fromkeys(
-        ("_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame",
-         "cr_frame", "ag_frame", "settrace", "setprofile", "currentframe", "getouterframes", "getinnerframes"),
+        (
+            "_getframe",
+            "_current_frames",
+            "f_back",
+            "f_locals",
+            "f_globals",
+            "f_builtins",
+            "tb_frame",
+            "gi_frame",
+            "cr_frame",
+            "ag_frame",
+            "settrace",
+            "setprofile",
+            "currentframe",
+            "getouterframes",
+            "getinnerframes",
+        ),
         "frame-tricks",
     ),
     **dict.fromkeys(("get_objects", "get_referrers", "get_referents"), "object-walk"),
-    **dict.fromkeys(("pythonapi", "PyFrame_LocalsToFast", "PyFrame_FastToLocals", "from_address", "memmove"), "native-code"),
+    **dict.fromkeys(
+        ("pythonapi", "PyFrame_LocalsToFast", "PyFrame_FastToLocals", "from_address", "memmove"), "native-code"
+    ),
     **dict.fromkeys(("meta_path", "path_hooks", "path_importer_cache"), "import-hooks"),
 }
 # Names a constant-folded string may spell (getattr, __import__, sys.modules[...]...).
@@ -123,10 +140,30 @@ NAME_RULES: dict[str, str] = {
 }
 # Dunders that are a function's or a class's machinery: assigned, they change what code
 # runs or what an object is.
-DUNDER_STORES = {"__code__", "__class__", "__globals__", "__defaults__", "__kwdefaults__", "__closure__",
-                 "__dict__", "__bases__", "__mro__", "__getattribute__", "__getattr__", "__setattr__",
-                 "__eq__", "__ne__", "__hash__", "__bool__", "__instancecheck__", "__subclasscheck__",
-                 "__import__", "__builtins__", "__call__", "__iter__"}
+DUNDER_STORES = {
+    "__code__",
+    "__class__",
+    "__globals__",
+    "__defaults__",
+    "__kwdefaults__",
+    "__closure__",
+    "__dict__",
+    "__bases__",
+    "__mro__",
+    "__getattribute__",
+    "__getattr__",
+    "__setattr__",
+    "__eq__",
+    "__ne__",
+    "__hash__",
+    "__bool__",
+    "__instancecheck__",
+    "__subclasscheck__",
+    "__import__",
+    "__builtins__",
+    "__call__",
+    "__iter__",
+}
 REFLECTIVE_CALLS = {"getattr", "setattr", "delattr", "hasattr", "__import__", "import_module"}
 
 
@@ -174,13 +211,18 @@ def _fold(node: ast.AST, names: dict[str, str], depth: int = 0) -> str | None:
         base = _fold(node.value, names, depth + 1)
         sl = node.slice
         if base is not None and isinstance(sl, ast.Slice):
-            bounds = []
+            bounds: list[int | None] = []
             for b in (sl.lower, sl.upper, sl.step):
                 if b is None:
                     bounds.append(None)
                 elif isinstance(b, ast.Constant) and isinstance(b.value, int):
                     bounds.append(b.value)
-                elif isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.USub) and isinstance(b.operand, ast.Constant):
+                elif (
+                    isinstance(b, ast.UnaryOp)
+                    and isinstance(b.op, ast.USub)
+                    and isinstance(b.operand, ast.Constant)
+                    and isinstance(b.operand.value, int)
+                ):
                     bounds.append(-b.operand.value)
                 else:
                     return None
@@ -212,8 +254,8 @@ def _fold(node: ast.AST, names: dict[str, str], depth: int = 0) -> str | None:
                 if not node.args:
                     return getattr(base, func.attr)() if func.attr != "decode" else base
             if base is not None and func.attr == "replace" and len(node.args) == 2:
-                a, b = (_fold(x, names, depth + 1) for x in node.args)
-                return base.replace(a, b) if a is not None and b is not None else None
+                old, new = (_fold(x, names, depth + 1) for x in node.args)
+                return base.replace(old, new) if old is not None and new is not None else None
             if func.attr == "fromhex" and node.args:
                 hexed = _fold(node.args[0], names, depth + 1)
                 try:
@@ -258,6 +300,7 @@ _NONE = object()
 
 def _always_equal(cls: ast.ClassDef) -> str | None:
     for stmt in cls.body:
+        fn: ast.AST
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             name, fn = stmt.name, stmt
         elif (
@@ -315,7 +358,11 @@ def _tree_findings(module: ast.AST) -> list[tuple[int, str, str]]:
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for m in modules:
                 head = m.split(".")[0]
-                rule = _rule_for_name(m) if head in ("ctypes", "_ctypes", "cffi", "gc", "marshal", "_pytest", "pluggy") else None
+                rule = (
+                    _rule_for_name(m)
+                    if head in ("ctypes", "_ctypes", "cffi", "gc", "marshal", "_pytest", "pluggy")
+                    else None
+                )
                 if rule:
                     out.append((line, rule, f"import {m}"))
             if isinstance(node, ast.ImportFrom):

@@ -121,8 +121,17 @@ class Unclonable(ValueError):
     pass
 
 
-def _segment(lines: list[str], node: ast.AST) -> tuple[int, int, int, int]:
-    return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset  # type: ignore[attr-defined,return-value]
+Span = tuple[int, int, int, int]  # (line, column, end line, end column) of a node's text
+
+
+def _span(node: ast.expr | ast.stmt) -> Span:
+    end_line = node.end_lineno if node.end_lineno is not None else node.lineno
+    end_col = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+    return node.lineno, node.col_offset, end_line, end_col
+
+
+def _segment(lines: list[str], node: ast.expr | ast.stmt) -> Span:
+    return _span(node)
 
 
 def _constant_swap(node: ast.Constant, rng: random.Random) -> str | None:
@@ -135,15 +144,23 @@ def _constant_swap(node: ast.Constant, rng: random.Random) -> str | None:
         if v != v or v in (float("inf"), float("-inf")):
             return None
         return repr(v + rng.choice([-1.5, 0.5, 1.0, 2.25]))
-    if isinstance(v, (str, bytes)):
-        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
+    if isinstance(v, str):
         extra = rng.choice(alphabet)
         if v and rng.random() < 0.5:
             i = rng.randrange(len(v))
-            changed = v[:i] + (extra if isinstance(v, str) else extra.encode()) + v[i + 1 :]
+            changed = v[:i] + extra + v[i + 1 :]
             if changed != v:
                 return repr(changed)
-        return repr(v + (extra if isinstance(v, str) else extra.encode()))
+        return repr(v + extra)
+    if isinstance(v, bytes):
+        extra_b = rng.choice(alphabet).encode()
+        if v and rng.random() < 0.5:
+            i = rng.randrange(len(v))
+            changed_b = v[:i] + extra_b + v[i + 1 :]
+            if changed_b != v:
+                return repr(changed_b)
+        return repr(v + extra_b)
     return None
 
 
@@ -153,7 +170,7 @@ def _no_exit_before(body: list[ast.stmt], index: int) -> bool:
         for sub in _walk_same_scope(stmt):
             if isinstance(sub, (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue, ast.Try)):
                 return False
-            if getattr(ast, "TryStar", None) and isinstance(sub, ast.TryStar):  # type: ignore[attr-defined]
+            if type(sub).__name__ == "TryStar":  # try/except* (Python 3.11+)
                 return False
     return True
 
@@ -213,17 +230,14 @@ def _turn(stmt: ast.stmt, rng: random.Random) -> list[tuple[tuple[int, int, int,
                         return [(_segment([], arg), swapped)]
             flipped_name = FLIPPED_METHODS.get(func.attr)
             if flipped_name is not None:
-                end = (func.end_lineno, func.end_col_offset)
-                start = (end[0], end[1] - len(func.attr))
-                return [((start[0], start[1], end[0], end[1]), flipped_name)]  # type: ignore[list-item]
+                _, _, end_line, end_col = _span(func)
+                return [((end_line, end_col - len(func.attr), end_line, end_col), flipped_name)]
     return []
 
 
-def _negate(test: ast.expr) -> list[tuple[tuple[int, int, int, int], str]]:
-    return [
-        ((test.lineno, test.col_offset, test.lineno, test.col_offset), "not ("),  # type: ignore[list-item]
-        ((test.end_lineno, test.end_col_offset, test.end_lineno, test.end_col_offset), ")"),  # type: ignore[list-item]
-    ]
+def _negate(test: ast.expr) -> list[tuple[Span, str]]:
+    line, col, end_line, end_col = _span(test)
+    return [((line, col, line, col), "not ("), ((end_line, end_col, end_line, end_col), ")")]
 
 
 def _related(a: str, b: str) -> bool:
@@ -291,9 +305,7 @@ def make_clone_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
     renamed: dict[str, dict[str, str]] = {}
     pairs: dict[str, str] = {}
     targets = {t.split("[", 1)[0] for t in check.canary_targets}
-    words = sorted(
-        {w for w in check.canary_words if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)} | set(DEFAULT_WORDS)
-    )
+    words = sorted({w for w in check.canary_words if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)} | set(DEFAULT_WORDS))
     budget = MAX_CLONES
     for rel in check.canary_modules:
         data = tree.read(rel)
@@ -341,7 +353,9 @@ def _rewrite(
     dotted = {t for t, _, after_dot in tokens if after_dot}
     strings = " ".join(n.value for n in ast.walk(module) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     names_here = sorted({fn.name for fn, _ in tests})
-    words = sorted(set(words) | {w for n in names_here for w in n.lower().split("_") if w and w != "test" and w.isalpha()})
+    words = sorted(
+        set(words) | {w for n in names_here for w in n.lower().split("_") if w and w != "test" and w.isalpha()}
+    )
 
     def draw(old: str = "") -> str:
         own = {w for w in old.lower().split("_") if w and w != "test"}
@@ -361,10 +375,11 @@ def _rewrite(
     rename: dict[str, str] = {}
     for _ in range(20):
         fresh = sorted(draw() for _ in olds)
-        if all(not _covers(old, new) for old, new in zip(olds, fresh)) or _ == 19:
-            rename = dict(zip(olds, fresh))
+        if all(not _covers(old, new) for old, new in zip(olds, fresh)) or _ == 19:  # noqa: B905 - the box runs on Python 3.9 (no strict=); equal lengths by construction
+            rename = dict(zip(olds, fresh))  # noqa: B905
             break
         used.difference_update(fresh)
+
     # the clones: FAIL_TO_PASS tests of this module first, then others
     def key_of(fn: ast.FunctionDef, cls: ast.ClassDef | None) -> str:
         return f"{rel}::{cls.name}::{fn.name}" if cls else f"{rel}::{fn.name}"
@@ -388,9 +403,7 @@ def _rewrite(
             break
         if fn.name not in rename:
             continue  # a test whose name is used as a string or an attribute keeps its name: no twin
-        turns = [
-            t for i, stmt in enumerate(fn.body) if (t := _turn(stmt, rng)) and _no_exit_before(fn.body, i)
-        ]
+        turns = [t for i, stmt in enumerate(fn.body) if (t := _turn(stmt, rng)) and _no_exit_before(fn.body, i)]
         if not turns:
             continue
         edits = rng.choice(turns)
@@ -412,10 +425,11 @@ def _rewrite(
     if not pairs and not rename:
         return None
     # place the blocks: after statement slot-1 of the body (bottom up, so lines stay put)
-    placed: list[tuple[int, str]] = []
+    placed: list[tuple[int, bool, str]] = []
     for (ci, slot), blocks in inserts.items():
-        body = module.body[ci].body if ci >= 0 else module.body  # type: ignore[attr-defined]
-        after = body[slot - 1].end_lineno if slot > 0 else body[0].lineno - 1  # type: ignore[union-attr]
+        owner = module.body[ci] if ci >= 0 else None
+        body = owner.body if isinstance(owner, ast.ClassDef) else module.body
+        after = _span(body[slot - 1])[2] if slot > 0 else body[0].lineno - 1
         for text in blocks:
             # a twin stays in its original's scope: its lines keep their own indentation
             placed.append((after, ci >= 0, "\n\n" + text if ci < 0 else "\n" + text))

@@ -157,7 +157,9 @@ def main() -> int:
                     expected = {**manifest, **canary_files(canaries)}
                     result["tampered_files"] = tampered(tree, expected) + moved(tree, identity)
             if canaries is not None:
-                result["canaries"] = {k: v for k, v in canaries.items() if k in ("expect", "got", "skipped", "got_pairs")}
+                result["canaries"] = {
+                    k: v for k, v in canaries.items() if k in ("expect", "got", "skipped", "got_pairs")
+                }
                 if "pairs" in canaries:
                     result["canaries"]["clones"] = len(canaries["pairs"])
     except Exception:

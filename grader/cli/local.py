@@ -19,11 +19,10 @@ from grader.cli.render import err, escape, log, out, print_result, progress
 from grader.config import Settings
 from grader.images import Images
 from grader.pipeline import Grader
-from grader.tasks.loader import TaskSet
+from grader.tasks.leaks import find_leaks_cached, unchosen
+from grader.tasks.loader import TaskSet, serve_together
 from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
-from grader.tasks.leaks import find_leaks_cached, unchosen
-from grader.tasks.loader import serve_together
 from grader.validate import validate_task
 
 if TYPE_CHECKING:
@@ -197,8 +196,10 @@ def tasks_validate(
                     "serve them apart, or list the pair under serve_together in suite.yaml"
                 )
     if leaks and not refused:
-        err.print(f"{len(leaks)} pair(s) of tasks where one's public material answers the other, served "
-                  "together by the suite's choice (serve_together)")
+        err.print(
+            f"{len(leaks)} pair(s) of tasks where one's public material answers the other, served "
+            "together by the suite's choice (serve_together)"
+        )
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:

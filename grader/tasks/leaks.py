@@ -122,7 +122,11 @@ def _contains_fix(repo: Path, gold: bytes) -> bool:
         if subprocess.run(["git", "read-tree", "HEAD"], cwd=repo, env=env, capture_output=True).returncode:
             return False
         check = subprocess.run(
-            ["git", "apply", "--cached", "--check", "--reverse", "-"], cwd=repo, env=env, input=gold, capture_output=True
+            ["git", "apply", "--cached", "--check", "--reverse", "-"],
+            cwd=repo,
+            env=env,
+            input=gold,
+            capture_output=True,
         )
         return check.returncode == 0
 
@@ -145,7 +149,9 @@ def find_leaks(tasks: list[Task], cache: Path) -> list[Leak]:
             if a.id == b.id:
                 continue
             if gold and _contains_fix(prepare(a, cache).repo, gold):
-                leaks.append(Leak(a.id, b.id, f"{b.id}'s gold patch is already in {a.id}'s base (its repository bundle)"))
+                leaks.append(
+                    Leak(a.id, b.id, f"{b.id}'s gold patch is already in {a.id}'s base (its repository bundle)")
+                )
             for blob, what in sorted(secrets.items(), key=lambda kv: kv[1]):
                 if blob in public[a.id]:
                     leaks.append(Leak(a.id, b.id, f"{what} is in {a.id}'s repository bundle (its base history)"))

@@ -50,9 +50,13 @@ def read_suite_file(path: Path) -> dict[str, Any]:
     if unknown := sorted(set(data) - {"defaults", "serve_together"}):
         raise TaskError(f"{path}: unknown key(s) {unknown}; a suite file holds defaults and serve_together")
     together = data.get("serve_together")
-    if together is not None and together != "all" and not (
-        isinstance(together, list)
-        and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in together)
+    if (
+        together is not None
+        and together != "all"
+        and not (
+            isinstance(together, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in together)
+        )
     ):
         raise TaskError(f"{path}: serve_together is `all` or a list of [task id, task id] pairs")
     defaults = data.get("defaults") or {}

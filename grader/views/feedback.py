@@ -11,7 +11,8 @@ result leaves the server to its submitter (`Task.feedback`):
 - `tests`: the verdict and its explanation (without a similarity ratio), the outcomes of
   the FAIL_TO_PASS / PASS_TO_PASS tests (and no other test's name: an unlisted test may
   be a hidden one), the apply log, provenance and protections (no localization);
-  that tampering was detected, not its evidence; each audit finding's rule and path. No output, no diffs of expected files, no ratio; and nothing whose value the
+  that tampering was detected, not its evidence; each audit finding's rule and path. No
+  output, no diffs of expected files, no ratio; and nothing whose value the
   submission can choose or that is computed from a secret: no exit status (in any field
   or text), no durations, no error text, no localization figures, no canary counts.
 - `verdict`: the verdict and its explanation, naming no test.

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from test_attacks import F, Graded, P, _not_rescued_by_blame, ctx, env, grade  # noqa: F401  (fixtures)
 
-import attack_patches_round2 as r2
-from attack_patches import FIXED, UNFIXED, code
-from test_attacks import F, P, Graded, _not_rescued_by_blame, ctx, env, grade  # noqa: F401  (fixtures)
+from helpers import attack_patches_round2 as r2
+from helpers.attack_patches import FIXED, UNFIXED, code
 
 pytestmark = [pytest.mark.docker, pytest.mark.service]
 
@@ -125,7 +125,10 @@ ATTACKS: dict[str, Case] = {
         "5", {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_AIMED_AT_THE_LISTED_ID)}, F
     ),
     "silenced-plugin-flip-aimed-by-content": Case(
-        "5", {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_AIMED_BY_CONTENT)}, F, tampered=True,
+        "5",
+        {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_AIMED_BY_CONTENT)},
+        F,
+        tampered=True,
         check=_canary_wrong,
     ),
     "silenced-plugin-flip-of-the-first-failure-per-module": Case(

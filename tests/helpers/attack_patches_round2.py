@@ -8,7 +8,7 @@ no function of pytest or pluggy is replaced, no hook registered, no gc walk.
 
 from __future__ import annotations
 
-from attack_patches import code
+from helpers.attack_patches import code
 
 # --- 1. report objects changed in place through pytest's own data --------------------------
 
@@ -292,7 +292,7 @@ ALWAYS_EQUAL = code("""
 # The report plugin's own checks silenced first: the cell its hooks share for saying
 # what they saw (a closure cell: writable, and no audited event) is emptied. What is left
 # to catch a flip is what no code in the process holds: which hidden tests are twins.
-_SILENCE_THE_PLUGIN = '''
+_SILENCE_THE_PLUGIN = """
     import sys
 
 
@@ -351,10 +351,12 @@ _SILENCE_THE_PLUGIN = '''
             for item in getattr(sess, "items", None) or []:
                 if type(item.user_properties) is list:
                     item.user_properties = _Props(item.user_properties)
-'''
+"""
 
 # Every failure flipped, the checks silenced.
-SILENCED_BLANKET_FLIP = code(_SILENCE_THE_PLUGIN, """
+SILENCED_BLANKET_FLIP = code(
+    _SILENCE_THE_PLUGIN,
+    """
     def _aimed(rep):
         return True
 
@@ -362,10 +364,13 @@ SILENCED_BLANKET_FLIP = code(_SILENCE_THE_PLUGIN, """
     def mean(xs):
         _arm_items()
         return sum(xs) / len(xs)
-    """)
+    """,
+)
 
 # Only the listed FAIL_TO_PASS test, by its public id.
-SILENCED_FLIP_AIMED_AT_THE_LISTED_ID = code(_SILENCE_THE_PLUGIN, """
+SILENCED_FLIP_AIMED_AT_THE_LISTED_ID = code(
+    _SILENCE_THE_PLUGIN,
+    """
     def _aimed(rep):
         return rep.nodeid == "tests/test_mean.py::test_empty"
 
@@ -373,11 +378,14 @@ SILENCED_FLIP_AIMED_AT_THE_LISTED_ID = code(_SILENCE_THE_PLUGIN, """
     def mean(xs):
         _arm_items()
         return sum(xs) / len(xs)
-    """)
+    """,
+)
 
 # Only the tests whose body does what the listed test must do (calls mean on an empty
 # list): the listed test found by its content, since its name is gone.
-SILENCED_FLIP_AIMED_BY_CONTENT = code(_SILENCE_THE_PLUGIN, """
+SILENCED_FLIP_AIMED_BY_CONTENT = code(
+    _SILENCE_THE_PLUGIN,
+    """
     import inspect as _inspect
 
 
@@ -395,11 +403,14 @@ SILENCED_FLIP_AIMED_BY_CONTENT = code(_SILENCE_THE_PLUGIN, """
     def mean(xs):
         _arm_items()
         return sum(xs) / len(xs)
-    """)
+    """,
+)
 
 # Only the first failure of each module in collection order (a canary module first on the
 # command line, or canaries appended last, would be spared).
-SILENCED_FLIP_OF_THE_FIRST_FAILURE_PER_MODULE = code(_SILENCE_THE_PLUGIN, """
+SILENCED_FLIP_OF_THE_FIRST_FAILURE_PER_MODULE = code(
+    _SILENCE_THE_PLUGIN,
+    """
     _done = set()
 
 
@@ -414,13 +425,14 @@ SILENCED_FLIP_OF_THE_FIRST_FAILURE_PER_MODULE = code(_SILENCE_THE_PLUGIN, """
     def mean(xs):
         _arm_items()
         return sum(xs) / len(xs)
-    """)
+    """,
+)
 
 # --- 6. malformed records the plugin signs ---------------------------------------------------
 
 # The report being built is given fields of the wrong types: a test id that is a list, a
 # phase that is a number. The plugin signs what it is given.
-_REPORT_REWRITE = '''
+_REPORT_REWRITE = """
     import sys
 
 
@@ -448,16 +460,21 @@ _REPORT_REWRITE = '''
                 break
             f = f.f_back
         return sum(xs) / len(xs)
-'''
+"""
 
-MALFORMED_ID_AND_PHASE = code(_REPORT_REWRITE, """
+MALFORMED_ID_AND_PHASE = code(
+    _REPORT_REWRITE,
+    """
     def _shape(rep):
         rep.nodeid = ["tests/test_mean.py::test_empty", {"when": 1}]
         rep.when = 7
         rep.outcome = "passed"
-    """)
+    """,
+)
 
-MALFORMED_DEEP_AND_HUGE = code(_REPORT_REWRITE, """
+MALFORMED_DEEP_AND_HUGE = code(
+    _REPORT_REWRITE,
+    """
     def _shape(rep):
         deep = []
         for _ in range(100000):
@@ -465,7 +482,8 @@ MALFORMED_DEEP_AND_HUGE = code(_REPORT_REWRITE, """
         rep.nodeid = deep
         rep.duration = 10 ** 400
         rep.outcome = "passed"
-    """)
+    """,
+)
 
 # --- 7. bits out under `feedback: tests` -----------------------------------------------------
 

@@ -18,7 +18,7 @@ import pytest
 from grader.audit import audit_patch
 from grader.tasks.loader import TaskSet
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def diff(path: str, added: str) -> bytes:
@@ -54,7 +54,11 @@ SPELLED = [
     ("an f-string", "x = getattr(sys, f\"{'_get'}frame\")", "frame-tricks"),
     ("builtins for __import__", "import builtins as b\nc = getattr(b, '__imp' 'ort__')('c' 'types')", "native-code"),
     ("an importer under another name", "imp = __import__\nc = imp('c' + 'types')", "native-code"),
-    ("import_module of pieces", "import importlib as il\nm = il.import_module('_py' + 'test.runner')", "runner-internals"),
+    (
+        "import_module of pieces",
+        "import importlib as il\nm = il.import_module('_py' + 'test.runner')",
+        "runner-internals",
+    ),
     ("gc by chr", "g = __import__(chr(103) + chr(99))\nobjs = g.get_objects()", "object-walk"),
     ("sys.modules by pieces", "import sys\nr = sys.modules['_py' 'test.reports']", "runner-internals"),
     ("from sys import _getframe", "from sys import _getframe as here\nf = here(2)", "frame-tricks"),
@@ -71,7 +75,10 @@ SPELLED = [
 
 @pytest.mark.parametrize("name, code, rule", SPELLED, ids=[s[0] for s in SPELLED])
 def test_spellings_are_named_by_what_they_reach(name, code, rule):
-    assert rule in rules(diff("calc/x.py", code)), (name, [f.model_dump() for f in audit_patch(diff("calc/x.py", code))])
+    assert rule in rules(diff("calc/x.py", code)), (
+        name,
+        [f.model_dump() for f in audit_patch(diff("calc/x.py", code))],
+    )
 
 
 def test_an_added_block_in_the_middle_of_a_function_is_read_as_code():
@@ -99,8 +106,14 @@ def test_only_added_lines_are_reported():
 HONEST = {
     "caller's module from a frame": ("import sys\nmodule = sys._getframe(1).f_globals['__name__']", True),
     "inspect.stack for a debug message": ("import inspect\ncaller = inspect.stack()[1].function", True),
-    "logging with its own stack level": ("import logging\nlogging.getLogger(__name__).warning('x', stacklevel=2)", False),
-    "warnings with a stack level": ("import warnings\nwarnings.warn('deprecated', DeprecationWarning, stacklevel=2)", False),
+    "logging with its own stack level": (
+        "import logging\nlogging.getLogger(__name__).warning('x', stacklevel=2)",
+        False,
+    ),
+    "warnings with a stack level": (
+        "import warnings\nwarnings.warn('deprecated', DeprecationWarning, stacklevel=2)",
+        False,
+    ),
     "sys.exit from a CLI": ("import sys\n\nif __name__ == '__main__':\n    sys.exit(main())", False),
     "sys.argv and sys.stdin": ("import sys\nargs = sys.argv[1:]\ndata = sys.stdin.read()", False),
     "sys.path for a plugin directory": ("import sys\nsys.path.insert(0, PLUGINS)", False),
@@ -158,11 +171,4 @@ def _gold_patches(where: Path) -> list[tuple[str, bytes]]:
 def test_the_examples_gold_patches_give_no_finding():
     golds = _gold_patches(ROOT / "tasks")
     assert len(golds) == 10
-    assert {tid: [f.rule for f in audit_patch(g)] for tid, g in golds if audit_patch(g)} == {}
-
-
-@pytest.mark.skipif(not (ROOT / "build" / "realworld").is_dir(), reason="bash scripts/build-realworld.sh builds it")
-def test_the_realworld_gold_patches_give_no_finding():
-    golds = _gold_patches(ROOT / "build" / "realworld")
-    assert len(golds) == 30
     assert {tid: [f.rule for f in audit_patch(g)] for tid, g in golds if audit_patch(g)} == {}

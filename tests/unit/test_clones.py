@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from grader.box.clones import fold, map_back, _rewrite
+from grader.box.clones import _rewrite, fold, map_back
 from grader.checks.integrity import Report, _judge_clones
 
 HIDDEN = textwrap.dedent("""\
@@ -78,7 +78,9 @@ def run_module(text: str, mean) -> dict[str, str]:
         if name.startswith("test") and callable(obj):
             targets = [(f"tests/test_mean.py::{name}", obj)]
         elif isinstance(obj, type) and name.startswith("Test"):
-            targets = [(f"tests/test_mean.py::{name}::{m}", getattr(obj(), m)) for m in vars(obj) if m.startswith("test")]
+            targets = [
+                (f"tests/test_mean.py::{name}::{m}", getattr(obj(), m)) for m in vars(obj) if m.startswith("test")
+            ]
         for tid, fn in targets:
             try:
                 fn()

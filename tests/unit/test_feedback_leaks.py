@@ -58,7 +58,13 @@ def pushed_result(verdict: str = "FAIL") -> dict:
             "patch_files": ["calc/__init__.py"],
             "gold_files": ["calc/secret.py"],
         },
-        provenance={"patch_sha256": "p", "grader_version": "x", "task_hash": "h", "image_id": "sha256:1", "runtime": "runc"},
+        provenance={
+            "patch_sha256": "p",
+            "grader_version": "x",
+            "task_hash": "h",
+            "image_id": "sha256:1",
+            "runtime": "runc",
+        },
         protections={
             "protected_restored": [],
             "bytecode_removed": [],

@@ -86,7 +86,7 @@ def test_read_report_never_raises_on_signed_records_of_any_shape(seed):
         ("{" + '"a":' * 50000 + "1" + "}" * 50000).encode(),
         b"\xff\xfe\x00garbage\tnot-a-mac",
         b'{"s": "x", "t": "test"}\t' + b"0" * 64,
-        b'[1, 2, 3]\t' + b"0" * 64,
+        b"[1, 2, 3]\t" + b"0" * 64,
         b'"just a string"',
         b"1e999999",
         b'{"s": ' + b"9" * 5000 + b"}",

@@ -125,7 +125,12 @@ _REPORT_PATH = {
         "pytest_runtest_teardown",
         "CallInfo.from_call",
     ),
-    "_pytest.reports": ("TestReport.from_item_and_call", "TestReport.__init__", "BaseReport.passed", "BaseReport.failed"),
+    "_pytest.reports": (
+        "TestReport.from_item_and_call",
+        "TestReport.__init__",
+        "BaseReport.passed",
+        "BaseReport.failed",
+    ),
     "_pytest.python": ("pytest_pyfunc_call", "Function.runtest"),
     "_pytest.skipping": ("pytest_runtest_makereport", "pytest_runtest_call", "pytest_runtest_setup"),
     "_pytest.unittest": ("pytest_runtest_makereport", "TestCaseFunction.runtest"),
@@ -254,8 +259,10 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                 if name in ("__code__", "__class__"):
                     if ours(target):
                         path, line = caller()
-                        said(f"the {name} of {getattr(target, '__qualname__', type(target).__name__)} was replaced "
-                             f"from {where(path, line)}")
+                        said(
+                            f"the {name} of {getattr(target, '__qualname__', type(target).__name__)} was replaced "
+                            f"from {where(path, line)}"
+                        )
                     found(f"{name} assigned")
                 elif isinstance(target, type) and str(getattr(target, "__module__", "")).startswith(watched_modules):
                     path, line = caller()
@@ -473,9 +480,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             import dis
 
             for filename, _table in list(test_code.items()):
-                module = next(
-                    (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None
-                )
+                module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None)
                 code = module_code.get(filename)
                 if module is None or code is None:
                     continue
