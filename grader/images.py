@@ -244,6 +244,7 @@ class Images:
                 KIND_LABEL: "task",
                 "grader.task": prepared.task.id,
                 "grader.task_hash": prepared.task_hash,
+                "grader.env_image": env_id,
             },
         )
 
