@@ -1,0 +1,3 @@
+test('first', () => {});
+test('exits', () => { process.exit(0); });
+test('after', () => {});

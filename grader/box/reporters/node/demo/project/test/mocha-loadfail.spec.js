@@ -1,0 +1,2 @@
+require('../nope');
+describe('x', () => { it('y', () => {}); });

@@ -1,0 +1,4 @@
+const { test } = require('node:test');
+test('first', () => {});
+test('exits', () => { process.exit(0); });
+test('after', () => {});

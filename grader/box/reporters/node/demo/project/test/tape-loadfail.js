@@ -1,0 +1,3 @@
+const test = require('tape');
+require('../does-not-exist');
+test('never registered', (t) => { t.ok(true); t.end(); });
