@@ -1,4 +1,4 @@
-"""Hostile Go submissions, graded through the real grader (tests/go_mini.py's module in
+"""Hostile Go submissions, graded through the real grader (tests/helpers/go_mini.py's module in
 the go-1.24 environment) under runc and under gVisor: each gets the verdict it deserves,
 and an honest submission of each shape still PASSes.
 
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-import go_mini as gm
 from grader.box.runners import go
 from grader.config import get_settings
 from grader.images import Images
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
+from helpers import go_mini as gm
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ on sys.path: pytest puts the root conftest's directory there).
 - `fake_api`: a scripted HTTP server for the client's tests
 - `attack_patches`: the hostile code of the attack tests
 - `importer_repos`: small local git repositories and benchmark rows for the importers
+- `go_mini`: a tiny Go module, its tasks and the Go attacks' code (the go runner's tests)
 
 The fixtures are in the conftest files: tests/conftest.py (the options and what every tier
 may use) and one in each tier's folder."""

@@ -10,12 +10,12 @@ import re
 
 import pytest
 
-from go_mini import FakeTree, job_for
 from grader.box import runners
 from grader.box.job import ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import go
 from grader.tasks import model
+from helpers.go_mini import FakeTree, job_for
 
 HIDDEN = {"calc/mean_test.go": "d1", "calc/testdata/in_test.go": "d2", "calc/old_test.go": None, "README.md": "d3"}
 

@@ -1,7 +1,7 @@
 """The Go real-task suite's manifest and lists (tasks/go-real/), without Docker or the
 network: the releases pinned to the Go module proxy by hash, the suite's defaults, the
 lists computed for every task in the ids the go runner reports. Built and graded:
-tests/docker/test_suite_go.py."""
+tests/docker/test_suite_go_docker.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from unidiff import PatchSet
 
+from grader.audit_rules import go as rules
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
@@ -94,6 +96,34 @@ def test_a_rebuild_is_byte_identical(go_real, tmp_path):
 
     assert digest(again) == digest(go_real)
     shutil.rmtree(again)
+
+
+def patch_findings(patch: bytes) -> list[tuple[str, str, str]]:
+    """(rule, path, line) for what the Go audit rules find in a unified diff: its paths and
+    the lines it adds."""
+    out = []
+    for f in PatchSet(patch.decode("utf-8", "replace")):
+        path = f.target_file[2:] if f.target_file.startswith("b/") else f.target_file
+        if f.is_removed_file:
+            continue
+        for rule, pattern in rules.PATH_RULES.items():
+            if pattern.search(path):
+                out.append((rule, path, ""))
+        for hunk in f:
+            for line in hunk:
+                if line.is_added:
+                    for rule, patterns in rules.rules_for(path).items():
+                        if any(p.search(line.value) for p in patterns):
+                            out.append((rule, path, line.value.strip()))
+    return out
+
+
+def test_the_gold_patches_are_quiet_under_the_go_audit_rules(go_tasks):
+    """grader/audit_rules/go.py on the nine real changes: no finding (its rules firing on
+    the attacks: tests/unit/test_audit_rules_go.py)."""
+    golds = {task.id: task.gold_patch_text() for task in go_tasks}
+    assert len(golds) == len(TASK_IDS) and all(golds.values())
+    assert {tid: found for tid, gold in golds.items() if gold and (found := patch_findings(gold))} == {}
 
 
 @pytest.mark.timeout(1800)
