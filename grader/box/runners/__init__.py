@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import command, exact_match, output, pytest
+from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
     "command": command,
     "output": output,
     "exact_match": exact_match,
+    **{"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest},  # Node.js: docs/runners/node.md
 }
 
 
