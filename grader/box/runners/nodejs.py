@@ -510,7 +510,7 @@ def borrowed(check: CheckSpec, tree: Tree) -> list[str]:
     """The modules the hidden tests load (their require() and import specifiers), so that
     the canaries load the code under test as the tests do. Test frameworks and the test
     files the check runs are left out."""
-    units = {posixpath.splitext(posixpath.basename(p))[0] for p in check.paths}
+    tests = {posixpath.splitext(p)[0] for p in list(check.paths) + list(check.canary_sources)}
     out: list[str] = []
     for rel in check.canary_sources:
         data = tree.read(rel)
@@ -521,8 +521,10 @@ def borrowed(check: CheckSpec, tree: Tree) -> list[str]:
             spec = m.group(2)
             if spec in FRAMEWORKS or spec in out:
                 continue
-            if spec.startswith(".") and posixpath.splitext(posixpath.basename(spec))[0] in units:
-                continue
+            if spec.startswith("."):  # a test file itself would run its tests again
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), spec))
+                if target in tests or posixpath.splitext(target)[0] in tests:
+                    continue
             out.append(spec)
     return out[:20]
 
