@@ -369,7 +369,7 @@ def status_without_canaries(unit: Unit, canary_ids: set[str], by_count: bool) ->
     last word agree, no other test failed, every file loaded). `by_count`: the status is
     the number of failures (mocha), else 1 for any failure (tape, node:test, jest)."""
     _, run, rep = unit
-    code = run.get("exit_code")
+    code: int | None = run.get("exit_code")
     end = rep.get("end") or {}
     if code in (0, None) or rep.get("forged") or rep.get("problem") or end.get("exit") != code:
         return code
@@ -537,6 +537,7 @@ def canary_check(rng: random.Random, must_pass: bool, style: str) -> str:
     """One assertion, in the runner's own style (tape's `t`, node's assert, jest's expect),
     that holds iff must_pass."""
     shape = rng.randrange(5)
+    want: Any
     if shape == 0:
         xs = [rng.randint(-50, 99) for _ in range(rng.randint(3, 6))]
         got = f"{_js(xs)}.reduce((a, b) => a + b, 0)"
