@@ -39,10 +39,13 @@ class Filters:
     variant: str | None = None
     since: dt.date | None = None
     until: dt.date | None = None
+    language: str | None = None
 
     def keep(self, a: metrics.Attempt) -> bool:
-        return (self.suite is None or a.suite == self.suite) and (
-            self.variant is None or a.prompt_variant == self.variant
+        return (
+            (self.suite is None or a.suite == self.suite)
+            and (self.variant is None or a.prompt_variant == self.variant)
+            and (self.language is None or a.language == self.language)
         )
 
 
@@ -52,8 +55,8 @@ class FilterError(ValueError):
 
 
 def parse_filters(args: Mapping[str, str]) -> Filters:
-    """The filters a query string names (suite, variant, since, until), read the same
-    way for the API's routes and the portal's pages."""
+    """The filters a query string names (suite, variant, language, since, until), read the
+    same way for the API's routes and the portal's pages."""
 
     def date(name: str) -> dt.date | None:
         raw = args.get(name)
@@ -65,7 +68,11 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
             raise FilterError(f"{name} must be a date, YYYY-MM-DD, not {raw!r}") from None
 
     f = Filters(
-        suite=args.get("suite") or None, variant=args.get("variant") or None, since=date("since"), until=date("until")
+        suite=args.get("suite") or None,
+        variant=args.get("variant") or None,
+        since=date("since"),
+        until=date("until"),
+        language=args.get("language") or None,
     )
     if f.since and f.until and f.since > f.until:
         raise FilterError("since is after until")
@@ -142,12 +149,15 @@ def integrity_of(rows: list[Submission]) -> dict[str, int]:
 
 def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) -> tuple[list[str], set[str]]:
     """The suites a run is measured over and their tasks: the filter's suite, else every
-    suite its attempts belong to; only tasks created inside the filter's window."""
+    suite its attempts belong to; only tasks created inside the filter's window (and in the
+    filter's language)."""
     suites = {filters.suite} if filters.suite else {a.suite for a in attempts if a.suite}
     ids = {
         t.id
         for t in svc.tasks
-        if t.metadata.suite in suites and metrics.in_window(t.metadata.created_at, filters.since, filters.until)
+        if t.metadata.suite in suites
+        and metrics.in_window(t.metadata.created_at, filters.since, filters.until)
+        and (filters.language is None or t.metadata.language == filters.language)
     }
     return sorted(suites), ids
 

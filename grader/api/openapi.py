@@ -141,6 +141,13 @@ _WINDOW = [
         "schema": {"type": "string"},
     },
     {
+        "name": "language",
+        "in": "query",
+        "required": False,
+        "description": "only tasks in this language (python, javascript, go, rust, java, c, ...)",
+        "schema": {"type": "string"},
+    },
+    {
         "name": "since",
         "in": "query",
         "required": False,
@@ -541,7 +548,7 @@ def _with_examples(paths: dict[str, Any]) -> dict[str, Any]:
             op["x-access"] = _access(path, method, op)
             ex = EXAMPLES.get((method, path))
             if ex is None:
-                continue  # tests/test_docs.py requires one for every operation
+                continue  # tests/unit/test_docs.py requires one for every operation
             op["x-example"] = {
                 "path": ex["path"],
                 "query": ex.get("query", {}),

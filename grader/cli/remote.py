@@ -42,10 +42,11 @@ LONG_POLL = 60.0  # seconds one submit asks the server to hold for its verdict (
 
 
 def window(fn: F) -> F:
-    """--suite, --variant, --since, --until: the same filters as the API and the portal."""
+    """--suite, --language, --variant, --since, --until: the same filters as the API and the portal."""
     for opt in reversed(
         [
             click.option("--suite", default=None, help="Only tasks of this suite."),
+            click.option("--language", default=None, help="Only tasks in this language (python, javascript, go, ...)."),
             click.option("--variant", default=None, help="Only attempts with this prompt variant."),
             click.option("--since", default=None, help="Only tasks created on or after this date (YYYY-MM-DD)."),
             click.option("--until", default=None, help="Only tasks created on or before this date."),
@@ -437,13 +438,14 @@ def runs_show(
     client: Client,
     run: str,
     suite: str | None,
+    language: str | None,
     variant: str | None,
     since: str | None,
     until: str | None,
     as_json: bool,
 ) -> None:
     """RUN's figures (with numerators, denominators and 95% intervals) and its per-task table."""
-    view = client.run(run, suite=suite, variant=variant, since=since, until=until)
+    view = client.run(run, suite=suite, language=language, variant=variant, since=since, until=until)
     if as_json:
         click.echo(json.dumps(view, indent=1))
         return
@@ -461,13 +463,14 @@ def runs_compare(
     a: str,
     b: str,
     suite: str | None,
+    language: str | None,
     variant: str | None,
     since: str | None,
     until: str | None,
     as_json: bool,
 ) -> None:
     """A against B on their common tasks: wins, losses, the solve-rate difference and McNemar's p."""
-    res = client.compare(a, b, suite=suite, variant=variant, since=since, until=until)
+    res = client.compare(a, b, suite=suite, language=language, variant=variant, since=since, until=until)
     if as_json:
         click.echo(json.dumps(res, indent=1))
         return
@@ -586,6 +589,7 @@ def runs_delete(client: Client, run: str, yes: bool) -> None:
 def leaderboard_cmd(
     client: Client,
     suite: str | None,
+    language: str | None,
     variant: str | None,
     since: str | None,
     until: str | None,
@@ -595,9 +599,9 @@ def leaderboard_cmd(
     """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
     suites' whole task set they resolve (a task not attempted is not resolved)."""
     rows = client.leaderboard(
-        suite=suite, variant=variant, since=since, until=until, include_incomplete=include_incomplete
+        suite=suite, language=language, variant=variant, since=since, until=until, include_incomplete=include_incomplete
     )
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    print_leaderboard(rows, filtered=any((suite, variant, since, until)))
+    print_leaderboard(rows, filtered=any((suite, language, variant, since, until)))

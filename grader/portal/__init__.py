@@ -151,9 +151,11 @@ def leaderboard_page() -> ResponseReturnValue:
     else:
         rows.sort(key=lambda r: _figure_value(r, sort), reverse=desc)
     suites = sorted({t.metadata.suite for t in svc.tasks})
+    languages = sorted({t.metadata.language for t in svc.tasks})
     variants = ["minimal", "concise", "contextual", "guided"]
     return render_template(
         "leaderboard.html",
+        languages=languages,
         rows=rows,
         f=f,
         include=include,

@@ -1,24 +1,24 @@
 """Hostile Node.js submissions, graded through the real grader under runc and under gVisor
 (runsc), each with the verdict it deserves, for every Node.js runner (tap, node-test, mocha,
-jest) on the tiny `calc` repository of node_mini.py: success lines printed by the code
+jest) on the tiny `calc` repository of tests/helpers/node_mini.py: success lines printed by the code
 under test, a runner plugin or configuration brought by the patch, the hidden test edited
 and the visible one deleted, a crash, a hang, a blanket flip of every test that only the
 canaries catch, a forged record written into the report pipe, a rewrite of the next test
 file's process; and honest submissions of each shape, which still PASS. The attacks' code
-is in tests/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
+is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from node_mini import NodeMini, task_id, write_tasks
 
-import node_payloads as pl
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
+from helpers import node_payloads as pl
+from helpers.node_mini import NodeMini, task_id, write_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]

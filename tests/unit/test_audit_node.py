@@ -1,5 +1,5 @@
 """The static audit's rules for JavaScript and TypeScript (grader/audit_rules/node.py): they
-name the Node.js attacks (tests/node_payloads.py, graded in tests/docker/test_attacks_node.py)
+name the Node.js attacks (tests/helpers/node_payloads.py, graded in tests/docker/test_attacks_node.py)
 and stay quiet on the npm-real suite's gold patches, real library changes (built here from
 the pinned npm tarballs, no Docker) and on an honest fix."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from unidiff import PatchSet
 
-import node_payloads as pl
 from grader.audit_rules import node as rules
+from helpers import node_payloads as pl
 
 ROOT = Path(__file__).resolve().parents[2]
 
