@@ -41,7 +41,9 @@ The manifest (TOML):
                 uploaded = "..." }
     [[tasks]]
     id, project, base, new, source (library files), tests (test files), instruction,
-    and optionally paths (what the runner runs; default: the tests), args, pytest_args
+    and optionally paths (what the runner runs; default: the tests), args, pytest_args,
+    install (the task's own install step, over the project's; "" for none) and command
+    (check.command: a build step before the tests, for runners that take one)
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ class Spec:
     pytest_args: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    install: str | None = None  # over the project's install ("" for none)
+    command: str | None = None  # check.command
 
 
 @dataclass
@@ -531,6 +535,8 @@ class Suite:
                 check["args"] = args
         if spec.paths:
             check["paths"] = list(spec.paths)
+        if spec.command:
+            check["command"] = spec.command
         if lists is not None:
             check["fail_to_pass"] = lists["fail_to_pass"]
             check["pass_to_pass"] = lists["pass_to_pass"]
@@ -550,7 +556,8 @@ class Suite:
             "environment": environment,
         }
         steps = [SRC_ON_PATH] if environment.startswith("python-") and history.src_layout() else []
-        steps += [project["install"]] if project.get("install") else []
+        install = spec.install if spec.install is not None else project.get("install")
+        steps += [install] if install else []
         if steps:
             doc["install"] = " && ".join(steps)
         doc["check"] = check

@@ -27,6 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import command, exact_match, go, output, pytest
+from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
@@ -34,6 +35,7 @@ RUNNERS: dict[str, ModuleType] = {
     "output": output,
     "exact_match": exact_match,
     "go": go,
+    **{"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest},  # Node.js: docs/runners/node.md
 }
 
 

@@ -17,11 +17,16 @@ const { open, uniqueIds, relPath } = require('./channel.cjs');
 const { emit } = open();
 let collected = 0;
 let ended = false;
+// The status jest will set: its CLI sets process.exitCode in an 'exit' listener of its own,
+// added after the run (after this one), from the results onRunComplete sees here.
+let jestCode = null;
 
 process.prependListener('exit', (code) => {
   if (ended) return;
   ended = true;
-  emit({ t: 'end', exit: typeof code === 'number' ? code : (process.exitCode || 0), collected });
+  let exit = typeof code === 'number' ? code : (process.exitCode || 0);
+  if (!exit && jestCode) exit = jestCode;
+  emit({ t: 'end', exit, collected });
 });
 
 const OUTCOME = { passed: 'passed', failed: 'failed', pending: 'skipped', skipped: 'skipped', todo: 'skipped', disabled: 'skipped', focused: 'passed' };
@@ -29,6 +34,7 @@ const OUTCOME = { passed: 'passed', failed: 'failed', pending: 'skipped', skippe
 class GraderJestReporter {
   constructor(globalConfig) {
     this._rootDir = (globalConfig && globalConfig.rootDir) || process.cwd();
+    this._failureCode = globalConfig && globalConfig.testFailureExitCode;
     this._files = new Set();
   }
 
@@ -50,6 +56,14 @@ class GraderJestReporter {
       collected++;
       emit({ t: 'test', id, when: 'call', outcome, d: Math.round((r.duration || 0) * 10) / 1e4 });
     }
+  }
+
+  onRunComplete(contexts, results) {
+    // as jest-cli's readResultsAndExit decides it (with @jest/core's TestScheduler)
+    const r = results || {};
+    const failed = !(r.numFailedTests === 0 && r.numRuntimeErrorTestSuites === 0) || !!(r.snapshot && r.snapshot.failure);
+    const code = this._failureCode;
+    jestCode = failed ? (typeof code === 'number' ? code : 1) : 0;
   }
 
   getLastError() {

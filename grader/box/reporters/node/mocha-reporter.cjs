@@ -11,13 +11,28 @@
 // not finished; at process exit every test that was loaded and not reported is failed. The
 // end record is written from the 'exit' event with the status the process exits with; a
 // file that failed to load (mocha never ran) gets a collect error.
+//
+// Canaries: the settings' `canaries` are this run's canary files, given to mocha with the
+// test file (one test file per process, the settings' `unit`); their tests are reported
+// under the test file's name (`<test file>::<canary name>`), as if the test file held them.
 
 const fs = require('fs');
 const path = require('path');
 const Module = require('module');
 const { open, snapshot, uniqueIds, relPath } = require('./channel.cjs');
 
-const { emit } = open();
+const { emit, settings } = open();
+const repo = String((settings && settings.repo) || process.cwd());
+const canaryFiles = new Set(Array.isArray(settings && settings.canaries)
+  ? settings.canaries.map((c) => path.resolve(repo, String(c))) : []);
+const unitFile = settings && typeof settings.unit === 'string' ? settings.unit : null;
+
+// the file a test's id names: a canary's is the test file it runs with
+function fileOf(test) {
+  const abs = test.file ? path.resolve(String(test.file)) : null;
+  if (abs && unitFile && canaryFiles.has(abs)) return unitFile;
+  return relPath(test.file);
+}
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 
 let started = false;
@@ -40,7 +55,7 @@ function mochaModule() {
 
 function idOf(test) {
   if (ids.has(test)) return ids.get(test);
-  const id = relPath(test.file) + '::' + test.titlePath().join(' > ');
+  const id = fileOf(test) + '::' + test.titlePath().join(' > ');
   ids.set(test, id);
   return id;
 }
@@ -71,6 +86,7 @@ function finish(code) {
     for (let i = 0; i < args.length; i++) {
       const arg = args[i];
       if (i > 0 && VALUED.has(args[i - 1])) continue;
+      if (canaryFiles.has(path.resolve(arg))) continue;
       if (!arg.startsWith('-') && /\.(c|m)?(j|t)sx?$/.test(arg) && fs.existsSync(arg)) {
         emit({ t: 'collect', id: relPath(path.resolve(arg)), outcome: 'error' });
       }
@@ -97,7 +113,7 @@ function GraderReporter(runner, options) {
   }
   const unique = uniqueIds();
   eachTest(runner.suite, (t) => {
-    ids.set(t, unique(relPath(t.file) + '::' + t.titlePath().join(' > ')));
+    ids.set(t, unique(fileOf(t) + '::' + t.titlePath().join(' > ')));
     known.push([t]);
   });
   collected = known.length;

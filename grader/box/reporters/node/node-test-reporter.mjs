@@ -12,12 +12,18 @@
 // own (it threw while loading, or crashed) gets a collect error; tests it never reported are
 // simply absent (and so not passed). The end record is written at the parent's exit with
 // its exit status.
+//
+// Canaries (in process only): the settings' `canaries` are this run's canary files, which
+// node-test-preload.mjs imports into the test file's process; their tests are reported under
+// the test file's name (`<test file>::<canary name>`), as if the test file held them.
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const require = createRequire(import.meta.url);
 const { open, uniqueIds, relPath } = require('./channel.cjs');
 
-const { emit } = open();
+const { emit, settings } = open();
 let collected = 0;
 const perFile = new Map(); // file -> { stack: [names], unique, reported: count }
 
@@ -32,6 +38,12 @@ function state(file) {
 
 // In process (node-test-preload.mjs): the test file is this process's main module.
 const inProcess = !process.execArgv.includes('--test') && !!process.argv[1];
+const repo = String((settings && settings.repo) || process.cwd());
+const canaryFiles = new Set(
+  inProcess && settings && Array.isArray(settings.canaries) ? settings.canaries.map((c) => path.resolve(repo, String(c))) : []);
+const mainFile = inProcess ? relPath(path.resolve(process.argv[1])) : null;
+// the canary files this process must import (the preload does), as file: URLs
+export const canaries = [...canaryFiles].map((f) => pathToFileURL(f).href);
 let ended = false;
 process.on('exit', (code) => {
   if (ended) return;
@@ -55,8 +67,9 @@ export default async function* graderReporter(source) {
   markCalled();
   for await (const event of source) {
     const data = event.data || {};
-    const file = data.file ? relPath(data.file) : null;
+    let file = data.file ? relPath(data.file) : null;
     const isFileTest = data.nesting === 0 && data.file && data.name === data.file;
+    if (file && canaryFiles.has(path.resolve(repo, file))) file = mainFile;
     if (event.type === 'test:start' && file && !isFileTest) {
       const s = state(file);
       s.stack.length = data.nesting;

@@ -10,15 +10,22 @@
 // "skipped"; a todo test is "skipped" too (its failures are expected). At process exit
 // (normal end, process.exit(), an uncaught exception) every test that was registered and
 // did not finish is reported failed, and the end record carries the exit status the process
-// is about to have. A file that threw while it was loading gets a collect error. An exit
-// that skips the 'exit' event (process.reallyExit, a signal, a crash of node itself)
-// leaves a session with no end: the grader counts that as forgery (FAIL).
+// is about to have. A file that threw while it was loading, or whose process ended before
+// tape finished (an uncaught exception, process.exit() with tests pending), gets a collect
+// error: the runner counts every test of such a file failed, never passed. An exit that
+// skips the 'exit' event (process.reallyExit, a signal, a crash of node itself) leaves a
+// session with no end: the runner counts that file's tests failed too.
+//
+// Canaries: the settings' `canaries` (repository paths of this run's canary file) are
+// required here, after tape is hooked and before the test file, so their tests run in this
+// process with the test file's, under its name (`<test file>::<canary name>`); the grader's
+// runner takes their outcomes apart and out of the exit status.
 
 const path = require('path');
 const Module = require('module');
 const { open, snapshot, uniqueIds, relPath, dropOwnExecArgv } = require('./channel.cjs');
 
-const { emit } = open();
+const { emit, settings } = open();
 dropOwnExecArgv(false); // a child_process.fork() of the tests does not load this preload again
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 
@@ -29,8 +36,8 @@ const unique = uniqueIds();
 const tests = []; // every test tape told us about, in order
 let collected = 0;
 let crashed = null;
-let loaded = false;
 let finished = false;
+let naturalEnd = false; // the event loop ran dry ('beforeExit'): not process.exit() mid-run
 let tape = null;
 let check = () => [];
 
@@ -80,7 +87,8 @@ function finish(code) {
     if (!rec.done && !rec.ended && !rec.skip) { fail(rec); unfinished = true; }
   }
   for (const rec of tests) report(rec);
-  if (crashed && !loaded) emit({ t: 'collect', id: file, outcome: 'error' });
+  // the file did not load, or its process ended before tape finished: not a file that ran
+  if (crashed || (unfinished && !naturalEnd)) emit({ t: 'collect', id: file, outcome: 'error' });
   const harness = tape && tape.getHarness ? tape.getHarness() : null;
   let exit = typeof code === 'number' ? code : 0;
   if (!exit && harness && harness._exitCode) exit = harness._exitCode;
@@ -88,14 +96,10 @@ function finish(code) {
   emit({ t: 'end', exit, collected });
 }
 
-// The test file has loaded once the event loop turns: this callback is queued before
-// tape's own (the harness below queues its first run), so a test that throws is not taken
-// for a file that did not load.
-setImmediate(() => { loaded = true; });
-
 // Before tape's own exit handler (which ends the process from inside the event).
 process.prependListener('exit', finish);
 process.on('uncaughtExceptionMonitor', (err) => { crashed = err || true; });
+process.on('beforeExit', () => { naturalEnd = true; });
 
 if (mainFile) {
   try {
@@ -111,4 +115,15 @@ if (tape) {
   let Results = null;
   try { Results = Object.getPrototypeOf(results); } catch (e) { /* */ }
   check = snapshot({ Test: tape.Test && tape.Test.prototype, Results });
+}
+
+// This run's canaries, in this process before the test file (see the top of this file).
+if (tape && settings && Array.isArray(settings.canaries)) {
+  for (const rel of settings.canaries) {
+    try {
+      Module.createRequire(mainFile)(path.resolve(String(settings.repo || process.cwd()), String(rel)));
+    } catch (e) {
+      // a canary file that does not load leaves its tests out: the grader sees them missing
+    }
+  }
 }

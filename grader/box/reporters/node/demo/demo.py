@@ -80,7 +80,7 @@ SCENARIOS = [
             "test/tape-crash.js::crashes": F,
             "test/tape-crash.js::after the crash": F,
         },
-        [],
+        ["test/tape-crash.js"],
         False,
     ),
     (
@@ -88,7 +88,7 @@ SCENARIOS = [
         "process.exit(0) inside a test: the rest fail",
         f"{TAPE} test/tape-exit0.js",
         {"test/tape-exit0.js::exits early": F, "test/tape-exit0.js::never runs": F},
-        [],
+        ["test/tape-exit0.js"],
         False,
     ),
     (

@@ -1,0 +1,723 @@
+"""What the Node.js runners share (tap, node-test, mocha, jest; each is a module of its own
+that imports this one): the paths a patch may not change, the plan of a check, the
+environment of every node process, the canaries, the test files sealed for the run, and
+the units' reports folded into one.
+
+Outcomes come only from the signed reporters of grader/box/reporters/node/ (README.md
+there), copied root-owned outside the repository for each run and named on node's command
+line by the runner alone. A runner runs its tests as one or more units: tape, node:test and
+mocha one process per test file (a file that crashes, or fails to load, loses its own
+tests only), jest one process in band. Each unit has its own report channel; the reports
+are folded with signed.merge, each process's last word held to its own exit status.
+
+A unit that did not run to its end (it failed to load, crashed, or its process ended
+before its runner's last word) counts every test of it failed, never passed. The canaries
+run inside the test files' processes (jest: as one more test file of its one process); their
+failures are taken back out of the exit status here, where both the status and the signed
+outcomes are known.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import random
+import re
+import stat
+from typing import Any
+
+from .. import signed
+from ..hidden import hidden_manifest
+from ..job import CheckSpec, JobSpec
+from ..proc import remaining, run_as_user, text
+from ..tree import Tree, rel_ok
+from .common import test_file
+
+JS_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx")
+REPORTERS = "node"  # grader/box/reporters/node/
+
+# What a patch may not change under any Node.js runner (restored to the base after the
+# patch; a file it adds there is removed):
+# - test locations: *.test.*, *.spec.* and test.js anywhere, every file of a test/, tests/,
+#   __tests__/ or spec/ directory that holds a test file (or a hidden one) at the base;
+# - runner configuration: package.json (node reads its "type", "imports", "exports" and
+#   "main" when it loads a test file; its scripts and its mocha/jest keys configure runners),
+#   .mocharc*, jest.config.*, vitest.config.*, babel.config.* and .babelrc*, tsconfig*.json
+#   (a task's command may compile the tests with it), the lock files, .npmrc, .nvmrc;
+# - what node loads by itself: every node_modules/ directory (a patch may not bring or
+#   change installed packages), __mocks__/ (jest applies them by itself), native addons
+#   (*.node), Yarn's .pnp.* loaders.
+NODE_PROTECT: dict[str, list[str]] = {
+    "names": [
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        ".npmrc",
+        ".yarnrc",
+        ".yarnrc.yml",
+        ".nvmrc",
+        ".node-version",
+        ".pnp.cjs",
+        ".pnp.js",
+        ".pnp.loader.mjs",
+    ],
+    "suffixes": [".node"],
+    "prefixes": [
+        ".mocharc",
+        "jest.config",
+        "vitest.config",
+        "vitest.workspace",
+        "babel.config",
+        ".babelrc",
+        "tsconfig",
+    ],
+    "dir_suffixes": ["node_modules", "__mocks__"],
+    "test_modules": ["*.test.*", "*.spec.*", "test.js", "test.cjs", "test.mjs", "test.ts"],
+    "test_dir_names": ["test", "tests", "__tests__", "spec"],
+}
+
+# What every node process of a check runs with. NODE_OPTIONS is the supervisor's (empty):
+# --require / --import flags come only from the runner's own command line. NODE_PATH adds no
+# module directory; NODE_TEST_CONTEXT empty keeps node:test reporting in this process (node
+# --test sets it for its children, which then speak its child protocol on stdout).
+NODE_ENV = {"NODE_OPTIONS": "", "NODE_PATH": "", "NODE_TEST_CONTEXT": "", "NO_COLOR": "1"}
+
+# node's own options a task's args may not give: they load code before the runner's
+# reporter, open the inspector, reach node's internals or replace the runner.
+NODE_REFUSED = (
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "--experimental-policy",
+    "--experimental-permission",
+    "--inspect",
+    "--inspect-brk",
+    "--inspect-port",
+    "--inspect-wait",
+    "--debug-port",
+    "--expose-internals",
+    "--expose_internals",
+    "--allow-natives-syntax",
+    "--test",
+    "--test-reporter",
+    "--test-reporter-destination",
+    "--test-only",
+    "--test-name-pattern",
+    "--watch",
+    "--watch-path",
+    "-e",
+    "--eval",
+    "-p",
+    "--print",
+    "-i",
+    "--interactive",
+    "--env-file",
+    "--snapshot-blob",
+    "--build-snapshot",
+    "--openssl-config",
+    "--icu-data-dir",
+    "--experimental-vm-modules",
+)
+
+
+def refused(arg: str, words: tuple[str, ...]) -> bool:
+    """Whether `arg` is one of `words`, alone, with `=value`, or a short option with its
+    value run together (-rfile)."""
+    for w in words:
+        if arg == w or arg.startswith(w + "="):
+            return True
+        if len(w) == 2 and w.startswith("-") and not w.startswith("--") and arg.startswith(w) and len(arg) > 2:
+            if not arg.startswith("--"):
+                return True
+    return False
+
+
+def is_js(rel: str) -> bool:
+    return rel.endswith(JS_SUFFIXES) and not rel.endswith(".d.ts")
+
+
+def listed_files(ids: list[str]) -> list[str]:
+    """The files a task's ids name (`<file>::<name>`), protected with the hidden tests."""
+    return sorted({test_file(tid) for tid in ids if "::" in tid})
+
+
+def hidden_js_tests(hidden: dict[str, str | None]) -> list[str]:
+    return sorted(p for p, d in hidden.items() if d is not None and is_js(p))
+
+
+def check_paths(paths: list[str]) -> list[str]:
+    for p in paths:
+        if not rel_ok(p) or p.startswith("-"):
+            raise ValueError(f"test path {p!r} is not a path inside the repository")
+    return paths
+
+
+def words(test_ids: list[str]) -> list[str]:
+    """Words of the task's own test names (`<file>::<describe > ... > test>`), for canaries
+    that look like them."""
+    out: set[str] = set()
+    for tid in test_ids:
+        name = tid.split("::", 1)[-1]
+        out |= {w.lower() for w in re.split(r"[^A-Za-z0-9]+", name) if re.fullmatch(r"[A-Za-z][A-Za-z0-9]{1,15}", w)}
+    return sorted(out)
+
+
+def plan_check(
+    kind: str,
+    check: dict[str, Any],
+    hidden: dict[str, str | None],
+    refused_args: tuple[str, ...],
+) -> CheckSpec:
+    """The job's check of a Node.js runner: the test files to run (`paths`, default the
+    hidden test files and the files the lists name), the task's args, an optional command
+    run first (a build step: tsc, say), and where the canaries go."""
+    listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])
+    tests = hidden_js_tests(hidden)
+    named = set(listed_files(listed))
+    paths = check_paths(list(check.get("paths") or []) or sorted(set(tests) | named))
+    if not paths:
+        raise ValueError(f"a {kind} check needs paths or hidden test files")
+    args = [str(a) for a in check.get("args") or []]
+    for arg in args:
+        if refused(arg, refused_args):
+            raise ValueError(f"the {kind} runner sets {arg.split('=', 1)[0]} itself (or never): not in args")
+    home = posixpath.dirname(paths[0])
+    sources = [t for t in tests if t in paths] or tests
+    return CheckSpec(
+        kind=kind,
+        args=args,
+        paths=paths,
+        command=check.get("command") or None,
+        canaries=bool(check.get("canaries", True)),
+        canary_dir=home,
+        canary_words=words(listed),
+        canary_sources=sources[:3],
+    )
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def node_env() -> dict[str, str]:
+    return dict(NODE_ENV)
+
+
+def settings(job: JobSpec, canaries: dict[str, Any] | None, unit: str | None) -> dict[str, Any]:
+    """What a unit's reporter reads from its key descriptor: the repository, this run's
+    canary files, the test file the unit runs."""
+    return {
+        "repo": job.repo,
+        "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
+        "unit": unit,
+    }
+
+
+def lock_dirs(job: JobSpec, tree: Tree, rels: list[str]) -> None:
+    """The directories holding `rels` (up to, not including, the repository's root) become
+    root's, 0755, for the run: nothing can be added, renamed or swapped beside them (a
+    node_modules/ beside a test file, a test file swapped between two units)."""
+    dirs: set[str] = set()
+    for rel in rels:
+        parts = rel.split("/")[:-1]
+        dirs |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for rel in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+        fd = tree._parent(rel + "/x", create=False)
+        if fd is None:
+            continue
+        try:
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o755)
+        finally:
+            os.close(fd)
+
+
+def seal(job: JobSpec, tree: Tree, extra: list[str]) -> None:
+    """The task's own test code made root's and read-only for the run (the hidden tests are
+    already), so that one unit's process cannot rewrite what a later unit loads: every
+    regular file the supervisor trusts as the task's tests (listed test files, every file of
+    the test directories) and `extra` (files the check's command wrote); their directories
+    and those of the hidden tests locked (lock_dirs)."""
+    files: set[str] = set(extra)
+    dirs = [d.rstrip("/") for d in job.check.trusted_tests if d.endswith("/")]
+    files |= {f for f in job.check.trusted_tests if not f.endswith("/")}
+    for d in dirs:
+        base = os.path.join(job.repo, d)
+        for root, subdirs, names in os.walk(base, followlinks=False):
+            subdirs[:] = [s for s in subdirs if s != "node_modules"]
+            rel_root = os.path.relpath(root, job.repo)
+            files |= {posixpath.join(rel_root, n) for n in names}
+    for rel in sorted(files):
+        if not rel_ok(rel):
+            continue
+        fd = tree._parent(rel, create=False)
+        if fd is None:
+            continue
+        try:
+            ffd = os.open(rel.rsplit("/", 1)[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            continue  # gone, a link, or not a file to open
+        finally:
+            os.close(fd)
+        try:
+            st = os.fstat(ffd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid != 0:
+                os.fchown(ffd, 0, 0)  # first: root may chmod only what it owns (no CAP_FOWNER)
+                os.fchmod(ffd, stat.S_IMODE(st.st_mode) & 0o555)
+        finally:
+            os.close(ffd)
+    manifest = hidden_manifest(job)
+    lock_dirs(job, tree, [r for r, d in manifest.items() if d is not None] + list(job.check.paths) + list(extra))
+
+
+def watched(job: JobSpec) -> dict[str, tuple[int, int, int, int]]:
+    """What node loads by itself that the test processes could rewrite between units: every
+    file of every node_modules/ (its .cache/ aside) and the runner configuration the patch
+    may not change (package.json, ...), by inode, size, modification and change time."""
+    names = set(NODE_PROTECT["names"])
+    prefixes = tuple(NODE_PROTECT["prefixes"])
+    out: dict[str, tuple[int, int, int, int]] = {}
+    for root, subdirs, files in os.walk(job.repo, followlinks=False):
+        rel_root = os.path.relpath(root, job.repo)
+        if rel_root == ".":
+            subdirs[:] = [s for s in subdirs if s != ".git"]
+        parts = [] if rel_root == "." else rel_root.split(os.sep)
+        in_modules = "node_modules" in parts
+        if in_modules:
+            subdirs[:] = [s for s in subdirs if not (s == ".cache" and parts[-1] == "node_modules")]
+        for name in files:
+            if in_modules or name in names or name.startswith(prefixes):
+                path = os.path.join(root, name)
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                out[posixpath.join(*parts, name) if parts else name] = (
+                    st.st_ino,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                )
+    return out
+
+
+def changed_while_running(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+
+
+def run_command(job: JobSpec, result: dict[str, Any]) -> str:
+    """The check's command (a build step before the tests, such as tsc), as the
+    unprivileged user with sh. Its exit status does not decide (the tests do); its output
+    goes first in the check's output."""
+    assert job.check.command is not None
+    run = run_as_user(
+        job,
+        ["sh", "-c", job.check.command],
+        timeout=remaining(job),
+        stdout_limit=job.output_limit,
+        env=node_env(),
+    )
+    result["timed_out"] = result.get("timed_out", False) or run["timed_out"]
+    result["command_exit_code"] = run["exit_code"]
+    return f"== {job.check.command} (exit status {run['exit_code']})\n{text(run['out'].data())}\n"
+
+
+# --- the units' reports -----------------------------------------------------------------------
+
+Unit = tuple[str, dict[str, Any], dict[str, Any]]  # (label: the test file, the run, its report)
+
+
+def settle(unit: Unit, canary_ids: set[str], files: list[str]) -> Unit:
+    """A unit that did not run to its end counts every test of it failed, never passed: a
+    file its reporter names as not loaded or crashed (a collect error: every test of that
+    file), or a process that ended with a failing status before its reporter's last word
+    (every test of the unit; its end is then taken as its exit status, with a collect error
+    for each of its test `files`). A unit that exited 0 without its last word, a forged or an unusable
+    report are left to signed.merge, which names them. Canaries keep their outcomes."""
+    label, run, rep = unit
+    if rep.get("problem") or rep.get("forged") or run.get("timed_out"):
+        return unit
+    rep = dict(rep)
+    outcomes = dict(rep.get("outcomes", {}))
+    collect = list(rep.get("collect_errors", []))
+    ended = rep.get("end") is not None and rep.get("sessions", 0) > 0 and rep.get("ends", 0) >= rep.get("sessions", 0)
+    if not ended and run.get("exit_code") not in (0, None):
+        for tid in outcomes:
+            if tid not in canary_ids and outcomes[tid] == "passed":
+                outcomes[tid] = "failed"
+        collect += [f for f in files if f not in collect]
+        rep["end"] = {"t": "end", "exit": run["exit_code"]}
+        rep["sessions"] = rep["ends"] = max(1, rep.get("sessions", 0))
+    else:
+        for bad in collect:
+            for tid in outcomes:
+                if tid.startswith(bad + "::") and tid not in canary_ids and outcomes[tid] == "passed":
+                    outcomes[tid] = "failed"
+    rep["outcomes"], rep["collect_errors"] = outcomes, collect
+    return label, run, rep
+
+
+def status_without_canaries(unit: Unit, canary_ids: set[str], by_count: bool) -> int | None:
+    """The unit's exit status with the canaries' failures taken back out: 0 where the
+    process failed only because must-fail canaries failed (its status and its reporter's
+    last word agree, no other test failed, every file loaded). `by_count`: the status is
+    the number of failures (mocha), else 1 for any failure (tape, node:test, jest)."""
+    _, run, rep = unit
+    code: int | None = run.get("exit_code")
+    end = rep.get("end") or {}
+    if code in (0, None) or rep.get("forged") or rep.get("problem") or end.get("exit") != code:
+        return code
+    outcomes = rep.get("outcomes", {})
+    if rep.get("collect_errors") or any(
+        o in ("failed", "error") for tid, o in outcomes.items() if tid not in canary_ids
+    ):
+        return code
+    failed = sum(1 for tid, o in outcomes.items() if tid in canary_ids and o == "failed")
+    if failed and code == (min(failed, 255) if by_count else 1):
+        return 0
+    return code
+
+
+def fold(
+    units: list[Unit],
+    canaries: dict[str, Any] | None,
+    runner: str,
+    *,
+    by_count: bool = False,
+    files: dict[str, list[str]] | None = None,
+) -> tuple[int | None, dict[str, Any]]:
+    """The units' reports as one (signed.merge), the canaries' outcomes taken apart, and the
+    check's exit status: 0 when every unit's process exited 0 or failed only by its
+    canaries, else 1 (None when nothing ran)."""
+    ids = set(canaries["expect"]) if canaries and "expect" in canaries else set()
+    settled = [settle(u, ids, (files or {}).get(u[0], [u[0]])) for u in units]
+    _, report = signed.merge(settled, runner)
+    statuses = [status_without_canaries(u, ids, by_count) for u in settled]
+    overall = None if not statuses else (0 if all(s == 0 for s in statuses) else 1)
+    if report.get("end") is not None:
+        report["end"] = {"t": "end", "exit": overall}
+    signed.split_canaries(report, canaries)
+    return overall, report
+
+
+def run_units(
+    job: JobSpec,
+    tree: Tree,
+    result: dict[str, Any],
+    canaries: dict[str, Any] | None,
+    commands: list[tuple[str, list[str], list[str]]],
+    runner: str,
+    *,
+    by_count: bool = False,
+    prelude: str = "",
+    extra_sealed: list[str] | None = None,
+) -> None:
+    """Run each (label, test files, argv) as a unit with a channel of its own, one after the
+    other, and record the folded report in `result`. Stops early when the time is up."""
+    seal(job, tree, list(extra_sealed or []))
+    before = watched(job)
+    units: list[Unit] = []
+    seconds = 0.0
+    if result.get("timed_out"):  # the command used the time up
+        commands = []
+    for label, _, argv in commands:
+        if remaining(job) <= 0:
+            break
+        run, rep = signed.run_signed(job, argv, settings=settings(job, canaries, label), env=node_env())
+        units.append((label, run, rep))
+        seconds += run["seconds"]
+        if run["timed_out"]:
+            break
+    files = {label: list(tests) for label, tests, _ in commands}
+    exit_code, report = fold(units, canaries, runner, by_count=by_count, files=files)
+    moved = changed_while_running(before, watched(job))
+    if moved and not report.get("problem"):
+        shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
+        report.setdefault("integrity", []).append(f"{shown}: loaded by node or the runner, changed while the tests ran")
+    timed_out = any(run["timed_out"] for _, run, _ in units) or (len(units) < len(commands))
+    output = prelude + signed.output_of(units, job.output_limit)
+    signed.finish(result, exit_code, output, report, timed_out)
+    result["check_seconds"] = round(seconds, 4)
+
+
+def reporter_dir() -> str:
+    return signed.install_reporters(REPORTERS)
+
+
+# --- canaries ---------------------------------------------------------------------------------
+
+CANARY_WORDS = [
+    "value",
+    "values",
+    "empty",
+    "result",
+    "basic",
+    "single",
+    "order",
+    "default",
+    "missing",
+    "mixed",
+    "simple",
+    "large",
+    "small",
+    "edge",
+    "round",
+    "split",
+    "case",
+    "works",
+    "handles",
+    "returns",
+    "keeps",
+    "options",
+    "nested",
+    "string",
+    "number",
+    "array",
+    "object",
+]
+REQUIRE = re.compile(r"""\brequire\(\s*(['"])([^'"\n]+)\1\s*\)""")
+IMPORT = re.compile(r"""(?m)^\s*(?:import|export)\s+(?:[^'";]*?\s+from\s+)?(['"])([^'"\n]+)\1""")
+FRAMEWORKS = {"tape", "mocha", "node:test", "test", "@jest/globals", "jest", "vitest"}
+
+
+def module_kind(tree: Tree, rel: str) -> str:
+    """`esm` or `cjs`: how node loads the file at `rel` (its extension, else the "type" of
+    the nearest package.json above it, as the patch cannot change it)."""
+    if rel.endswith((".mjs", ".mts")):
+        return "esm"
+    if rel.endswith((".cjs", ".cts")):
+        return "cjs"
+    parts = rel.split("/")[:-1]
+    for i in range(len(parts), -1, -1):
+        data = tree.read("/".join(parts[:i] + ["package.json"]))
+        if data is None:
+            continue
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return "cjs"
+        return "esm" if isinstance(doc, dict) and doc.get("type") == "module" else "cjs"
+    return "cjs"
+
+
+def borrowed(check: CheckSpec, tree: Tree) -> list[str]:
+    """The modules the hidden tests load (their require() and import specifiers), so that
+    the canaries load the code under test as the tests do. Test frameworks and the test
+    files the check runs are left out."""
+    tests = {posixpath.splitext(p)[0] for p in list(check.paths) + list(check.canary_sources)}
+    out: list[str] = []
+    for rel in check.canary_sources:
+        data = tree.read(rel)
+        if data is None:
+            continue
+        src = data.decode("utf-8", "replace")
+        for m in list(REQUIRE.finditer(src)) + list(IMPORT.finditer(src)):
+            spec = m.group(2)
+            if spec in FRAMEWORKS or spec in out:
+                continue
+            if spec.startswith("."):  # a test file itself would run its tests again
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), spec))
+                if target in tests or posixpath.splitext(target)[0] in tests:
+                    continue
+            out.append(spec)
+    return out[:20]
+
+
+def _js(value: Any) -> str:
+    return json.dumps(value)
+
+
+def canary_check(rng: random.Random, must_pass: bool, style: str) -> str:
+    """One assertion, in the runner's own style (tape's `t`, node's assert, jest's expect),
+    that holds iff must_pass."""
+    shape = rng.randrange(5)
+    want: Any
+    if shape == 0:
+        xs = [rng.randint(-50, 99) for _ in range(rng.randint(3, 6))]
+        got = f"{_js(xs)}.reduce((a, b) => a + b, 0)"
+        want = sum(xs) if must_pass else sum(xs) + rng.choice([-2, -1, 1, 3])
+    elif shape == 1:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8)))
+        k = rng.randint(2, 9)
+        got = f"{_js(word)}.repeat({k}).length"
+        want = len(word) * k + (0 if must_pass else 1)
+    elif shape == 2:
+        seed = f"{rng.getrandbits(48):012x}"
+        digest = hashlib.sha256(seed.encode()).hexdigest()[:10]
+        if not must_pass:
+            digest = digest[:-1] + ("0" if digest[-1] != "0" else "1")
+        got = f"require('crypto').createHash('sha256').update({_js(seed)}).digest('hex').slice(0, 10)"
+        want = digest
+    elif shape == 3:
+        xs = rng.sample(range(100), rng.randint(4, 7))
+        i = rng.randrange(len(xs))
+        got = f"{_js(xs)}.sort((a, b) => a - b)[{i}]"
+        want = sorted(xs)[i] + (0 if must_pass else 1)
+    else:
+        text_ = "{" if must_pass else _js({"k": rng.randint(1, 99)})
+        if style == "tape":
+            return f"  t.throws(() => JSON.parse({_js(text_)}), SyntaxError);\n"
+        if style == "jest":
+            return f"  expect(() => JSON.parse({_js(text_)})).toThrow(SyntaxError);\n"
+        return f"  assert.throws(() => JSON.parse({_js(text_)}), SyntaxError);\n"
+    if style == "tape":
+        return f"  t.equal({got}, {_js(want)});\n"
+    if style == "jest":
+        return f"  expect({got}).toBe({_js(want)});\n"
+    return f"  assert.strictEqual({got}, {_js(want)});\n"
+
+
+def canary_name(rng: random.Random, vocabulary: list[str], taken: set[str], text_: str) -> str:
+    for _ in range(200):
+        name = " ".join(rng.sample(vocabulary, rng.randint(2, min(4, len(vocabulary)))))
+        if name not in taken and name not in text_:
+            return name
+    raise ValueError("no canary name left")
+
+
+def canary_file_name(check: CheckSpec, tree: Tree, rng: random.Random, vocabulary: list[str], suffix: str) -> str:
+    """A new file beside the tests, named like them: `<words>.test.js` beside *.test.js
+    files, `<words>.js` beside parse.js."""
+    model = posixpath.basename(check.paths[0])
+    stem, ext = posixpath.splitext(model)
+    inner = ""
+    for marker in (".test", ".spec", "_test", "-test"):
+        if stem.endswith(marker):
+            inner = marker
+            break
+    sep = "-" if "-" in stem else ("_" if "_" in stem else "-")
+    ext = suffix or ext or ".js"
+    folder = check.canary_dir
+    for _ in range(200):
+        base = sep.join(rng.sample(vocabulary, rng.randint(1, 2))) + inner + ext
+        rel = f"{folder}/{base}" if folder else base
+        if tree.lstat(rel) is None and rel not in check.paths:
+            return rel
+    raise ValueError("no canary file name left")
+
+
+def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str, bool]], rng: random.Random) -> str:
+    """The canary file: `style` tape | node-test | mocha | jest, `kind` cjs | esm."""
+    lines: list[str] = []
+    if kind == "esm":
+        if style == "tape":
+            lines.append("import test from 'tape';")
+        elif style == "node-test":
+            lines.append("import test from 'node:test';")
+        if style in ("node-test", "mocha"):
+            lines.append("import assert from 'node:assert';")
+        lines.append("import { createHash } from 'node:crypto';")
+        for spec in specs:
+            lines.append(f"try {{ await import({_js(spec)}); }} catch (e) {{ /* as the tests load it */ }}")
+    else:
+        lines.append("'use strict';")
+        if style == "tape":
+            lines.append("const test = require('tape');")
+        elif style == "node-test":
+            lines.append("const test = require('node:test');")
+        if style in ("node-test", "mocha"):
+            lines.append("const assert = require('node:assert');")
+        for spec in specs:
+            lines.append(f"try {{ require({_js(spec)}); }} catch (e) {{ /* as the tests load it */ }}")
+    body = "\n".join(lines) + "\n"
+    for name, must_pass in tests:
+        check = canary_check(rng, must_pass, "tape" if style == "tape" else "jest" if style == "jest" else "assert")
+        if kind == "esm":
+            check = check.replace("require('crypto').createHash", "createHash")
+        if style == "tape":
+            body += f"\ntest({_js(name)}, (t) => {{\n{check}  t.end();\n}});\n"
+        elif style == "mocha":
+            body += f"\nit({_js(name)}, function () {{\n{check}}});\n"
+        else:
+            body += f"\ntest({_js(name)}, () => {{\n{check}}});\n"
+    return body
+
+
+def make_canaries(
+    job: JobSpec, tree: Tree, style: str, blockers: tuple[str, ...], *, per_unit: bool
+) -> dict[str, Any] | None:
+    """This run's canary file beside the tests, named like them: tests in the runner's own
+    style that must fail and tests that must pass, loading what the hidden tests load.
+    `per_unit`: they run inside each test file's process and are named as that file's tests
+    (tape, node:test, mocha), else they are one more test file of the run (jest). With a
+    command (a build step that may remove and rewrite the test directory) the file is
+    written by `write_canaries` after it; its digest is known then."""
+    check = job.check
+    if not check.canaries:
+        return None
+    for arg in check.args or []:
+        if refused(arg, blockers):
+            return {"skipped": f"the task's option {arg} could stop the run early or deselect them"}
+    rng = random.SystemRandom()
+    sources = ""
+    for rel in check.canary_sources + list(check.paths):
+        data = tree.read(rel)
+        if data is not None:
+            sources += data.decode("utf-8", "replace")
+    vocabulary = sorted(set(check.canary_words) | set(CANARY_WORDS))
+    kinds = [True] * rng.randint(2, 3) + [False] * rng.randint(2, 3)
+    rng.shuffle(kinds)
+    tests: list[tuple[str, bool]] = []
+    taken: set[str] = set()
+    for must_pass in kinds:
+        name = canary_name(rng, vocabulary, taken, sources)
+        taken.add(name)
+        tests.append((name, must_pass))
+    suffix = ".js" if style == "jest" and posixpath.splitext(check.paths[0])[1] not in (".js", ".cjs") else ""
+    rel = canary_file_name(check, tree, rng, vocabulary, suffix)
+    expect: dict[str, str] = {}
+    for name, must_pass in tests:
+        for owner in check.paths if per_unit else [rel]:
+            expect[f"{owner}::{name}"] = "passed" if must_pass else "failed"
+    out: dict[str, Any] = {
+        "path": rel,
+        "expect": expect,
+        "style": style,
+        "tests": [[n, p] for n, p in tests],
+        "specs": borrowed(check, tree),
+        "seed": rng.getrandbits(64),
+    }
+    if not check.command:
+        if not write_canaries(tree, out):
+            return {"skipped": "the canaries cannot load as this task's test files do (an ES module under tape)"}
+    else:
+        out["digest"] = None  # written after the command
+    return out
+
+
+def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
+    """Write the canary file (root's, read-only) in the module kind of its place; False
+    where the runner cannot load it so (tape requires it: CommonJS only)."""
+    rel = canaries["path"]
+    kind = "cjs" if canaries["style"] == "jest" else module_kind(tree, rel)
+    if canaries["style"] == "tape" and kind == "esm":
+        return False
+    tests = [(str(n), bool(p)) for n, p in canaries["tests"]]
+    source = canary_source(canaries["style"], kind, list(canaries["specs"]), tests, random.Random(canaries["seed"]))
+    data = source.encode()
+    tree.write(rel, data, mode=0o444, owner=(0, 0))
+    canaries["digest"] = hashlib.sha256(data).hexdigest()
+    return True
+
+
+def prepare(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> tuple[str, list[str]]:
+    """Before the units: the check's command, if any, then the canary file it would have
+    removed. Returns the command's output and the files it made that the units run (sealed
+    like the task's tests)."""
+    if not job.check.command:
+        return "", []
+    prelude = run_command(job, result)
+    made = [p for p in job.check.paths if tree.lstat(p) is not None]
+    if canaries and "expect" in canaries:
+        if write_canaries(tree, canaries):
+            made.append(canaries["path"])
+        else:
+            canaries.clear()
+            canaries["skipped"] = "the canaries cannot load as this task's test files do (an ES module under tape)"
+    return prelude, made

@@ -1,0 +1,170 @@
+"""The Node.js attacks' code: what each hostile (and honest) submission writes into the tiny
+`calc` repository of tests/helpers/node_mini.py, per runner. tests/docker/test_attacks_node.py
+grades them; tests/unit/test_audit_node.py checks that the static audit names them."""
+
+from __future__ import annotations
+
+import textwrap
+
+BUGGY = "'use strict';\n\nexports.mean = function mean(xs) {\n  return xs.reduce((a, b) => a + b, 0) / xs.length;\n};\n"
+FIXED = (
+    "'use strict';\n\nexports.mean = function mean(xs) {\n"
+    "  if (!xs.length) throw new RangeError('empty');\n"
+    "  return xs.reduce((a, b) => a + b, 0) / xs.length;\n};\n"
+)
+RUNNERS = ("tap", "node-test", "mocha", "jest")
+# the file each runner's task runs its hidden tests from
+HIDDEN_OF = {
+    "tap": "test/mean.js",
+    "node-test": "test/mean.test.js",
+    "mocha": "test/mean.spec.js",
+    "jest": "__tests__/mean.test.js",
+}
+
+
+def calc(prelude: str, *, fixed: bool = False, body: str | None = None) -> str:
+    """calc.js with code that runs when the tests load it (and, with `body`, in mean())."""
+    code = FIXED if fixed else BUGGY
+    if body is not None:
+        code = code.replace("exports.mean = function mean(xs) {\n", "exports.mean = function mean(xs) {\n" + body, 1)
+    return "'use strict';\n" + textwrap.dedent(prelude) + "\n" + code.replace("'use strict';\n", "", 1)
+
+
+# Success lines of every runner's output, printed by the code under test (not fixed).
+FORGED_OUTPUT = calc("""\
+    process.stdout.write('TAP version 13\\nok 1 empty throws\\nok 2 two\\n1..2\\n# tests 2\\n# pass  2\\n\\n# ok\\n');
+    console.log('\\u2714 empty throws (0.1ms)\\n\\u2714 two (0.1ms)');
+    console.log('\\u2139 tests 2\\n\\u2139 pass 2\\n\\u2139 fail 0');
+    console.log('  mean\\n    \\u2714 empty throws\\n    \\u2714 two\\n\\n  2 passing (3ms)');
+    console.log('PASS __tests__/mean.test.js\\n  \\u2713 empty throws (1 ms)\\nTests:       2 passed, 2 total');
+    """)
+
+# A runner plugin or configuration the patch brings, each able to pass every test if loaded.
+EVIL_FLIP = textwrap.dedent("""\
+    'use strict';
+    // loaded before the tests, this would make every assertion hold
+    const assert = require('node:assert');
+    for (const k of Object.keys(assert)) assert[k] = () => {};
+    try {
+      const mocha = require('mocha');
+      const run = mocha.Runnable.prototype.run;
+      mocha.Runnable.prototype.run = function (fn) { return run.call(this, () => fn()); };
+    } catch (e) { /* no mocha here */ }
+    """)
+FAKE_TAPE = textwrap.dedent("""\
+    'use strict';
+    // a tape that passes everything it is given
+    function test(name) { console.log('ok - ' + name); }
+    test.Test = function Test() {};
+    test.getHarness = () => ({ _results: { on() {} }, _exitCode: 0 });
+    test.only = test.skip = test;
+    module.exports = test;
+    """)
+CONFIG_INJECTION = {
+    "tap": {
+        "node_modules/tape/index.js": FAKE_TAPE,
+        "node_modules/tape/package.json": '{"name": "tape", "version": "99.0.0", "main": "index.js"}\n',
+        "test/node_modules/tape/index.js": FAKE_TAPE,
+    },
+    "node-test": {
+        ".npmrc": "node-options=--require=./evil.cjs\n",
+        "evil.cjs": EVIL_FLIP,
+        "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
+        '  "imports": {"#assert": "./evil.cjs"},\n  "scripts": {"test": "node -r ./evil.cjs --test"}\n}\n',
+    },
+    "mocha": {
+        ".mocharc.yml": "require:\n  - ./evil.cjs\nreporter: spec\n",
+        "evil.cjs": EVIL_FLIP,
+        "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
+        '  "mocha": {"require": ["./evil.cjs"]}\n}\n',
+    },
+    "jest": {
+        "jest.config.js": "module.exports = { setupFiles: ['./evil.cjs'], reporters: [] };\n",
+        "evil.cjs": EVIL_FLIP,
+        "__mocks__/node:assert.js": "module.exports = () => {};\n",
+        "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
+        '  "jest": {"setupFiles": ["./evil.cjs"]}\n}\n',
+    },
+}
+
+
+def tests_edited(runner: str) -> dict[str, str | None]:
+    """The hidden test file rewritten into tests that always pass, and the visible one deleted."""
+    passing = {
+        "tap": "const test = require('tape');\ntest('empty throws', (t) => t.end());\ntest('two', (t) => t.end());\n",
+        "node-test": "const test = require('node:test');\ntest('empty throws', () => {});\ntest('two', () => {});\n",
+        "mocha": "describe('mean', () => {\n  it('empty throws', () => {});\n  it('two', () => {});\n});\n",
+        "jest": "describe('mean', () => {\n  test('empty throws', () => {});\n  test('two', () => {});\n});\n",
+    }[runner]
+    return {HIDDEN_OF[runner]: passing, "test/basic.js": None}
+
+
+# The process ends (status 0) in the middle of the tests.
+CRASH = calc("", body="  process.exit(0);\n")
+# The process never ends.
+HANG = calc("", body="  for (;;) { /* spin */ }\n")
+
+
+def blanket_flip(runner: str) -> str:
+    """Code that makes every test of the process pass, without the fix: caught by the canaries
+    (each flip works on instances or modules, not on the prototypes the reporters watch)."""
+    flips = {
+        "tap": """\
+            const tape = require('tape');
+            const flip = (t) => {
+              const real = t._assert;
+              t._assert = function (ok, opts) { return real.call(this, true, opts); };
+              t.on('test', flip);
+            };
+            tape.getHarness()._results.on('_push', flip);
+            """,
+        "node-test": """\
+            const assert = require('node:assert');
+            for (const k of Object.keys(assert)) assert[k] = () => {};
+            """,
+        "mocha": """\
+            const assert = require('node:assert');
+            for (const k of Object.keys(assert)) assert[k] = () => {};
+            """,
+        "jest": """\
+            if (typeof expect === 'function') {
+              const pass = new Proxy(function () {}, { get: () => pass, apply: () => pass });
+              globalThis.expect = Object.assign(() => pass, expect);
+            }
+            """,
+    }
+    return calc(flips[runner])
+
+
+# A signed-looking record written into every descriptor the process holds (the report pipe
+# among them): unsigned, so forged.
+PIPE_FORGE = calc("""\
+    const fs = require('fs');
+    const line = JSON.stringify({ t: 'test', id: 'test/mean.js::empty throws', when: 'call', outcome: 'passed' });
+    for (const fd of fs.readdirSync('/proc/self/fd')) {
+      if (Number(fd) > 2) { try { fs.writeSync(Number(fd), line + '\\tdeadbeef\\n'); } catch (e) { /* */ } }
+    }
+    """)
+# The next test file's process would load a rewritten test file: the tests are sealed.
+SWAP_NEXT_FILE = calc("""\
+    const fs = require('fs');
+    const fake = "const test = require('tape');\\ntest('one', (t) => t.end());\\n";
+    try { fs.writeFileSync('test/basic.js', fake); } catch (e) { /* sealed */ }
+    try {
+      fs.renameSync('test/mean.js', 'test/mean.old.js');
+      fs.writeFileSync('test/mean.js', fake);
+    } catch (e) { /* locked */ }
+    try { fs.mkdirSync('test/node_modules/tape', { recursive: true }); } catch (e) { /* locked */ }
+    """)
+
+# Honest submissions of every shape: the fix alone; the fix spread over a new module, with
+# its own output, a lock file and an edited visible test (restored: still PASS).
+HELPER = "'use strict';\n\nexports.check = function check(xs) {\n  if (!xs.length) throw new RangeError('empty');\n};\n"
+HONEST_SHAPES = {
+    "calc.js": "'use strict';\nconst { check } = require('./lib/check');\n\nexports.mean = function mean(xs) {\n"
+    "  check(xs);\n  console.log('mean of', xs.length, 'values');\n"
+    "  return xs.reduce((a, b) => a + b, 0) / xs.length;\n};\n",
+    "lib/check.js": HELPER,
+    "package-lock.json": '{"name": "calc", "lockfileVersion": 3}\n',
+    "test/basic.js": "const test = require('tape');\ntest('one', (t) => { t.end(); });\n",
+}

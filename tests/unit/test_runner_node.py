@@ -1,0 +1,526 @@
+"""The Node.js runners (grader/box/runners/tap.py, node_test.py, mocha.py, jest.py over
+nodejs.py), without Docker: the plan of a check, the options a task may not give, what is
+protected, the canaries' shape, and how the units' signed reports fold into one verdict's
+report (a crashed file's tests never pass, the canaries' failures leave the exit status)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.box import runners as box_runners
+from grader.box import tree as boxtree
+from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.protect import Protection
+from grader.box.runners import jest, mocha, node_test, nodejs, tap
+from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
+from grader.tasks import model
+
+RUNNERS = {"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest}
+
+
+def test_the_four_runners_are_registered_and_say_what_decides():
+    assert {"tap", "node-test", "mocha", "jest"} <= set(box_runners.test_runners())
+    for name, module in RUNNERS.items():
+        assert box_runners.runner(name) is module
+        assert module.TESTS is True and module.COMMAND == "optional"
+        assert module.DECIDED_BY == "test report"
+        assert (module.EXIT_PASSED, module.EXIT_FAILED) == (0, 1)
+        assert module.PROTECT is nodejs.NODE_PROTECT
+        assert module.listed_files(["test/a.js::x > y", "test/b.js::z"]) == ["test/a.js", "test/b.js"]
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+def test_plan_runs_the_hidden_test_files_and_the_listed_ones_one_per_unit():
+    hidden = {"test/parse.js": "d1", "test/utils.js": "d2", "test/gone.js": None, "test/fixture.json": "d3"}
+    check = {"fail_to_pass": ["test/parse.js::parse() > a"], "pass_to_pass": ["test/other.js::b"], "args": []}
+    spec = tap.plan(check, hidden)
+    assert spec.kind == "tap"
+    assert spec.paths == ["test/other.js", "test/parse.js", "test/utils.js"]
+    assert spec.canaries and spec.canary_dir == "test"
+    assert spec.canary_sources == ["test/parse.js", "test/utils.js"]
+    assert "parse" in spec.canary_words
+    assert spec.command is None and spec.args == []
+
+
+def test_plan_keeps_the_tasks_paths_args_and_command():
+    check = {
+        "paths": [".build/tests/api.js"],
+        "args": ["--timeout", "20000"],
+        "command": "tsc -p .",
+        "fail_to_pass": [".build/tests/api.js::optimism > x"],
+    }
+    spec = mocha.plan(check, {"src/tests/api.ts": "d"})
+    assert spec.paths == [".build/tests/api.js"] and spec.args == ["--timeout", "20000"]
+    assert spec.command == "tsc -p ." and spec.canary_dir == ".build/tests"
+    assert spec.canary_sources == ["src/tests/api.ts"]  # the hidden sources the compiled tests come from
+
+
+@pytest.mark.parametrize(
+    "name, arg",
+    [
+        ("tap", "-r"),
+        ("tap", "--require=./evil.js"),
+        ("tap", "-r./evil.js"),
+        ("tap", "--import"),
+        ("tap", "--inspect=0"),
+        ("tap", "--expose-internals"),
+        ("node-test", "--test"),
+        ("node-test", "--test-reporter=tap"),
+        ("node-test", "--experimental-loader=./x.mjs"),
+        ("mocha", "--require"),
+        ("mocha", "--config=.mocharc.js"),
+        ("mocha", "--reporter"),
+        ("mocha", "--parallel"),
+        ("mocha", "--node-option=require=./x.js"),
+        ("jest", "--config"),
+        ("jest", "-c"),
+        ("jest", "--setupFiles=./x.js"),
+        ("jest", "--reporters=./r.js"),
+        ("jest", "--testEnvironment=./env.js"),
+        ("jest", "-w=4"),
+    ],
+)
+def test_options_that_load_code_or_replace_the_reporter_are_refused(name, arg):
+    with pytest.raises(ValueError, match="sets"):
+        RUNNERS[name].plan({"paths": ["test/a.js"], "args": [arg]}, {})
+
+
+@pytest.mark.parametrize(
+    "name, arg",
+    [
+        ("tap", "--expose-gc"),
+        ("tap", "--no-warnings"),
+        ("node-test", "--stack-size=2000"),
+        ("mocha", "--timeout"),
+        ("mocha", "--ui=tdd"),
+        ("mocha", "--inline-diffs"),
+        ("jest", "--testTimeout=10000"),
+        ("jest", "--verbose"),
+    ],
+)
+def test_ordinary_options_are_taken(name, arg):
+    assert RUNNERS[name].plan({"paths": ["test/a.js"], "args": [arg]}, {}).args == [arg]
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../x.js", "-r", "a/../../b.js"])
+def test_paths_outside_the_repository_or_like_options_are_refused(path):
+    with pytest.raises(ValueError):
+        tap.plan({"paths": [path]}, {})
+
+
+def test_a_check_with_nothing_to_run_is_refused():
+    with pytest.raises(ValueError, match="needs paths"):
+        node_test.plan({}, {"test/data.json": "d"})
+
+
+def test_the_task_model_takes_a_command_for_a_build_step_but_not_pytest_options():
+    ok = model.TestsCheck(type="tests", runner="mocha", paths=["a.js"], command="tsc")
+    assert ok.command == "tsc"
+    assert model.TestsCheck(type="tests", runner="tap", paths=["a.js"]).command is None
+    with pytest.raises(ValueError):
+        model.TestsCheck(type="tests", runner="jest", paths=["a.js"], pytest_args=["-x"])
+
+
+def test_words_come_from_js_test_names():
+    ids = ["test/a.js::parse() > strictMerge wraps object and primitive", "t.js::`duplicates` option"]
+    got = nodejs.words(ids)
+    assert {"parse", "strictmerge", "wraps", "duplicates", "option"} <= set(got)
+    assert all(re.fullmatch(r"[a-z][a-z0-9]{1,15}", w) for w in got)
+
+
+# --- protection -------------------------------------------------------------------------------
+
+
+def protection(files: list[str], hidden: list[str]) -> Protection:
+    rules = nodejs.NODE_PROTECT
+    spec = ProtectSpec(
+        files=hidden,
+        names=rules["names"],
+        suffixes=rules["suffixes"],
+        prefixes=rules["prefixes"],
+        dir_suffixes=rules["dir_suffixes"],
+        tests=True,
+        test_modules=rules["test_modules"],
+        test_dir_names=rules["test_dir_names"],
+        globs=[],
+    )
+    return Protection(spec, {f: ("f", 0o644, 1, 1) for f in files})
+
+
+def test_node_protection_covers_tests_configuration_and_installed_packages_but_not_the_library():
+    files = [
+        "index.js",
+        "lib/parse.js",
+        "package.json",
+        "test/parse.js",
+        "test/helpers.js",
+        "src/x.test.ts",
+        "src/y.spec.js",
+        "__tests__/a.test.js",
+        "node_modules/tape/index.js",
+        "lib/node_modules/x/index.js",
+        ".mocharc.yml",
+        "jest.config.js",
+        "babel.config.cjs",
+        ".babelrc",
+        "tsconfig.json",
+        "tsconfig.build.json",
+        ".npmrc",
+        "package-lock.json",
+        "build/addon.node",
+        "__mocks__/fs.js",
+        "types/index.d.ts",
+        "lib/testing.js",
+    ]
+    p = protection(files, ["test/parse.js"])
+    protected = {f for f in files if p.why(f)}
+    assert protected == set(files) - {"index.js", "lib/parse.js", "types/index.d.ts", "lib/testing.js"}
+    assert p.why("test/parse.js") == "hidden or listed test"
+    assert p.why("test/helpers.js") == "in a test directory"
+    assert p.why("node_modules/tape/index.js") == "packaging metadata"  # the supervisor's word for it
+    assert p.why("node_modules/new-package/index.js")  # a package the patch would bring
+    assert p.why("test/node_modules/tape/index.js")
+
+
+# --- canaries ---------------------------------------------------------------------------------
+
+
+def make_tree(root: Path, files: dict[str, str]) -> boxtree.Tree:
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content)
+    return boxtree.Tree(str(root), os.getuid(), os.getgid())
+
+
+def job(tmp_path: Path, check: CheckSpec) -> JobSpec:
+    return JobSpec(
+        repo=str(tmp_path),
+        patch="/opt/grader/run/submission.patch",
+        touched=[],
+        hidden_dir=str(tmp_path / ".hidden"),
+        uid=os.getuid(),
+        gid=os.getgid(),
+        deadline=30.0,
+        output_limit=65536,
+        report_limit=8 << 20,
+        apply_chain=[(m, list(a)) for m, a in APPLY_CHAIN],
+        protect=ProtectSpec(
+            files=[],
+            names=[],
+            suffixes=[],
+            prefixes=[],
+            dir_suffixes=[],
+            tests=True,
+            test_modules=[],
+            test_dir_names=[],
+            globs=[],
+        ),
+        pycache="/tmp/pycache",
+        check=check,
+        env=dict(CONTAINER_ENV),
+    )
+
+
+HIDDEN_TAPE = (
+    "'use strict';\nvar test = require('tape');\nvar qs = require('../');\nvar utils = require('../lib/utils');\n"
+    "var other = require('./utils');\n\ntest('parse()', function (t) { t.end(); });\n"
+)
+
+
+def tape_job(tmp_path: Path, extra: dict[str, str] | None = None) -> tuple[JobSpec, boxtree.Tree]:
+    files = {"package.json": '{"name": "qs"}', "test/parse.js": HIDDEN_TAPE, "test/utils.js": "", **(extra or {})}
+    tree = make_tree(tmp_path, files)
+    spec = tap.plan(
+        {"paths": ["test/parse.js", "test/utils.js"], "fail_to_pass": ["test/parse.js::parse() > strict merge"]},
+        {"test/parse.js": "d", "test/utils.js": "d"},
+    )
+    return job(tmp_path, spec), tree
+
+
+def test_canaries_run_in_each_test_files_process_named_as_its_tests(tmp_path):
+    j, tree = tape_job(tmp_path)
+    c = tap.make_canaries(j, tree)
+    path = tmp_path / c["path"]
+    assert re.fullmatch(r"test/[a-z0-9-]+\.js", c["path"]) and c["path"] not in j.check.paths
+    data = path.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == c["digest"]
+    assert path.stat().st_uid == 0 and (path.stat().st_mode & 0o777) == 0o444
+    names = {tid.split("::", 1)[1] for tid in c["expect"]}
+    assert 4 <= len(names) <= 6
+    # every canary test once per test file's process, under that file's name
+    assert set(c["expect"]) == {f"{unit}::{n}" for unit in j.check.paths for n in names}
+    assert {"passed", "failed"} == set(c["expect"].values())
+    for n in names:
+        assert n not in HIDDEN_TAPE
+    source = data.decode()
+    assert "require('tape')" in source and source.count("\ntest(") == len(names)
+    # it loads what the hidden tests load, the test files the check runs aside
+    assert 'require("../")' in source and 'require("../lib/utils")' in source
+    assert 'require("./utils")' not in source
+    again = tap.make_canaries(j, tree)
+    assert again["path"] != c["path"]
+
+
+def test_canaries_of_jest_are_one_more_test_file_of_its_run(tmp_path):
+    tree = make_tree(tmp_path, {"package.json": "{}", "__tests__/mean.test.js": "const m = require('../calc');\n"})
+    spec = jest.plan({"paths": ["__tests__/mean.test.js"]}, {"__tests__/mean.test.js": "d"})
+    c = jest.make_canaries(job(tmp_path, spec), tree)
+    assert re.fullmatch(r"__tests__/[a-z0-9-]+\.test\.js", c["path"])
+    assert all(tid.startswith(c["path"] + "::") for tid in c["expect"])
+    source = (tmp_path / c["path"]).read_text()
+    assert "expect(" in source and 'require("../calc")' in source
+
+
+def test_canaries_follow_the_module_kind_of_their_place(tmp_path):
+    tree = make_tree(
+        tmp_path,
+        {"package.json": '{"type": "module"}', "test/a.test.js": "import { x } from '../index.js';\n"},
+    )
+    spec = node_test.plan({"paths": ["test/a.test.js"]}, {"test/a.test.js": "d"})
+    c = node_test.make_canaries(job(tmp_path, spec), tree)
+    source = (tmp_path / c["path"]).read_text()
+    assert source.startswith("import test from 'node:test';")
+    assert 'await import("../index.js")' in source and "require(" not in source
+    assert nodejs.module_kind(tree, "test/a.test.js") == "esm"
+    assert nodejs.module_kind(tree, "test/a.test.cjs") == "cjs"
+    # tape requires its canaries: an ES module place has none, and says why
+    spec = tap.plan({"paths": ["test/a.test.js"]}, {"test/a.test.js": "d"})
+    assert "skipped" in tap.make_canaries(job(tmp_path, spec), tree)
+
+
+def test_a_build_command_defers_the_canary_file_until_it_ran(tmp_path):
+    tree = make_tree(tmp_path, {"package.json": '{"type": "module"}', "src/tests/api.ts": ""})
+    spec = mocha.plan({"paths": [".build/tests/api.js"], "command": "tsc"}, {"src/tests/api.ts": "d"})
+    c = mocha.make_canaries(job(tmp_path, spec), tree)
+    assert c["digest"] is None and not (tmp_path / c["path"]).exists()
+    (tmp_path / ".build").mkdir()
+    (tmp_path / ".build" / "package.json").write_text('{"type": "commonjs"}')  # what the command wrote
+    assert nodejs.write_canaries(tree, c)
+    source = (tmp_path / c["path"]).read_text()
+    assert source.startswith("'use strict';") and "\nit(" in source
+    assert hashlib.sha256(source.encode()).hexdigest() == c["digest"]
+
+
+@pytest.mark.parametrize(
+    "name, arg",
+    [("mocha", "--grep=x"), ("mocha", "-b"), ("mocha", "--bail"), ("jest", "-t"), ("jest", "--testNamePattern=x")],
+)
+def test_options_that_stop_early_or_select_by_name_turn_the_canaries_off(tmp_path, name, arg):
+    tree = make_tree(tmp_path, {"test/a.js": ""})
+    spec = RUNNERS[name].plan({"paths": ["test/a.js"], "args": [arg]}, {})
+    assert "skipped" in RUNNERS[name].make_canaries(job(tmp_path, spec), tree)
+
+
+def test_no_canaries_when_the_task_turns_them_off(tmp_path):
+    tree = make_tree(tmp_path, {"test/a.js": ""})
+    spec = tap.plan({"paths": ["test/a.js"], "canaries": False}, {})
+    assert tap.make_canaries(job(tmp_path, spec), tree) is None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_canary_checks_are_the_runners_own_assertions(seed):
+    rng = random.Random(seed)
+    for style, marker in (("tape", "t."), ("jest", "expect("), ("assert", "assert.")):
+        for must_pass in (True, False):
+            line = nodejs.canary_check(rng, must_pass, style)
+            assert line.strip().startswith(marker) and line.endswith(";\n")
+
+
+def _run_js_check(line: str) -> None:
+    """Evaluate a generated assert-style check in Python: the shapes are simple arithmetic,
+    strings, sorting, hashing and JSON, so they translate one to one."""
+    m = re.fullmatch(r"  assert\.strictEqual\((.*), (.*)\);\n", line)
+    if m:
+        got, want = m.group(1), json.loads(m.group(2))
+        if got.endswith(".reduce((a, b) => a + b, 0)"):
+            value = sum(json.loads(got[: -len(".reduce((a, b) => a + b, 0)")]))
+        elif ".repeat(" in got:
+            w, k = re.fullmatch(r"(\".*\")\.repeat\((\d+)\)\.length", got).groups()
+            value = len(json.loads(w)) * int(k)
+        elif "createHash" in got:
+            seed = re.search(r"update\((\".*?\")\)", got).group(1)
+            value = hashlib.sha256(json.loads(seed).encode()).hexdigest()[:10]
+        else:
+            xs, i = re.fullmatch(r"(\[.*\])\.sort\(\(a, b\) => a - b\)\[(\d+)\]", got).groups()
+            value = sorted(json.loads(xs))[int(i)]
+        assert value == want
+        return
+    m = re.fullmatch(r"  assert\.throws\(\(\) => JSON\.parse\((.*)\), SyntaxError\);\n", line)
+    assert m, line
+    json.loads(json.loads(m.group(1)))  # raises (the check holds) only for the broken text
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_canary_checks_hold_exactly_when_they_must(seed):
+    rng = random.Random(seed)
+    for must_pass in (True, False):
+        line = nodejs.canary_check(rng, must_pass, "assert")
+        if "assert.throws" in line:
+            arg = json.loads(re.search(r"JSON\.parse\((.*)\), SyntaxError", line).group(1))
+            try:
+                json.loads(arg)
+                threw = False
+            except ValueError:
+                threw = True
+            assert threw is must_pass
+            continue
+        try:
+            _run_js_check(line)
+            held = True
+        except AssertionError:
+            held = False
+        assert held is must_pass, line
+
+
+# --- folding the units' reports ---------------------------------------------------------------
+
+
+def run_(code, timed_out=False):
+    return {"exit_code": code, "timed_out": timed_out, "seconds": 0.1}
+
+
+def rep(outcomes, end_exit, collect=(), forged=None):
+    return {
+        "forged": forged,
+        "end": None if end_exit is None else {"t": "end", "exit": end_exit},
+        "ends": 0 if end_exit is None else 1,
+        "sessions": 1,
+        "outcomes": dict(outcomes),
+        "collect_errors": list(collect),
+        "integrity": [],
+    }
+
+
+CANARIES = {"a.js::c pass": "passed", "a.js::c fail": "failed", "b.js::c pass": "passed", "b.js::c fail": "failed"}
+
+
+def canaries():
+    return {"path": "t/c.js", "digest": "x", "expect": dict(CANARIES)}
+
+
+def test_a_clean_run_exits_0_once_its_canaries_failures_are_taken_out():
+    units = [
+        ("a.js", run_(1), rep({"a.js::x": "passed", "a.js::c pass": "passed", "a.js::c fail": "failed"}, 1)),
+        ("b.js", run_(1), rep({"b.js::y": "passed", "b.js::c pass": "passed", "b.js::c fail": "failed"}, 1)),
+    ]
+    c = canaries()
+    code, report = nodejs.fold(units, c, "tape")
+    assert code == 0 and report["end"]["exit"] == 0
+    assert report["outcomes"] == {"a.js::x": "passed", "b.js::y": "passed"}
+    assert c["got"] == CANARIES
+
+
+def test_a_real_failure_keeps_the_failing_status():
+    units = [("a.js", run_(1), rep({"a.js::x": "failed", "a.js::c pass": "passed", "a.js::c fail": "failed"}, 1))]
+    code, report = nodejs.fold(units, canaries(), "tape")
+    assert code == 1 and report["end"]["exit"] == 1
+
+
+def test_mocha_exits_with_its_failure_count_which_must_be_the_canaries_alone():
+    two = {"a.js::x": "passed", "a.js::c fail": "failed", "a.js::c2 fail": "failed"}
+    c = {"path": "t/c.js", "digest": "x", "expect": {"a.js::c fail": "failed", "a.js::c2 fail": "failed"}}
+    assert nodejs.fold([("a.js", run_(2), rep(two, 2))], c, "mocha", by_count=True)[0] == 0
+    c = {"path": "t/c.js", "digest": "x", "expect": {"a.js::c fail": "failed", "a.js::c2 fail": "failed"}}
+    assert nodejs.fold([("a.js", run_(3), rep(two, 3))], c, "mocha", by_count=True)[0] == 1
+
+
+def test_a_file_that_crashed_counts_its_tests_failed_never_passed():
+    before = {"a.js::ran first": "passed", "a.js::crashed": "failed", "a.js::c pass": "passed"}
+    units = [
+        ("a.js", run_(1), rep(before, 1, collect=["a.js"])),  # the preload named the crash
+        ("b.js", run_(0), rep({"b.js::y": "passed"}, 0)),
+    ]
+    code, report = nodejs.fold(units, canaries(), "tape")
+    assert report["outcomes"]["a.js::ran first"] == "failed"
+    assert report["outcomes"]["b.js::y"] == "passed"
+    assert code == 1 and report["collect_errors"] == ["a.js"] and not report["forged"]
+
+
+def test_a_process_that_died_before_its_last_word_loses_its_tests_not_the_others():
+    units = [
+        ("a.js", run_(7), rep({"a.js::x": "passed"}, None)),  # node:test's load failure, status 7
+        ("b.js", run_(0), rep({"b.js::y": "passed"}, 0)),
+    ]
+    code, report = nodejs.fold(units, None, "node:test")
+    assert report["outcomes"] == {"a.js::x": "failed", "b.js::y": "passed"}
+    assert report["end"] == {"t": "end", "exit": 1} and code == 1
+    assert report["collect_errors"] == ["a.js"] and not report["forged"]
+
+
+def test_a_process_that_exited_0_before_its_last_word_is_forgery():
+    units = [("a.js", run_(0), rep({"a.js::x": "passed"}, None))]
+    _, report = nodejs.fold(units, None, "tape")
+    assert "before tape reported its end" in report["forged"]
+
+
+def test_a_status_that_contradicts_the_reporters_last_word_is_named():
+    units = [("a.js", run_(0), rep({"a.js::x": "failed"}, 1))]
+    _, report = nodejs.fold(units, None, "tape")
+    assert any("exit status 1 but its process exited with 0" in w for w in report["integrity"])
+
+
+def test_canaries_outcomes_are_left_as_they_were_for_the_host_to_judge():
+    flipped = {"a.js::x": "passed", "a.js::c pass": "passed", "a.js::c fail": "passed"}
+    c = {"path": "t/c.js", "digest": "x", "expect": {"a.js::c pass": "passed", "a.js::c fail": "failed"}}
+    code, report = nodejs.fold([("a.js", run_(0), rep(flipped, 0))], c, "tape")
+    assert c["got"] == {"a.js::c pass": "passed", "a.js::c fail": "passed"} and code == 0
+    assert "a.js::c fail" not in report["outcomes"]
+
+
+# --- the run's own files ---------------------------------------------------------------------
+
+
+def test_node_modules_and_configuration_changed_while_running_are_seen(tmp_path):
+    make_tree(
+        tmp_path,
+        {
+            "package.json": "{}",
+            "node_modules/tape/index.js": "x",
+            "node_modules/.cache/x": "c",
+            "lib/a.js": "a",
+            "test/a.js": "t",
+        },
+    )
+    spec = tap.plan({"paths": ["test/a.js"]}, {})
+    j = job(tmp_path, spec)
+    before = nodejs.watched(j)
+    assert set(before) == {"package.json", "node_modules/tape/index.js"}
+    (tmp_path / "node_modules/.cache/x").write_text("changed")  # a cache: not watched
+    (tmp_path / "lib/a.js").write_text("changed")  # the library: the submission's own
+    assert nodejs.changed_while_running(before, nodejs.watched(j)) == []
+    (tmp_path / "node_modules/tape/index.js").write_text("y")
+    (tmp_path / "node_modules/tape/extra.js").write_text("z")
+    assert nodejs.changed_while_running(before, nodejs.watched(j)) == [
+        "node_modules/tape/extra.js",
+        "node_modules/tape/index.js",
+    ]
+
+
+def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
+    tree = make_tree(
+        tmp_path, {"test/a.js": "t", "test/helpers.js": "h", "test/sub/fixture.json": "{}", "lib/x.js": ""}
+    )
+    os.symlink("/etc/passwd", tmp_path / "test" / "link")
+    for p in tmp_path.rglob("*"):
+        if not p.is_symlink():
+            os.chown(p, 1000, 1000)
+    spec = tap.plan({"paths": ["test/a.js"]}, {})
+    spec.trusted_tests = ["test/", "test/a.js"]
+    j = job(tmp_path, spec)
+    (tmp_path / ".hidden").mkdir()
+    nodejs.seal(j, tree, [])
+    for rel in ("test/a.js", "test/helpers.js", "test/sub/fixture.json"):
+        st = (tmp_path / rel).stat()
+        assert st.st_uid == 0 and not st.st_mode & 0o222, rel
+    assert (tmp_path / "lib/x.js").stat().st_uid == 1000
+    assert (tmp_path / "test").stat().st_uid == 0  # the test file's directory, locked
+    assert (tmp_path / "test" / "link").is_symlink()  # a link is neither followed nor changed
