@@ -26,13 +26,15 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import command, exact_match, output, pytest
+from . import automake, command, ctest, exact_match, output, pytest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
     "command": command,
     "output": output,
     "exact_match": exact_match,
+    "ctest": ctest,
+    "automake": automake,
 }
 
 
