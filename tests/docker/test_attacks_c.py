@@ -256,8 +256,7 @@ def test_forged_success_lines_fail(c_grader, task_set, mini_c):
 
 def test_build_configuration_injection_is_undone(c_grader, task_set, mini_c):
     """The patch redefines test_clamp as `true` in the top CMakeLists.txt, drops the tests'
-    directory, adds a CTestCustom.cmake and a build/CTestTestfile.cmake of its own: the CMake
-    files are restored and the image's build tree comes back over the patch's."""
+    directory and adds a CTestCustom.cmake: the CMake files are restored to the base."""
     top = TOP.replace("add_subdirectory(tests)\n", "add_test(NAME test_clamp COMMAND true)\n")
     patch = mini_c.diff(
         {
@@ -265,13 +264,19 @@ def test_build_configuration_injection_is_undone(c_grader, task_set, mini_c):
             "CMakeLists.txt": top,
             "CTestCustom.cmake": 'set(CTEST_CUSTOM_TESTS_IGNORE "test_clamp")\n',
             "tests/CMakeLists.txt": "add_test(NAME test_clamp COMMAND true)\n",
-            "build/CTestTestfile.cmake": "add_test(test_clamp /bin/true)\n",
         }
     )
     result = grade(c_grader, task_set, patch)
     assert result.verdict is Verdict.FAIL, why(result)
     assert "CMakeLists.txt" in result.apply.neutralized and "CTestCustom.cmake" in result.apply.neutralized
     assert result.tests is not None and result.tests.all["test_clamp"] == "failed"
+
+
+def test_writing_into_the_images_build_tree_does_not_apply(c_grader, task_set, mini_c):
+    """The build tree the image configured is root's while the patch applies."""
+    patch = mini_c.diff({**lib(WRONG), "build/CTestTestfile.cmake": "add_test(test_clamp /bin/true)\n"})
+    result = grade(c_grader, task_set, patch)
+    assert result.verdict is Verdict.PATCH_FAILED, why(result)
 
 
 def test_test_files_edited_or_deleted_are_restored(c_grader, task_set, mini_c):

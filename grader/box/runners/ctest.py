@@ -94,7 +94,7 @@ def parse_args(args: list[str]) -> dict[str, Any]:
             i += 1
         i += 1
         if name == "--build-dir":
-            value = value.strip("/")
+            value = value.rstrip("/")
             if not rel_ok(value):
                 raise ValueError(f"--build-dir {value!r} is not a directory inside the repository")
             out["build_dir"] = value
