@@ -108,7 +108,12 @@ gold_patch: gold.patch
 
 def git(*args: str, cwd: Path) -> str:
     return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 
@@ -212,7 +217,10 @@ def test_honest_new_header_passes(c_grader, task_set, mini_c):
     patch = mini_c.diff(
         {
             "clamp_impl.h": helper,
-            **lib('\nint mini_clamp(int x, int lo, int hi) { return clamp_impl(x, lo, hi); }\n', '#include "clamp_impl.h"\n'),
+            **lib(
+                "\nint mini_clamp(int x, int lo, int hi) { return clamp_impl(x, lo, hi); }\n",
+                '#include "clamp_impl.h"\n',
+            ),
         }
     )
     result = grade(c_grader, task_set, patch)

@@ -266,7 +266,7 @@ def test_c_rules_fire_on_the_attacks(rule, line):
         "size_t written = fwrite(buf, 1, n, out);",
         "// we used to call exit(1) here",
         "obj->abort_parse = true;",
-        "sprintf(number_buffer, \"%1.15g\", d);",
+        'sprintf(number_buffer, "%1.15g", d);',
     ],
 )
 def test_c_rules_stay_quiet_on_ordinary_lines(line):
