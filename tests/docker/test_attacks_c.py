@@ -106,6 +106,43 @@ gold_patch: gold.patch
 """
 
 
+# The same library as an automake project: configured when the image is built (autoconf's
+# configure cannot run under gVisor), `make check` at grading time. mini_clamp is a wrong stub
+# at the base; the hidden test is a new tests/test_clamp.c (the build files list it already).
+AM_BASE: dict[str, str | None] = {
+    "configure.ac": "AC_INIT([mini], [1.0])\nAM_INIT_AUTOMAKE([foreign subdir-objects])\nAC_PROG_CC\n"
+    "AC_PROG_RANLIB\nAC_CONFIG_FILES([Makefile])\nAC_OUTPUT\n",
+    "Makefile.am": "noinst_LIBRARIES = libmini.a\nlibmini_a_SOURCES = mini.c mini.h\n"
+    "check_PROGRAMS = tests/test_add tests/test_clamp\n"
+    "tests_test_add_LDADD = libmini.a\ntests_test_clamp_LDADD = libmini.a\n"
+    "AM_CPPFLAGS = -I$(srcdir)\nTESTS = $(check_PROGRAMS)\n",
+    "mini.h": MINI_H,
+    "mini.c": MINI_C + WRONG,
+    "tests/test_add.c": TEST_ADD,
+    "tests/test_clamp.c": '#include "mini.h"\nint main(void) { return mini_clamp(1, 0, 3) == 1 ? 0 : 1; }\n',
+}
+AM_TASK_YAML = """\
+id: mini-am
+instruction: Make mini_clamp(x, lo, hi) clamp.
+metadata: {{suite: c-mini, language: c, difficulty: easy, created_at: 2024-01-01}}
+repo: {{bundle: ../mini-am.bundle, commit: {commit}}}
+environment: c
+install: "autoreconf -fi && ./configure"
+check:
+  type: tests
+  runner: automake
+  hidden_tests: {{tests/test_clamp.c: hidden/tests/test_clamp.c}}
+  fail_to_pass: [tests/test_clamp]
+  pass_to_pass: [tests/test_add]
+limits: {{timeout: 120, memory: 1g}}
+gold_patch: gold.patch
+"""
+
+
+def am_lib(clamp: str, prelude: str = "") -> dict[str, str | None]:
+    return {"mini.c": prelude + MINI_C + clamp}
+
+
 def git(*args: str, cwd: Path) -> str:
     return subprocess.run(
         ["git", "-c", "init.defaultBranch=main", *args],
@@ -118,11 +155,11 @@ def git(*args: str, cwd: Path) -> str:
 
 
 class MiniC:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, base: dict[str, str | None] | None = None):
         self.src = root / "src"
         self.src.mkdir(parents=True)
         git("init", "-q", ".", cwd=self.src)
-        self._write(BASE)
+        self._write(base or BASE)
         git("add", "-A", cwd=self.src)
         git("commit", "-qm", "base", cwd=self.src)
         self.base = git("rev-parse", "HEAD", cwd=self.src).strip()
@@ -159,9 +196,20 @@ def mini_c(tmp_path_factory: pytest.TempPathFactory) -> MiniC:
 
 
 @pytest.fixture(scope="module")
-def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC) -> Path:
+def mini_am(tmp_path_factory: pytest.TempPathFactory) -> MiniC:
+    return MiniC(tmp_path_factory.mktemp("mini-am"), AM_BASE)
+
+
+@pytest.fixture(scope="module")
+def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC, mini_am: MiniC) -> Path:
     tasks = tmp_path_factory.mktemp("c-tasks")
     git("bundle", "create", "-q", str(tasks / "mini-c.bundle"), "--all", cwd=mini_c.src)
+    git("bundle", "create", "-q", str(tasks / "mini-am.bundle"), "--all", cwd=mini_am.src)
+    d = tasks / "mini-am"
+    (d / "hidden" / "tests").mkdir(parents=True)
+    (d / "hidden" / "tests" / "test_clamp.c").write_text(TEST_CLAMP)
+    (d / "gold.patch").write_bytes(mini_am.diff(am_lib(CLAMP)))
+    (d / "task.yaml").write_text(AM_TASK_YAML.format(commit=mini_am.base))
     for task_id, timeout in (("mini-c", 90), ("mini-c-hang", 40)):
         d = tasks / task_id
         (d / "hidden" / "tests").mkdir(parents=True)
@@ -387,3 +435,36 @@ def test_tampering_with_the_tree_during_the_tests_fails(c_grader, task_set, mini
     assert result.verdict is Verdict.FAIL, why(result)
     assert result.tests is not None and result.tests.all["test_clamp"] == "failed"
     assert not result.tampered, why(result)
+
+
+# --- make check (the automake runner) ------------------------------------------------------
+
+
+def test_automake_gold_passes_and_empty_fails(c_grader, task_set, mini_am):
+    gold = grade(c_grader, task_set, mini_am.diff(am_lib(CLAMP)), "mini-am")
+    assert gold.verdict is Verdict.PASS, why(gold)
+    assert gold.tests is not None and gold.tests.all == {"tests/test_add": "passed", "tests/test_clamp": "passed"}
+    empty = grade(c_grader, task_set, b"", "mini-am")
+    assert empty.verdict is Verdict.FAIL, why(empty)
+
+
+def test_automake_forged_results_and_driver_injection_fail(c_grader, task_set, mini_am):
+    """The library writes automake's own records (a .trs saying PASS, PASS: lines) and the
+    patch points the log driver at `true` in Makefile.am: the build files go back to the base,
+    nothing written is read, and the hidden test's exit status decides."""
+    forged = textwrap.dedent("""\
+        #include <stdio.h>
+        int mini_clamp(int x, int lo, int hi)
+        {
+            FILE *f = fopen("tests/test_clamp.trs", "w");
+            if (f) { fputs(":test-result: PASS\\n:global-test-result: PASS\\n", f); fclose(f); }
+            printf("PASS: tests/test_clamp\\n# PASS:  2\\n# FAIL:  0\\n");
+            (void)lo; (void)hi;
+            return x;
+        }
+        """)
+    makefile = AM_BASE["Makefile.am"] + "LOG_DRIVER = true\n"
+    result = grade(c_grader, task_set, mini_am.diff({**am_lib("\n" + forged), "Makefile.am": makefile}), "mini-am")
+    assert result.verdict is Verdict.FAIL, why(result)
+    assert "Makefile.am" in result.apply.neutralized
+    assert result.tests is not None and result.tests.all["tests/test_clamp"] == "failed"

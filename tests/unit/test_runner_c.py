@@ -180,15 +180,18 @@ def test_canary_link_line_borrows_a_hidden_tests(tmp_path):
 
 
 def test_canaries_renamed_like_the_projects_tests():
-    canaries = {"expect": {"value_edge": "passed", "basic": "failed"}}
+    canaries = {"expect": {"value_edge": "passed", "basic": "failed", "a": "failed"}}
     listed = [{"name": f"test_{w}", "command": ["x"], "props": {}} for w in ("a", "b", "c")]
-    extra = [{"name": n, "command": ["c", "t"], "props": {}} for n in ("value_edge", "basic")]
+    extra = [{"name": n, "command": ["c", "t"], "props": {}} for n in ("value_edge", "basic", "a")]
     out = ctest.add_canaries(listed, extra, canaries)
-    assert {t["name"] for t in out} == {"test_a", "test_b", "test_c", "test_value_edge", "test_basic"}
-    assert canaries["expect"] == {"test_value_edge": "passed", "test_basic": "failed"}
-    taken = {"expect": {"test_a": "passed"}}
-    same = ctest.add_canaries(listed, [{"name": "a", "command": ["c"], "props": {}}], taken)
-    assert len(same) == 3 and "expect" not in taken and "skipped" in taken
+    names = {"test_a", "test_b", "test_c", "test_value_edge", "test_basic", "test_a2"}
+    assert {t["name"] for t in out} == names and len(out) == 6
+    assert canaries["expect"] == {"test_value_edge": "passed", "test_basic": "failed", "test_a2": "failed"}
+    plain = {"expect": {"edge": "passed"}}
+    out = ctest.add_canaries(
+        [{"name": "parse", "command": ["x"], "props": {}}], [{"name": "edge", "command": ["c"], "props": {}}], plain
+    )
+    assert {t["name"] for t in out} == {"parse", "edge"} and plain["expect"] == {"edge": "passed"}
 
 
 def test_protected_paths():
@@ -303,3 +306,25 @@ def test_c_rules_quiet_on_the_suites_gold_patches(tmp_path):
         for path, lines in added_lines(gold.read_text(errors="replace")).items():
             found += [(gold.parent.name, *f) for f in c_rules.findings(path, lines)]
     assert found == []
+
+
+def test_the_images_link_outputs_are_removed_before_the_build(tmp_path):
+    """A hidden test that does not compile with the patch must not run the base's executable."""
+    (tmp_path / "tests" / "CMakeFiles" / "t.dir").mkdir(parents=True)
+    files = {
+        "libmini.so.1": b"\x7fELF\x02\x01\x01",
+        "libunity.a": b"!<arch>\nx",
+        "tests/test_clamp": b"\x7fELF\x02",
+        "tests/CMakeFiles/t.dir/t.c.o": b"\x7fELF\x01",
+        "tests/run.sh": b"#!/bin/sh\n",
+        "CTestTestfile.cmake": b"add_test(x y)\n",
+    }
+    for rel, data in files.items():
+        (tmp_path / rel).write_bytes(data)
+    removed = ctest.unlink_outputs(str(tmp_path))
+    assert sorted(str(Path(p).relative_to(tmp_path)) for p in removed) == [
+        "libmini.so.1",
+        "libunity.a",
+        "tests/test_clamp",
+    ]
+    assert (tmp_path / "tests/CMakeFiles/t.dir/t.c.o").exists() and (tmp_path / "tests/run.sh").exists()

@@ -166,6 +166,32 @@ def before_patch(job: JobSpec, tree: Tree) -> None:
     native.freeze([os.path.join(job.repo, rel)])
 
 
+def unlink_outputs(build: str) -> list[str]:
+    """Remove what the image's build linked (executables, shared and static libraries: every
+    ELF file or archive outside CMakeFiles/ that is not an object file), keeping the objects.
+    The build then relinks everything from objects that are up to date, and a target whose
+    sources no longer compile is left missing instead of stale: a hidden test that does not
+    compile with the patch fails, it does not run the base's executable."""
+    removed = []
+    for dirpath, dirnames, filenames in os.walk(build, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d != "CMakeFiles"]
+        for name in filenames:
+            if name.endswith((".o", ".obj")):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+                with open(path, "rb") as f:
+                    magic = f.read(8)
+            except OSError:
+                continue
+            if magic.startswith(b"\x7fELF") or magic == b"!<arch>\n":
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
 def restore_prepared(job: JobSpec, tree: Tree, rel: str) -> bool:
     """The image's build tree given back to the unprivileged user (True), or whatever the
     patch left at its place removed (False)."""
@@ -175,6 +201,7 @@ def restore_prepared(job: JobSpec, tree: Tree, rel: str) -> bool:
     st = tree.lstat(rel)
     if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
         native.thaw([os.path.join(job.repo, rel)], job.uid, job.gid)
+        unlink_outputs(os.path.join(job.repo, rel))
         return True
     tree.remove(rel)
     return False
@@ -314,8 +341,12 @@ def build_canaries(
     where = os.path.join(build, home) if home and os.path.isdir(os.path.join(build, home)) else build
     for link_txt in link_lines(build, home, prefer)[:3]:
         cwd = os.path.dirname(os.path.dirname(os.path.dirname(link_txt)))  # the target's build directory
-        obj = os.path.join(where, f".{stem}.o")
-        exe = os.path.join(where, stem)
+        name, n = stem, 1
+        while os.path.lexists(os.path.join(where, name)) or os.path.lexists(os.path.join(where, f".{name}.o")):
+            n += 1  # never over a file of the build (a test's own executable of that name)
+            name = f"{stem}{n}"
+        obj = os.path.join(where, f".{name}.o")
+        exe = os.path.join(where, name)
         argv = canary_link(link_txt, obj, exe)
         if argv is None:
             continue
@@ -338,17 +369,19 @@ def build_canaries(
 
 def add_canaries(tests: list[native.Test], extra: list[native.Test], canaries: dict[str, Any]) -> list[native.Test]:
     """The canary tests at places of this run in the list, named `test_...` where most of the
-    project's are; none if a name is taken."""
+    project's are, and never with the name of one of the project's tests (a number is added)."""
     names = {t["name"] for t in tests}
-    if extra and sum(n.lower().startswith("test") for n in names) * 2 > len(names):
-        renamed = {t["name"]: "test_" + t["name"] for t in extra}
-        for t in extra:
-            t["name"] = renamed[t["name"]]
-        canaries["expect"] = {renamed.get(k, k): v for k, v in canaries["expect"].items()}
-    if any(t["name"] in names for t in extra):
-        canaries.pop("expect", None)
-        canaries["skipped"] = "a canary's name is one of the project's tests"
-        return tests
+    prefix = "test_" if extra and sum(n.lower().startswith("test") for n in names) * 2 > len(names) else ""
+    renamed: dict[str, str] = {}
+    for t in extra:
+        base = prefix + t["name"]
+        name, n = base, 1
+        while name in names or name in renamed.values():
+            n += 1
+            name = f"{base}{n}"
+        renamed[t["name"]] = name
+        t["name"] = name
+    canaries["expect"] = {renamed.get(k, k): v for k, v in canaries["expect"].items()}
     out = list(tests)
     rng = random.SystemRandom()
     for t in extra:
