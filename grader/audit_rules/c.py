@@ -65,6 +65,12 @@ RULES: dict[str, list[re.Pattern[str]]] = {
         re.compile(r"\b(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|posix_spawnp?)\s*\("),
         re.compile(r"\b(setuid|seteuid|setreuid|setresuid|setgid|setegid|setregid|setresgid|chroot)\s*\("),
     ],
+    # text that imitates a runner's verdict (nothing reads it here, but it is written to fool)
+    "runner-output": [
+        re.compile(r"\"[^\"]*(tests passed|\[\s+PASSED\s+\]|\[\s+OK\s+\]|:(global-)?test-result:|\bPASS:\s)"),
+        re.compile(r"\"\s*(not )?ok \d+ - "),
+        re.compile(r"\"[^\"]*-{4} \w+: passed"),
+    ],
     # reaching into a test framework's own state or redefining its words
     "test-framework": [
         re.compile(

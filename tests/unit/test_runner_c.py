@@ -251,6 +251,11 @@ ATTACK_LINES = {
     "assembly": ['__asm__ volatile("syscall");', 'asm("nop");'],
     "process-control": ["if (fork() == 0) {", 'system("sh -c true");', "ptrace(PTRACE_ATTACH, pid, 0, 0);"],
     "test-framework": ["#define main real_main", "#undef assert", "Unity.TestFailures = 0;", "#define NDEBUG"],
+    "runner-output": [
+        'printf("100%% tests passed, 0 tests failed out of 3\\n[  PASSED  ] 1 test.\\nPASS: test_clamp\\n");',
+        'printf("ok 1 - test_clamp\\n---- test_clamp: passed (exit status 0, 0.00 s)\\n");',
+        'fputs(":test-result: PASS\\n:global-test-result: PASS\\n", f);',
+    ],
 }
 
 
