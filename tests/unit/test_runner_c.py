@@ -6,6 +6,7 @@ tests/docker/test_attacks_c.py and stay quiet on the c-real suite's gold patches
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -333,3 +334,17 @@ def test_the_images_link_outputs_are_removed_before_the_build(tmp_path):
         "tests/test_clamp",
     ]
     assert (tmp_path / "tests/CMakeFiles/t.dir/t.c.o").exists() and (tmp_path / "tests/run.sh").exists()
+
+
+def test_ctests_scratch_directory_is_removed_before_the_listing(tmp_path):
+    """include(CTest) makes build/Testing at configure time; in the frozen tree ctest could not
+    write its LastTest.log there and its listing would end with 8 (double-conversion)."""
+    (tmp_path / "Testing" / "Temporary").mkdir(parents=True)
+    (tmp_path / "Testing" / "Temporary" / "LastTest.log").write_text("x")
+    (tmp_path / "CTestTestfile.cmake").write_text("add_test(x y)\n")
+    ctest.drop_scratch(str(tmp_path))
+    assert not (tmp_path / "Testing").exists() and (tmp_path / "CTestTestfile.cmake").exists()
+    (tmp_path / "Testing").symlink_to(tmp_path / "CTestTestfile.cmake")
+    ctest.drop_scratch(str(tmp_path))
+    assert not os.path.lexists(tmp_path / "Testing") and (tmp_path / "CTestTestfile.cmake").exists()
+    ctest.drop_scratch(str(tmp_path))  # nothing there: nothing to do

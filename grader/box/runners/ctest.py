@@ -16,6 +16,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import stat
 import time
 from typing import Any
@@ -205,6 +206,21 @@ def restore_prepared(job: JobSpec, tree: Tree, rel: str) -> bool:
         return True
     tree.remove(rel)
     return False
+
+
+def drop_scratch(build: str) -> None:
+    """Remove ctest's own scratch directory (build/Testing, made by `include(CTest)` at configure
+    time): in the frozen tree ctest could not write its LastTest.log there and its listing would
+    end with 8. Where no Testing/ exists, ctest makes none it cannot write and lists as usual.
+    The supervisor runs the tests itself: nothing of it is needed."""
+    path = os.path.join(build, "Testing")
+    st = os.lstat(path) if os.path.lexists(path) else None
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
 
 
 # --- canaries -------------------------------------------------------------------------------
@@ -505,6 +521,8 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
             if canaries is not None:
                 canaries.pop("tokens", None)
             return
+
+        drop_scratch(build)
 
         def lister(env: dict[str, str]) -> list[native.Test]:
             if not os.path.isdir(build):
