@@ -64,6 +64,7 @@ import tarfile
 import tempfile
 import time
 import tomllib
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable
@@ -225,6 +226,17 @@ def grader_cache() -> Path:
     return Path(get_settings().cache_dir)
 
 
+def gone(url: str) -> str:
+    """Why a pinned archive answers 404: the registry no longer serves that version."""
+    if "/debian/pool/" in url:
+        return (
+            f"{url}: 404 Not Found: the pinned version has left Debian's archive (its pool keeps a "
+            "version only while some Debian suite lists it). Pin a version a suite lists now "
+            "(its Sources index gives the url and the sha256) and recompute the task's lists."
+        )
+    return f"{url}: 404 Not Found: the registry no longer serves the pinned release"
+
+
 def download(url: str, log: Log = print) -> bytes:
     log(f"downloading {url.rsplit('/', 1)[1]}")
     for attempt in range(3):
@@ -232,6 +244,12 @@ def download(url: str, log: Log = print) -> bytes:
             with urllib.request.urlopen(url, timeout=120) as response:
                 data: bytes = response.read()
                 return data
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:  # final: no retry makes it come back
+                raise SystemExit(gone(url)) from exc
+            if attempt == 2:
+                raise SystemExit(f"cannot download {url}: {exc}") from exc
+            time.sleep(2**attempt)
         except OSError as exc:
             if attempt == 2:
                 raise SystemExit(f"cannot download {url}: {exc}") from exc
@@ -402,6 +420,17 @@ class History:
         listed = git(self.path, "ls-tree", "-r", "--name-only", self.base, "--", "src").split()
         return any(re.fullmatch(r"src/[^/]+/__init__\.py", p) for p in listed)
 
+    def files(self, rev: str, paths: list[str]) -> list[str]:
+        """`paths` with each directory of `rev` among them replaced by every file under it."""
+        out: list[str] = []
+        for rel in paths:
+            kind = git(self.path, "ls-tree", rev, "--", rel.rstrip("/")).split(None, 2)[1:2]
+            if kind == ["tree"]:
+                out += git(self.path, "ls-tree", "-r", "--name-only", rev, "--", rel.rstrip("/") + "/").split("\n")[:-1]
+            else:
+                out.append(rel)
+        return out
+
     def show(self, rev: str, rel: str) -> bytes | None:
         listed = git(self.path, "ls-tree", "--name-only", rev, "--", rel).strip()
         if not listed:
@@ -526,7 +555,7 @@ class Suite:
         check: dict[str, Any] = {"type": "tests"}
         if runner != "pytest":
             check["runner"] = runner
-        check["hidden_tests"] = {rel: f"hidden/{rel}" for rel in spec.tests}
+        check["hidden_tests"] = {rel: f"hidden/{rel}" for rel in history.files(history.new, spec.tests)}
         if runner == "pytest":
             check["pytest_args"] = [*PYTEST_ARGS, *spec.pytest_args]
         else:
@@ -582,7 +611,7 @@ class Suite:
         d = out / spec.id
         d.mkdir(parents=True)
         (d / "gold.patch").write_bytes(gold)
-        for rel in spec.tests:
+        for rel in history.files(history.new, spec.tests):
             data = history.show(history.new, rel)
             if data is None:
                 raise SystemExit(f"task {spec.id}: {rel} is not in {spec.project} {spec.new}")

@@ -28,6 +28,7 @@ from types import ModuleType
 
 from . import command, exact_match, go, output, pytest
 from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
+from . import automake, command, ctest, exact_match, output, pytest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
@@ -36,6 +37,8 @@ RUNNERS: dict[str, ModuleType] = {
     "exact_match": exact_match,
     "go": go,
     **{"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest},  # Node.js: docs/runners/node.md
+    "ctest": ctest,
+    "automake": automake,
 }
 
 

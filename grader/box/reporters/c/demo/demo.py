@@ -47,7 +47,7 @@ def main() -> int:
         # see grader/sandbox/docker/runs.py): the same 256 processes need room for ~3200
         "--pids-limit", "3200" if runtime == "runsc" else "256",
         "--tmpfs", "/tmp:rw,nosuid,nodev,size=256m,mode=1777",
-        "-v", f"{REPORTER}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",
+        "-v", f"{HERE}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",
         "-v", f"{REPORTER}/am_record_driver.py:/opt/reporter/am_record_driver.py:ro",
         "-v", f"{HERE}:/opt/demo:ro",
         image(),
