@@ -84,6 +84,7 @@ OUTCOMES = (
     "addSubTest",
 )
 RANK = {"passed": 0, "skipped": 1, "failed": 2}
+FAILING = ("addFailure", "addError", "addUnexpectedSuccess", "addSubTest")
 
 Record = dict[str, Any]
 Emit = Callable[[Record], None]
@@ -159,7 +160,15 @@ def _install(emit: Emit, settings: dict[str, Any], pid: int) -> Callable[[int], 
     main_thread = threading.main_thread().ident
     seen_integrity: set[str] = set()
     state = _State()
-    emitted: set[str] = set()
+    emitted: dict[str, str] = {}  # test id -> the outcome its record says
+    again: dict[str, int] = {}  # test id -> how many times it ran
+    # the canary modules of this run: their failures are recorded and kept out of the
+    # result (its lists, so the exit status): the exit status stays the task's tests' alone
+    canary_modules = frozenset(str(m) for m in settings.get("canaries", ()))
+    # ids the task lists that are a test's first docstring line (SWE-bench's Django log
+    # parser reads a verbose run's lines, which show the docstring in place of the name)
+    aliases = frozenset(str(a) for a in settings.get("aliases", ()))
+    aliased: set[str] = set()
     busy = threading.local()
     subtest_class: type[Any] = getattr(unittest.case, "_SubTest")  # noqa: B009 - private, untyped in the stubs
 
@@ -258,12 +267,26 @@ def _install(emit: Emit, settings: dict[str, Any], pid: int) -> Callable[[int], 
             emit({"t": "collect", "id": str(getattr(test, "_testMethodName", "?")), "outcome": "error"})
             return
         tid = test_id(test)
-        if tid in emitted and type(test).__name__ == "_ErrorHolder":
-            return  # a class or module fixture error said twice (setUpClass and tearDownClass)
-        emitted.add(tid)  # a test said twice is written twice: the supervisor calls it forged
+        previous = emitted.get(tid)
+        if previous is not None:
+            # The same test run again by the runner: its class reachable from two loaded
+            # modules (imported into another test module), a label named twice, a class or
+            # module fixture error said twice (setUpClass and tearDownClass). The first
+            # record stands; a worse outcome is written under a name of its own, to be seen.
+            if type(test).__name__ == "_ErrorHolder" or RANK[outcome] <= RANK[previous]:
+                return
+            again[tid] = again.get(tid, 1) + 1
+            tid = f"{tid} (run {again[tid]})"
+        emitted[tid] = outcome
         state.count += 1
         d = round(time.monotonic() - started, 4) if started is not None else 0.0
         emit({"t": "test", "id": tid, "when": "call", "outcome": outcome, "xfail": xfail, "d": d})
+        if aliases and previous is None and isinstance(test, unittest.TestCase):
+            doc = getattr(test, "_testMethodDoc", None)  # what TestCase.shortDescription() reads
+            line = doc.strip().split("\n")[0].strip() if isinstance(doc, str) else ""
+            if line in aliases and line not in aliased:  # the first test with that docstring
+                aliased.add(line)
+                emit({"t": "test", "id": line, "when": "call", "outcome": outcome, "xfail": xfail, "d": d})
 
     def live() -> bool:
         return os.getpid() == pid and not state.ended
@@ -299,6 +322,10 @@ def _install(emit: Emit, settings: dict[str, Any], pid: int) -> Callable[[int], 
 
         def hook(self: unittest.TestResult, test: Any, *args: Any, **kwargs: Any) -> Any:
             note(name, self, test, args)
+            if canary_modules and name in FAILING and (name != "addSubTest" or (len(args) > 1 and args[1] is not None)):
+                case = test.test_case if isinstance(test, subtest_class) else test
+                if type(case).__module__ in canary_modules:
+                    return None  # a canary's failure: recorded, kept out of the result
             return original(self, test, *args, **kwargs)
 
         return hook
