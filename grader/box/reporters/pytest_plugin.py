@@ -524,7 +524,7 @@ def _hooks(emit: Emit, state: types.SimpleNamespace, canaries: tuple[str, ...]) 
 
     said = state.said
     raised: dict[tuple[str, str], Any] = {}  # (test id, phase) -> the exception it raised, or None
-    made: dict[tuple[str, str], tuple[Any, str]] = {}  # (test id, phase) -> (the report made, its outcome)
+    made: dict[tuple[str, str], tuple[Any, str | None]] = {}  # (test id, phase) -> (the report made, its outcome)
     nothing = object()
 
     @pytest.hookimpl(tryfirst=True)
