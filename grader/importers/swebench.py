@@ -18,7 +18,10 @@ mocha, vitest, go, go-json, cargo, libtest, junit, ctest) and `junit`.
 The test command is SWE-bench's for pytest repositories: pytest on the files the
 test_patch touches (not its fixtures: SWE-bench's NON_TEST_EXTS are left out). Another
 runner runs those files (or packages, classes) itself through its reporter, `{test_files}`
-in a test_cmd standing for them.
+in a test_cmd standing for them. A test_cmd that runs unittest (`python -m unittest ...`)
+or a Django-style `runtests.py` (SWE-bench's Django rows: `./tests/runtests.py
+--verbosity 2 --settings=test_sqlite --parallel 1`) takes the unittest runner, whose
+reporter decides test by test (the test files become its labels), never the exit status.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 import yaml
 
 from grader.box.runners import test_runner, test_runners
+from grader.box.runners import unittest as unittest_runner
 from grader.importers.common import (
     LANGUAGES,
     Context,
@@ -194,6 +198,15 @@ def test_files(test_patch: str | bytes) -> list[str]:
 _PYTEST = (["pytest"], ["py.test"], ["python", "-m", "pytest"], ["python3", "-m", "pytest"])
 
 
+def runs_unittest(test_cmd: str) -> bool:
+    """Whether a test command runs unittest, or a Django-style runtests.py script."""
+    try:
+        _, argv = unittest_runner.split_command(test_cmd)
+    except ValueError:
+        return False
+    return argv[:2] == ["-m", "unittest"] or argv[0].rsplit("/", 1)[-1] == "runtests.py"
+
+
 def test_check(
     spec: EnvSpec, files: list[str], fail_to_pass: list[str], pass_to_pass: list[str], notes: list[str]
 ) -> dict[str, Any]:
@@ -204,6 +217,8 @@ def test_check(
     runs with sh, `{test_files}` in it replaced by the test files."""
     check: dict[str, Any] = {"type": "tests", "test_patch": "test.patch"}
     runner = spec.runner
+    if runner is None and spec.test_cmd and runs_unittest(spec.test_cmd):
+        runner = "unittest"  # per test through its reporter: os._exit(0) cannot fake it as it fakes an exit status
     if runner is None and spec.language != "python" and not spec.test_cmd:
         runner = DEFAULT_RUNNERS.get(LANGUAGES.get(spec.language, spec.language))
         if runner is None:
@@ -215,7 +230,10 @@ def test_check(
             raise DatasetError(f"unknown runner (log parser) {runner!r}; use one of {', '.join(test_runners())}")
         check["runner"] = runner
         check["paths"] = files
-        if spec.test_cmd and getattr(test_runner(runner), "COMMAND", "none") != "none":
+        if spec.test_cmd and runner == "unittest":
+            # the runner turns the test files into its labels: where the command has them, or after it
+            check["command"] = spec.test_cmd.replace("{test_files}", unittest_runner.PLACEHOLDER)
+        elif spec.test_cmd and getattr(test_runner(runner), "COMMAND", "none") != "none":
             check["command"] = spec.test_cmd.replace("{test_files}", " ".join(shlex.quote(f) for f in files))
         elif spec.test_cmd:
             notes.append(f"test_cmd is not used: the {runner} runner runs the test files itself, through its reporter")

@@ -172,10 +172,10 @@ def test_swebench_python_version_without_an_environment(calc, local, repo_dir):
 
 
 def test_swebench_test_cmd_that_is_not_pytest(calc, local, repo_dir, tmp_path):
-    row = swebench_row(calc, test_cmd="python -m unittest {test_files}")
+    row = swebench_row(calc, test_cmd="python -m nose2 {test_files}")
     report, ts = imported("swebench", [row], local, repo_dir, suite="swe")
     check = ts.get("acme__calc-1").check
-    assert check.runner == "command" and check.command == "python -m unittest tests/test_mean.py"
+    assert check.runner == "command" and check.command == "python -m nose2 tests/test_mean.py"
     assert check.fail_to_pass == [] and "graded by its exit status" in report.outcomes[0].notes[0]
     row = swebench_row(calc, test_cmd="make check", junit="report.xml")
     _, ts = imported("swebench", [row], local, repo_dir, suite="swe")

@@ -29,6 +29,7 @@ from types import ModuleType
 from . import command, exact_match, go, output, pytest
 from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
 from . import automake, command, ctest, exact_match, output, pytest
+from . import command, exact_match, output, pytest, unittest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
@@ -39,6 +40,7 @@ RUNNERS: dict[str, ModuleType] = {
     **{"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest},  # Node.js: docs/runners/node.md
     "ctest": ctest,
     "automake": automake,
+    "unittest": unittest,
 }
 
 

@@ -67,6 +67,8 @@ import unittest.main  # noqa: E402
 import unittest.result  # noqa: E402
 import unittest.runner  # noqa: E402
 import unittest.suite  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 if _dropped is not None:
     sys.path.insert(0, _dropped)
@@ -82,9 +84,13 @@ OUTCOMES = (
     "addSubTest",
 )
 RANK = {"passed": 0, "skipped": 1, "failed": 2}
+FAILING = ("addFailure", "addError", "addUnexpectedSuccess", "addSubTest")
+
+Record = dict[str, Any]
+Emit = Callable[[Record], None]
 
 
-def _channel():
+def _channel() -> tuple[Emit, dict[str, Any], int]:
     """The emitter of this session's signed records, and the settings of the key file."""
     report_fd = int(os.environ.pop("GRADER_REPORT_FD"))
     key_fd = int(os.environ.pop("GRADER_KEY_FD"))
@@ -102,7 +108,7 @@ def _channel():
     lock = threading.Lock()
     pid = os.getpid()
 
-    def emit(record):
+    def emit(record: Record) -> None:
         if os.getpid() != pid:  # a forked worker: its parent speaks for it
             return
         with lock:
@@ -119,7 +125,26 @@ def _channel():
 FIXTURES = ("_handleClassSetUp", "_handleModuleFixture", "_tearDownPreviousClass", "_handleModuleTearDown")
 
 
-def _install(emit, settings, pid):
+class _Running:
+    """The outermost test running in this process, and what its result was told of."""
+
+    def __init__(self, test: unittest.TestCase, result: unittest.TestResult) -> None:
+        self.test = test
+        self.result = result
+        self.outcome: str | None = None  # the worst outcome so far (None: none yet)
+        self.xfail = False
+        self.started = time.monotonic()
+        self.depth = 0  # how deep it is run again inside itself
+
+
+class _State:
+    def __init__(self) -> None:
+        self.ended = False  # the end record is written: nothing after it
+        self.count = 0  # test records written
+        self.current: _Running | None = None
+
+
+def _install(emit: Emit, settings: dict[str, Any], pid: int) -> Callable[[int], None]:
     """Hook unittest.TestResult, the watch and the audit hook; returns what main() needs."""
     repo = settings.get("repo", os.getcwd()).rstrip("/") + "/"
     tests = tuple(settings.get("tests", ()))
@@ -133,14 +158,21 @@ def _install(emit, settings, pid):
     case_file, suite_file, result_file = unittest.case.__file__, unittest.suite.__file__, unittest.result.__file__
     unittest_files = {case_file, suite_file}
     main_thread = threading.main_thread().ident
-    seen_integrity = set()
-    # current: the outermost running test [test, its result, outcome, xfail, start time,
-    # how deep it is run again inside itself]
-    state = {"ended": False, "count": 0, "current": None}
-    emitted = set()
+    seen_integrity: set[str] = set()
+    state = _State()
+    emitted: dict[str, str] = {}  # test id -> the outcome its record says
+    again: dict[str, int] = {}  # test id -> how many times it ran
+    # the canary modules of this run: their failures are recorded and kept out of the
+    # result (its lists, so the exit status): the exit status stays the task's tests' alone
+    canary_modules = frozenset(str(m) for m in settings.get("canaries", ()))
+    # ids the task lists that are a test's first docstring line (SWE-bench's Django log
+    # parser reads a verbose run's lines, which show the docstring in place of the name)
+    aliases = frozenset(str(a) for a in settings.get("aliases", ()))
+    aliased: set[str] = set()
     busy = threading.local()
+    subtest_class: type[Any] = getattr(unittest.case, "_SubTest")  # noqa: B009 - private, untyped in the stubs
 
-    def said(what):
+    def said(what: str) -> None:
         if os.getpid() == pid and what not in seen_integrity and len(seen_integrity) < 50:
             seen_integrity.add(what)
             emit({"t": "integrity", "what": what})
@@ -148,20 +180,20 @@ def _install(emit, settings, pid):
     if not unittest.__file__.startswith(stdlib_dir):
         said(f"unittest was imported from {unittest.__file__}, not the standard library")
 
-    def trusted(path):
+    def trusted(path: str) -> bool:
         return path.startswith(trusted_roots) or path.startswith("<frozen ")
 
-    def a_test(path):
+    def a_test(path: str) -> bool:
         rel = path[len(repo) :] if path.startswith(repo) else None
         return rel is not None and (
             rel in tests or rel.startswith(tuple(t.rstrip("/") + "/" for t in tests if t.endswith("/")))
         )
 
-    def where(path, line=None):
+    def where(path: str, line: int | None = None) -> str:
         shown = path[len(repo) :] if path.startswith(repo) else path
         return shown if line is None else f"{shown}:{line}"
 
-    def test_id(test):
+    def test_id(test: Any) -> str:
         cls = type(test)
         name = getattr(test, "_testMethodName", None)
         if isinstance(test, unittest.TestCase) and name and cls.__name__ != "_FailedTest":
@@ -173,7 +205,7 @@ def _install(emit, settings, pid):
         except Exception:  # noqa: BLE001 - a broken id() is the test's problem, not ours
             return f"{type(test).__module__}.{type(test).__qualname__}"
 
-    def outcome_of(name, args):
+    def outcome_of(name: str, args: tuple[Any, ...]) -> tuple[str | None, bool]:
         if name == "addSuccess":
             return "passed", False
         if name == "addSkip":
@@ -184,14 +216,16 @@ def _install(emit, settings, pid):
             return ("failed", False) if len(args) > 1 and args[1] is not None else (None, False)
         return "failed", False  # addFailure, addError, addUnexpectedSuccess
 
-    def provenance(name, up):
+    def provenance(name: str, up: int) -> tuple[str, str | None]:
         """Who called the result: ("unittest", the method unittest's case.py / suite.py
         asked for) when they did, through any chain of result methods (super() calls,
         failfast's wrapper); ("foreign", where) for a call made from inside a running test
         or class / module fixture of this process by anything else; ("external", None)
         when no test runs in this process (a Django --parallel parent replaying its
         workers' events, a runner of its own)."""
-        frame, callee, depth = sys._getframe(up), None, 0  # the hook's frame
+        frame: types.FrameType | None = sys._getframe(up)  # the hook's frame
+        callee: types.FrameType | None = None
+        depth = 0
         while frame is not None and depth < 60 and frame.f_code.co_filename not in unittest_files:
             code = frame.f_code
             if not (code.co_name in hooks or (code.co_name == "inner" and code.co_filename == result_file)):
@@ -209,7 +243,7 @@ def _install(emit, settings, pid):
             frame, depth = frame.f_back, depth + 1
         return "external", None
 
-    def check_call(name, test, up):
+    def check_call(name: str, test: Any, up: int) -> bool | str:
         """False when this call of a result method does not count (said once); the
         method unittest asked for when unittest made it; else True."""
         kind, detail = provenance(name, up + 1)
@@ -221,32 +255,46 @@ def _install(emit, settings, pid):
             # run by asgiref's async_to_sync); nothing else may
             said(f"result.{name}({describe(test)}) called from another thread")
             return False
-        return detail if kind == "unittest" else True
+        return detail if kind == "unittest" and detail is not None else True
 
-    def describe(test):
-        if isinstance(test, unittest.case._SubTest):
+    def describe(test: Any) -> str:
+        if isinstance(test, subtest_class):
             test = test.test_case
         return test_id(test) if isinstance(test, unittest.TestCase) else type(test).__name__
 
-    def write(test, started, outcome, xfail):
+    def write(test: Any, started: float | None, outcome: str, xfail: bool) -> None:
         if type(test).__name__ == "_FailedTest" and type(test).__module__ == "unittest.loader":
             emit({"t": "collect", "id": str(getattr(test, "_testMethodName", "?")), "outcome": "error"})
             return
         tid = test_id(test)
-        if tid in emitted and type(test).__name__ == "_ErrorHolder":
-            return  # a class or module fixture error said twice (setUpClass and tearDownClass)
-        emitted.add(tid)  # a test said twice is written twice: the supervisor calls it forged
-        state["count"] += 1
+        previous = emitted.get(tid)
+        if previous is not None:
+            # The same test run again by the runner: its class reachable from two loaded
+            # modules (imported into another test module), a label named twice, a class or
+            # module fixture error said twice (setUpClass and tearDownClass). The first
+            # record stands; a worse outcome is written under a name of its own, to be seen.
+            if type(test).__name__ == "_ErrorHolder" or RANK[outcome] <= RANK[previous]:
+                return
+            again[tid] = again.get(tid, 1) + 1
+            tid = f"{tid} (run {again[tid]})"
+        emitted[tid] = outcome
+        state.count += 1
         d = round(time.monotonic() - started, 4) if started is not None else 0.0
         emit({"t": "test", "id": tid, "when": "call", "outcome": outcome, "xfail": xfail, "d": d})
+        if aliases and previous is None and isinstance(test, unittest.TestCase):
+            doc = getattr(test, "_testMethodDoc", None)  # what TestCase.shortDescription() reads
+            line = doc.strip().split("\n")[0].strip() if isinstance(doc, str) else ""
+            if line in aliases and line not in aliased:  # the first test with that docstring
+                aliased.add(line)
+                emit({"t": "test", "id": line, "when": "call", "outcome": outcome, "xfail": xfail, "d": d})
 
-    def live():
-        return os.getpid() == pid and not state["ended"]
+    def live() -> bool:
+        return os.getpid() == pid and not state.ended
 
-    def note(name, result, test, args):
+    def note(name: str, result: unittest.TestResult, test: Any, args: tuple[Any, ...]) -> None:
         if not live():
             return
-        if isinstance(test, unittest.case._SubTest):
+        if isinstance(test, subtest_class):
             test = test.test_case
         ok = check_call(name, test, 2)  # check_call <- note <- the hook
         if ok is False:
@@ -259,60 +307,65 @@ def _install(emit, settings, pid):
                 outcome, xfail = asked_outcome, asked_xfail
         if outcome is None:
             return
-        running = state["current"]
+        running = state.current
         if running is None:  # an outcome for no started test: a setUpClass error and the like
             write(test, None, outcome, xfail)
-        elif running[0] is test and running[1] is result and running[5] == 0:
-            if running[2] is None or RANK[outcome] > RANK[running[2]]:
-                running[2], running[3] = outcome, xfail
+        elif running.test is test and running.result is result and running.depth == 0:
+            if running.outcome is None or RANK[outcome] > RANK[running.outcome]:
+                running.outcome, running.xfail = outcome, xfail
         # else: a run nested inside the running test (a test of a test runner): not ours
 
     originals = {name: unittest.TestResult.__dict__[name] for name in OUTCOMES + ("startTest", "stopTest")}
 
-    def outcome_hook(name):
+    def outcome_hook(name: str) -> Callable[..., Any]:
         original = originals[name]
 
-        def hook(self, test, *args, **kwargs):
+        def hook(self: unittest.TestResult, test: Any, *args: Any, **kwargs: Any) -> Any:
             note(name, self, test, args)
+            if canary_modules and name in FAILING and (name != "addSubTest" or (len(args) > 1 and args[1] is not None)):
+                case = test.test_case if isinstance(test, subtest_class) else test
+                if type(case).__module__ in canary_modules:
+                    return None  # a canary's failure: recorded, kept out of the result
             return original(self, test, *args, **kwargs)
 
         return hook
 
-    def start_hook(self, test):
-        running = state["current"]
+    def start_hook(self: unittest.TestResult, test: Any) -> Any:
+        running = state.current
         if live() and check_call("startTest", test, 1) is not False:
             if running is None:
-                state["current"] = [test, self, None, False, time.monotonic(), 0]
-            elif running[0] is test:  # the running test run again inside itself
+                state.current = _Running(test, self)
+            elif running.test is test:  # the running test run again inside itself
                 said(f"{describe(test)} was run again while it ran")
-                running[5] += 1
+                running.depth += 1
         return originals["startTest"](self, test)
 
-    def stop_hook(self, test):
+    def stop_hook(self: unittest.TestResult, test: Any) -> Any:
         try:
             return originals["stopTest"](self, test)
         finally:
-            running = state["current"]
-            if live() and running is not None and running[0] is test and running[1] is self:
-                if running[5] > 0:  # the end of a run inside the running test: not its outcome
-                    running[5] -= 1
+            running = state.current
+            if live() and running is not None and running.test is test and running.result is self:
+                if running.depth > 0:  # the end of a run inside the running test: not its outcome
+                    running.depth -= 1
                 elif check_call("stopTest", test, 1) is not False:
-                    state["current"] = None
-                    if running[2] is not None:
-                        write(test, running[4], running[2], running[3])
+                    state.current = None
+                    if running.outcome is not None:
+                        write(test, running.started, running.outcome, running.xfail)
                     check()
 
-    hooks = {name: outcome_hook(name) for name in OUTCOMES}
+    hooks: dict[str, Callable[..., Any]] = {name: outcome_hook(name) for name in OUTCOMES}
     hooks["startTest"], hooks["stopTest"] = start_hook, stop_hook
     for name, hook in hooks.items():
+        assert isinstance(hook, types.FunctionType)
         hook.__name__ = hook.__qualname__ = name
         hook.__code__ = hook.__code__.replace(co_name=name)  # what provenance() reads off a frame
-        hook.__wrapped__ = originals[name]
+        setattr(hook, "__wrapped__", originals[name])  # noqa: B010 - not an attribute of a function's type
         setattr(unittest.TestResult, name, hook)
 
     # The snapshot: every function and class of unittest (the hooks included), checked
     # after every test and at the end.
-    snapshot = {}
+    snapshot: dict[tuple[str, str, str | None], Any] = {}
     for mod_name, module in list(sys.modules.items()):
         if module is None or not (mod_name == "unittest" or mod_name.startswith("unittest.")):
             continue
@@ -326,16 +379,16 @@ def _install(emit, settings, pid):
                         if isinstance(cvalue, (types.FunctionType, classmethod, staticmethod, property)):
                             snapshot[(mod_name, attr, cattr)] = cvalue
 
-    def origin(value):
+    def origin(value: Any) -> str:
         for inner in ("__func__", "fget"):
             value = getattr(value, inner, value)
         code = getattr(value, "__code__", None)
         if code is not None:
-            return code.co_filename
+            return str(code.co_filename)
         module = sys.modules.get(getattr(value, "__module__", "") or "")
-        return getattr(module, "__file__", None) or "?"
+        return str(getattr(module, "__file__", None) or "?")
 
-    def check():
+    def check() -> None:
         if os.getpid() != pid:
             return
         for (mod_name, attr, cattr), value in snapshot.items():
@@ -349,7 +402,7 @@ def _install(emit, settings, pid):
             if current is None or not (path.startswith(unittest_dir) or a_test(path)):
                 said(f"{mod_name}.{attr}{'.' + cattr if cattr else ''} was replaced (from {where(path)})")
 
-    def audit(event, args):
+    def audit(event: str, args: tuple[Any, ...]) -> None:
         if getattr(busy, "on", False) or os.getpid() != pid:
             return
         busy.on = True
@@ -382,7 +435,7 @@ def _install(emit, settings, pid):
         finally:
             busy.on = False
 
-    def caller():
+    def caller() -> tuple[str, int]:
         try:
             frame = sys._getframe(2)  # caller <- audit <- the audited call
         except ValueError:
@@ -391,16 +444,16 @@ def _install(emit, settings, pid):
 
     sys.addaudithook(audit)
 
-    def finish(status):
+    def finish(status: int) -> None:
         """The last record: nothing is written after it."""
         check()
-        state["ended"] = True
-        emit({"t": "end", "exit": status, "collected": state["count"]})
+        state.ended = True
+        emit({"t": "end", "exit": status, "collected": state.count})
 
     return finish
 
 
-def _status(code):
+def _status(code: object) -> int:
     """The exit status a SystemExit with this code gives (as the interpreter computes it)."""
     if code is None:
         return 0
@@ -409,7 +462,7 @@ def _status(code):
     return 1
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         sys.stderr.write("usage: python -m REPORTER SCRIPT [ARGS...] | -m MODULE [ARGS...]\n")
         return 2

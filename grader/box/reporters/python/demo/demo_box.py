@@ -5,7 +5,7 @@ the supervisor: writes a tiny project to /work/repo (owned by uid 1000), copies 
 reporter under a random module name into a root-owned directory, and for each scenario
 makes a key file (root-only, opened then deleted) and a pipe, runs the tests as uid 1000
 through the reporter, then checks every record's signature and folds them into outcomes:
-with its own reader of CONTRACT.md's rules and, when /opt/grader-code/supervisor.py is mounted,
+with its own reader of CONTRACT.md's rules and, when grader/box is mounted at /opt/grader-code/box,
 with the grader's own read_report too. Exit status 0 when every scenario gave what it
 should.
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib.util
 import json
 import os
 import re
@@ -30,7 +29,7 @@ import textwrap
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPORTER = os.path.join(HERE, "unittest_report.py")
+REPORTER = os.path.join(os.path.dirname(HERE), "unittest_report.py")
 REPO = "/work/repo"
 USER = 1000
 
@@ -427,13 +426,15 @@ def read(data: bytes, key: bytes) -> dict:
 
 
 def grader_reader():
-    path = "/opt/grader-code/supervisor.py"
-    if not os.path.exists(path):
+    """read_report of grader/box/channel.py, when the package is mounted (demo.py does)."""
+    if not os.path.exists("/opt/grader-code/box/channel.py"):
         return None
-    spec = importlib.util.spec_from_file_location("grader_supervisor", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.read_report
+    sys.path.insert(0, "/opt/grader-code")
+    try:
+        from box.channel import read_report
+    finally:
+        sys.path.remove("/opt/grader-code")
+    return read_report
 
 
 def judge(name, argv, cwd, expected, must, grader_read) -> bool:

@@ -1,9 +1,9 @@
 """The unittest reporter's demo, from the host: runs demo_box.py in each Python environment
-image (no network), the reporter and this directory mounted read-only.
+image (no network), the reporter's directory (this demo/ inside it) mounted read-only.
 
-    python3 demo.py                          # python-3.9 and python-3.13, the tiny project
-    python3 demo.py --env python-3.13        # one environment
-    python3 demo.py --django                 # also Django's runtests.py --parallel 2
+    python3 demo/demo.py                     # python-3.9 and python-3.13, the tiny project
+    python3 demo/demo.py --env python-3.13   # one environment
+    python3 demo/demo.py --django          # also Django's runtests.py --parallel 2
 
 --django builds, once per environment, a throwaway image FROM the environment image with a
 pinned Django (its sdist, checked against its sha256, installed with pinned asgiref,
@@ -11,8 +11,8 @@ sqlparse and tblib from PyPI: network at build time only) and the sdist's tests/
 /opt/django/tests; the run itself has no network. The images are tagged
 grader/demo-unittest-django-ENV:HASH and can be removed with `docker image rm`.
 
-The grader's own reader of the report channel (read_report of grader/supervisor.py, or of
-grader/box/channel.py) is mounted too when it is found, so each report is read twice.
+The grader's own reader of the report channel (read_report of grader/box/channel.py, the
+package mounted read-only) reads each report too, so each report is read twice.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import tempfile
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+REPORTER = os.path.dirname(HERE)  # grader/box/reporters/python
+BOX = os.path.abspath(os.path.join(REPORTER, "..", ".."))  # grader/box
 
 # A Django that supports the environment's Python, and its dependencies, all pinned.
 DJANGO = {
@@ -55,14 +56,6 @@ def env_image(env: str) -> str:
     if not out:
         raise SystemExit(f"no image grader/env-{env}: build it with `grader env build {env}`")
     return out[0]
-
-
-def grader_reader() -> str | None:
-    for rel in ("grader/supervisor.py", "grader/box/channel.py"):
-        path = os.path.join(ROOT, rel)
-        if os.path.exists(path) and "def read_report" in open(path).read():
-            return path if rel.endswith("supervisor.py") else None  # channel.py imports its package
-    return None
 
 
 def django_image(env: str, base: str) -> str:
@@ -100,11 +93,10 @@ RUN pip install -q --no-deps {" ".join(pin["deps"])} /tmp/{name} \\
 
 
 def run(image: str, args: list[str]) -> int:
-    cmd = ["docker", "run", "--rm", "--network", "none", "-v", f"{HERE}:/opt/reporter:ro"]
-    reader = grader_reader()
-    if reader:
-        cmd += ["-v", f"{os.path.dirname(reader)}:/opt/grader-code:ro"]
-    cmd += [image, "python3", "/opt/reporter/demo_box.py", *args]
+    cmd = ["docker", "run", "--rm", "--network", "none", "-v", f"{REPORTER}:/opt/reporter:ro"]
+    # the grader's own reader of the report channel (grader/box/channel.py, stdlib only)
+    cmd += ["-v", f"{BOX}:/opt/grader-code/box:ro"]
+    cmd += [image, "python3", "/opt/reporter/demo/demo_box.py", *args]
     return subprocess.run(cmd).returncode
 
 
