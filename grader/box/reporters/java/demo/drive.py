@@ -22,8 +22,15 @@ import tempfile
 
 
 def verify(data: bytes, key: bytes) -> dict:
-    rep = {"forged": None, "sessions": 0, "ends": [], "outcomes": {}, "collect_errors": [], "integrity": [],
-           "unended": []}
+    rep = {
+        "forged": None,
+        "sessions": 0,
+        "ends": [],
+        "outcomes": {},
+        "collect_errors": [],
+        "integrity": [],
+        "unended": [],
+    }
     chains, ended, started = {}, set(), []
     for n, line in enumerate(data.split(b"\n"), 1):
         if not line:
