@@ -223,8 +223,12 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     # ids the report must answer in the task's own form: `#` ones, and those that may name a
     # class (or every invocation of a method) rather than one test
     special = sorted({tid for tid in listed if "#" in tid or not class_of(tid)[1]})
-    home = paths[0].rsplit("/", 1)[0]
-    sources = [p for p in hidden_tests if p in paths] or hidden_tests or paths
+    named = set(listed_files(listed))
+    # the canaries' model: a hidden test the lists name, else one the check runs
+    sources = (
+        [p for p in hidden_tests if p in named] or [p for p in hidden_tests if p in paths] or hidden_tests or paths
+    )
+    home = sources[0].rsplit("/", 1)[0]
     return CheckSpec(
         kind="junit",
         args=[GRADER_ID + tid for tid in special] + args,
@@ -357,14 +361,18 @@ def dependents(sources: dict[str, bytes], changed: set[str], names: dict[str, se
     type a recompiled or deleted source defines, transitively. A source that does not name a
     changed type cannot depend on it: Java reaches a type only by its name (a constant
     javac inlined, an overload or a signature resolved at compile time included). `names`:
-    source -> the simple names it defines (for a deleted source, the names it defined)."""
+    source -> the simple names it defines, for the changed and deleted ones (a source found
+    to depend defines its file's name and the types it declares)."""
     words = {rel: identifiers(data) for rel, data in sources.items()}
-    todo = list(changed)
+    todo = sorted(changed)
     out = {rel for rel in changed if rel in sources}
     seen: set[bytes] = set()
     while todo:
         rel = todo.pop()
-        defined = names.get(rel, set()) - seen
+        defined = names.get(rel)
+        if defined is None:
+            defined = defined_names(rel, sources.get(rel), {})
+        defined = defined - seen
         seen |= defined
         if not defined:
             continue
