@@ -289,11 +289,19 @@ REWRITE_AT_RUN = textwrap.dedent("""\
     }
     """)
 
-# flips every outcome: FAILED's ordinal becomes SUCCESSFUL's (sun.misc.Unsafe), so a switch on
-# the status, the listener's included, takes a failure for a success. The launcher, which
-# compares the constants themselves, still exits 1; the canaries that must fail say it.
+# flips every outcome: FAILED's ordinal becomes SUCCESSFUL's (sun.misc.Unsafe), so that a switch on
+# the status takes a failure for a success, the listener's included. Done on the second call of
+# mean(), once a first test has finished: a switch's table of ordinals is built when it first
+# runs (flipped before, the table maps every outcome to "failed"). The launcher, fooled as well,
+# exits 0; the listener counts failures by the constant itself and ends with 1; the canaries
+# that must fail, which run last, are reported passed.
 BLANKET_FLIP = textwrap.dedent("""\
-    static {
+    private static int calls;
+
+    static void flipLater() {
+        if (++calls != 2) {
+            return;
+        }
         try {
             java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
             f.setAccessible(true);
@@ -307,6 +315,8 @@ BLANKET_FLIP = textwrap.dedent("""\
         }
     }
     """)
+
+BLANKET_FLIP_CALC = CALC % {"guard": "        flipLater();\n", "more": textwrap.indent(BLANKET_FLIP, "    ")}
 
 # --- honest shapes ------------------------------------------------------------------------
 

@@ -269,25 +269,28 @@ def test_the_canaries_failures_leave_the_exit_status():
 
 
 TREE_OUTPUT = """\
+calc ready
 ╷
-├─ JUnit Jupiter ✔
-│  ├─ FooTest ✔
-│  │  ├─ works() ✔
-│  │  └─ breaks() ✘ expected: <1> but was: <2>
-│  └─ SplitValuesTest ✔
-│     ├─ testEmptyOrder() ✔
-│     └─ testRoundCase() ✘ expected: <3> but was: <4>
-└─ JUnit Vintage ✔
+└─ JUnit Jupiter ✔
+   ├─ SplitValuesTest ✔
+   │  ├─ testEmptyOrder() ✔
+   │  └─ testRoundCase() ✘ expected: <3> but was: <4>
+   ├─ FooTest ✔
+   │  ├─ works() ✔
+   │  └─ breaks() ✘ expected: <1> but was: <2>
+   └─ BarTest ✔
+      └─ fine() ✔
 
 Failures (2):
-  JUnit Jupiter:FooTest:breaks()
-    MethodSource [className = 'p.FooTest', methodName = 'breaks', methodParameterTypes = '']
-    => org.opentest4j.AssertionFailedError: expected: <1> but was: <2>
-       p.FooTest.breaks(FooTest.java:9)
   JUnit Jupiter:SplitValuesTest:testRoundCase()
     MethodSource [className = 'p.SplitValuesTest', methodName = 'testRoundCase', methodParameterTypes = '']
     => org.opentest4j.AssertionFailedError: expected: <3> but was: <4>
        p.SplitValuesTest.testRoundCase(SplitValuesTest.java:12)
+
+  JUnit Jupiter:FooTest:breaks()
+    MethodSource [className = 'p.FooTest', methodName = 'breaks', methodParameterTypes = '']
+    => org.opentest4j.AssertionFailedError: expected: <1> but was: <2>
+       p.FooTest.breaks(FooTest.java:9)
 
 Test run finished after 60 ms
 [         3 containers found      ]
@@ -304,6 +307,8 @@ def test_the_output_names_no_canary_and_no_count():
     assert "SplitValues" not in out and "testRoundCase" not in out and "testEmptyOrder" not in out
     assert "expected: <3>" not in out and "Failures (" not in out and "tests successful" not in out
     assert "breaks() ✘ expected: <1> but was: <2>" in out and "p.FooTest.breaks(FooTest.java:9)" in out
+    assert "   └─ BarTest ✔" in out and "      └─ fine() ✔" in out and "   ├─ FooTest ✔" in out
+    assert "calc ready" in out and "  JUnit Jupiter:FooTest:breaks()" in out
     assert junit.hide_canaries(TREE_OUTPUT, None) == TREE_OUTPUT
 
 

@@ -748,25 +748,34 @@ def without_canaries(code: int | None, report: dict[str, Any], canary_ids: set[s
 
 
 def hide_canaries(output: str, canaries: dict[str, Any] | None) -> str:
-    """The launcher's lines about the canaries left out of the output (their class, their
-    methods, their failures' traces), and its summary, whose counts include them."""
+    """The launcher's lines about the canaries left out of the output (their class's subtree
+    of the tree, their blocks of the failures section), and the launcher's counts, which
+    include them."""
     if not canaries or "expect" not in canaries:
         return output
-    cls = canaries["class"]
-    names = [tid.rsplit(".", 1)[-1] for tid in canaries["expect"]]
+    cls = str(canaries["class"])
+    named = re.compile(rf"[─ ]{re.escape(cls)}\b")
     keep: list[str] = []
-    skipping = False
+    subtree: int | None = None  # the column of the canary class's branch while in its subtree
+    in_block = False  # in a canary's block of the failures section
     for line in output.splitlines():
-        stripped = line.strip(" │├└─┌┐┘┬┴┼")
-        if skipping and (line.startswith(("│", "├", "└", "┌", "┘", "JUnit")) or not line.strip()):
-            skipping = False
-        if cls in line or any(f"{n}()" in line for n in names):
-            skipping = True
+        marks = [i for i in (line.find("├─"), line.find("└─")) if i >= 0]
+        branch = min(marks) if marks else -1
+        if subtree is not None:
+            if branch > subtree or (branch < 0 and line.strip() and not line[: subtree + 1].strip(" │")):
+                continue
+            subtree = None
+        if branch >= 0 and named.search(line):
+            subtree = branch
             continue
-        trace = stripped.startswith(("=>", "at ", "org.", "java.", "...", "expected", "Caused"))
-        if skipping and (trace or line.startswith("  ")):
-            continue
-        skipping = False
+        if line.startswith("  JUnit ") and not line.startswith("   "):  # a failure's header
+            in_block = f":{cls}:" in line
+            if in_block:
+                continue
+        elif in_block:
+            if line.startswith("    ") or not line.strip():
+                continue
+            in_block = False
         if re.match(r"^\[\s+\d+ (containers|tests) ", line) or line.startswith(
             ("Test run finished after", "Failures (")
         ):
@@ -895,6 +904,13 @@ def copy_changed_test_resources(job: JobSpec, build: Build) -> None:
 
 # --- canaries ---------------------------------------------------------------------------------
 
+# never a canary method's name: Java's reserved words and literals
+JAVA_RESERVED = set(
+    "abstract assert boolean break byte case catch char class const continue default do double else enum extends "
+    "false final finally float for goto if implements import instanceof int interface long native new null package "
+    "private protected public return short static strictfp super switch synchronized this throw throws transient true "
+    "try void volatile while var yield record sealed permits".split()
+)
 FILLER = (
     "value values empty result basic single order default missing mixed simple large small edge "
     "round split case encode decode parse format string number input output null"
@@ -1001,7 +1017,7 @@ def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
         for _ in range(200):
             ws = rng.sample(vocabulary, rng.randint(1, 3))
             name = ("test" + camel(ws)) if methods_style else (ws[0] + camel(ws[1:]))
-            if name not in taken and name.encode() not in source:
+            if name not in taken and name not in JAVA_RESERVED and name.encode() not in source:
                 break
         taken.add(name)
         check_ = canary_assertion(rng, must_pass)
