@@ -20,11 +20,12 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from grader import blame, notify
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
+from grader.grading.adjudicate import Ask, Case, Facts, Final, Policy, Retry, adjudicate, removed_task
 from grader.pipeline import Grader
 from grader.service import Service, host_name
 from grader.store import submissions as subs
@@ -113,8 +114,8 @@ def grade_submission(submission_id: str) -> str:
                 cached = True
                 return Result.model_validate(hit.result)
 
-        def case(**kw: Any) -> blame.Case:
-            return blame.Case(
+        def case(**kw: Any) -> Case:
+            return Case(
                 task_id=task_id,
                 patch_sha256=sha,
                 grader_version=GRADER_VERSION,
@@ -123,35 +124,42 @@ def grade_submission(submission_id: str) -> str:
                 **kw,
             )
 
+        policy = Policy(max_retries=st.max_retries, max_attempts=st.max_attempts)
         try:
             task = svc.task(task_id)
         except TaskNotFound as exc:  # removed since it was accepted: the service's fault, not theirs
             task = None
-            result = Result(
-                task_id=task_id,
-                verdict=Verdict.ERROR,
-                error=str(exc),
-                explanation="The task is no longer defined on this grader; this attempt is not charged.",
-                provenance=Provenance(patch_sha256=sha, grader_version=GRADER_VERSION),
-            )
+            first = case(errors=errors + 1)
+            facts = Facts(case=replace(first, last=removed_task(first, str(exc))), task_missing=True)
         if task is not None and claim.attempts > st.max_attempts:
             # started too often without a verdict (its workers were lost): judged without
             # running the patch again, so this attempt cannot be lost the same way
-            try:
-                lost = case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash())
-                judged = blame.judge(lost, lambda since: _gold(svc, grader, task, None, since))
-                assert judged.result is not None  # a lost grade may be charged: it is never retried
-                result = judged.result
-            except GraderError as exc:
-                log.warning("judging %s failed: %s", submission_id, exc)
-                result = blame.abandoned(case(errors=errors, lost=True), f"Judging it failed in the machinery: {exc}")
+            facts = Facts(case=case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash()))
         elif task is not None:
-            result = grader.grade(task, patch, lookup=lookup)
-            if result.verdict is Verdict.ERROR:
-                retry, result = _after_error(svc, grader, task, result, case, errors, first_error)
-                errored = not retry
-        elif errors + 1 <= st.max_retries and claim.attempts < st.max_attempts:
-            retry = True
+            graded = grader.grade(task, patch, lookup=lookup)
+            p = graded.provenance
+            erred = graded.verdict is Verdict.ERROR
+            facts = Facts(
+                case=case(
+                    errors=errors + (1 if erred else 0),
+                    last=graded,
+                    task_hash=p.task_hash,
+                    failing_since=first_error if first_error is not None else time.time(),
+                ),
+                breaker=blame.known_broken(_gold_cache(svc), _gold_key(p)) if erred else None,
+            )
+        step = _settle(svc, grader, task, facts, policy)
+        if isinstance(step, Retry):
+            retry, result = True, facts.case.last or removed_task(facts.case, step.reason)
+        else:
+            result = step.result
+            # ERROR after being graded: counted; the removed task's and a judged one's stay as decided
+            errored = (
+                task is not None
+                and not facts.case.lost
+                and (facts.case.last is not None)
+                and (facts.case.last.verdict is Verdict.ERROR)
+            )
     finally:
         lease.stop.set()
 
@@ -197,51 +205,33 @@ def _epoch(t: dt.datetime | None) -> float | None:
     return t.timestamp()
 
 
-def _after_error(
-    svc: Service,
-    grader: Grader,
-    task: Task,
-    result: Result,
-    case: Callable[..., blame.Case],
-    errors: int,
-    first_error: float | None,
-) -> tuple[bool, Result]:
-    """(retry?, the result to finish with) after a grade that ERRORed: grader/blame.py's
-    policy. `errors`: the submission's ERRORs before this one; `first_error`: when the
-    first of them was (None: this is the first)."""
+def _settle(svc: Service, grader: Grader, task: Task | None, facts: Facts, policy: Policy) -> Final | Retry:
+    """Adjudicate (grader/grading/adjudicate.py) until it decides, fetching each fact it asks
+    for: the retry budget (counted in Redis, service-wide), the gold patch's answer (graded
+    here, or a recent one from the gold cache). Judging that fails in the machinery leaves
+    the submission abandoned: ERROR, the machinery's."""
     st = svc.settings
-    p = result.provenance
-    c = case(
-        errors=errors + 1,
-        last=result,
-        task_hash=p.task_hash,
-        failing_since=first_error if first_error is not None else time.time(),
-    )
-    key = (
-        blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
-        if p.image_id is not None and p.task_hash is not None
-        else None
-    )
-    breaker = blame.known_broken(_gold_cache(svc), key)
-    budget = blame.RetryBudget(svc.redis, f"{st.queue_name}:retry-budget:", st.retry_budget, st.retry_window)
-    step = blame.after_error(
-        errors=c.errors,
-        attempts=c.attempts,
-        max_retries=st.max_retries,
-        max_attempts=st.max_attempts,
-        broken=breaker is not None,
-        budget=budget.take,
-    )
-    if step is blame.Next.RETRY:
-        return True, result
-    if step is blame.Next.BROKEN:
-        assert breaker is not None  # after_error says BROKEN only when told it is
-        return False, blame.broken(c, breaker)
-    judged = blame.judge(c, lambda since: _gold(svc, grader, task, p.image_id, since))
-    if judged.retry:
-        return True, result
-    assert judged.result is not None  # a judgment that is not a retry holds its result
-    return False, judged.result
+    while True:
+        step = adjudicate(facts, policy)
+        if not isinstance(step, Ask):
+            return step
+        if step.what == "budget":
+            budget = blame.RetryBudget(svc.redis, f"{st.queue_name}:retry-budget:", st.retry_budget, st.retry_window)
+            facts = facts.told(budget=budget.take())
+            continue
+        assert task is not None  # a missing task is never judged on its gold
+        image_id = facts.case.last.provenance.image_id if facts.case.last is not None else None
+        try:
+            facts = facts.told(gold=_gold(svc, grader, task, image_id, step.since))
+        except GraderError as exc:
+            log.warning("judging %s failed: %s", facts.case.patch_sha256[:12], exc)
+            return Final(blame.abandoned(facts.case, f"Judging it failed in the machinery: {exc}"))
+
+
+def _gold_key(p: Provenance) -> str | None:
+    if p.image_id is None or p.task_hash is None:
+        return None
+    return blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
 
 
 def _host() -> str:

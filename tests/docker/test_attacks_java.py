@@ -1,4 +1,4 @@
-"""Hostile Java submissions, graded through the real grader (tests/java_mini.py's project in
+"""Hostile Java submissions, graded through the real grader (tests/helpers/java_mini.py's project in
 the java-21 environment) under runc and under gVisor: each gets the verdict it deserves, and
 an honest submission of each shape still PASSes.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import java_mini as jm
+import helpers.java_mini as jm
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet

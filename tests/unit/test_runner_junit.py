@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import java_mini as jm
+import helpers.java_mini as jm
 from grader.audit_rules import java as rules
 from grader.box import runners
 from grader.box.job import CheckSpec, JobSpec, ProtectSpec
