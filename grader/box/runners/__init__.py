@@ -30,6 +30,7 @@ from . import command, exact_match, go, output, pytest
 from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
 from . import automake, command, ctest, exact_match, output, pytest
 from . import command, exact_match, output, pytest, unittest
+from . import command, exact_match, junit, output, pytest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
@@ -41,6 +42,7 @@ RUNNERS: dict[str, ModuleType] = {
     "ctest": ctest,
     "automake": automake,
     "unittest": unittest,
+    "junit": junit,
 }
 
 

@@ -3,7 +3,7 @@
 hostile test classes, each run as uid 1000 with no network under drive.py (a pipe + a key,
 as the supervisor gives them), and what the signed report says.
 
-    python3 grader/box/reporters/java/demo.py [--image grader/env-java-21:TAG]
+    python3 grader/box/reporters/java/demo/demo.py [--image grader/env-java-21:TAG]
 
 Without --image it builds (or finds) the environment with
 `grader env build java-21` (GRADER_ENVIRONMENTS_DIR pointing at this worktree). Exits 1
@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))  # the reporter's demo/ directory
+REPORTER = os.path.dirname(HERE)
+ROOT = os.path.normpath(os.path.join(REPORTER, "..", "..", "..", ".."))
 GRADER = os.environ.get("GRADER_BIN", "/work/main/.venv/bin/grader")
 
 # (name, attack file or None, test files, expectation)
@@ -89,9 +90,9 @@ def image() -> str:
 def run(img: str, attack: str | None, tests: list[str]) -> tuple[dict, str]:
     out = tempfile.mkdtemp()
     os.chmod(out, 0o777)
-    copy = f"cp /r/demo/attacks/{attack}.java /work-repo/src/test/java/demo/ && " if attack else ""
+    copy = f"cp /r/attacks/{attack}.java /work-repo/src/test/java/demo/ && " if attack else ""
     script = (
-        "cp -r /r/demo/project /work-repo && " + copy + "chown -R 1000:1000 /work-repo && cd /work-repo && "
+        "cp -r /r/project /work-repo && " + copy + "chown -R 1000:1000 /work-repo && cd /work-repo && "
         "python3 /r/drive.py --out /out/report.json -- junit-run "
         + " ".join("src/test/java/" + t for t in tests)
         + " > /out/log 2>&1"
@@ -124,13 +125,10 @@ def main() -> int:
     ap.add_argument("--image")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
-    same = subprocess.run(
-        ["diff", "-r", os.path.join(HERE, "src"), os.path.join(ROOT, "environments/java-21/reporter/src")],
-        capture_output=True,
-        text=True,
-    )
+    copy = os.path.join(ROOT, "environments/java-21/reporter/src")
+    same = subprocess.run(["diff", "-r", os.path.join(REPORTER, "src"), copy], capture_output=True, text=True)
     if same.returncode:
-        print("environments/java-21/reporter is not a copy of src/: run sync-env.sh\n" + same.stdout)
+        print("environments/java-21/reporter is not a copy of src/: run demo/sync-env.sh\n" + same.stdout)
         return 1
     img = a.image or image()
     print(f"image {img}")
@@ -156,7 +154,9 @@ def main() -> int:
         if attack == "FakeSuccessTest":
             print(
                 "      (its stdout had: "
-                + "; ".join(l.strip() for l in log.splitlines() if "tests successful" in l or "Tests run" in l)[:160]
+                + "; ".join(ln.strip() for ln in log.splitlines() if "tests successful" in ln or "Tests run" in ln)[
+                    :160
+                ]
                 + ")"
             )
         if attack == "ReachTest":

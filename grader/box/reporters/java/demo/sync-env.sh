@@ -3,7 +3,7 @@
 # environment image compiles them: `grader env build` sends only the environment's
 # directory). Run after changing anything under src/ or build.sh; the demo checks the copy.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)  # the reporter (this script is in its demo/)
 env=$here/../../../../environments/java-21/reporter
 rm -rf "$env"
 mkdir -p "$env"
