@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import command, exact_match, output, pytest
+from . import cargo, command, exact_match, output, pytest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
     "command": command,
     "output": output,
     "exact_match": exact_match,
+    "cargo": cargo,
 }
 
 
