@@ -467,8 +467,9 @@ def cargo_build(job: JobSpec, args: list[str], hide: str | None, into: Build) ->
                 into.errors.add(key)
                 if LIB_KINDS & set(kinds):
                     into.lib_failed = True
-            if name != hide and message.get("rendered"):
-                into.messages.append(str(message["rendered"]).rstrip())
+            rendered = str(message.get("rendered") or "").rstrip()
+            if name != hide and rendered and rendered not in into.messages:  # a target built again says it again
+                into.messages.append(rendered)
         elif reason == "build-finished":
             ok = msg.get("success") is True
     err = text(run["err"].data()) if run["err"] is not None else ""
@@ -613,19 +614,38 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     parts += b.messages
     if b.stderr.strip():
         parts.append(b.stderr.rstrip())
-    outcomes: dict[str, str] = {}
     collect = [t.src for t in failed]
-    integrity: list[str] = []
-    copies: dict[str, str] = {}  # the canary target's copies of the hidden tests: name -> outcome
-    originals: dict[str, str] = {}  # the copied target's own outcomes: name -> outcome
     for t in failed:
         parts.append(f"collect error: {t.src} ({t.name}) did not compile")
     if b.timed_out:
-        finish(job, result, None, parts, outcomes, collect, integrity, started, timed_out=True)
+        finish(job, result, None, parts, {}, collect, [], started, timed_out=True)
         return
-    for t in b.targets.values():
-        assert t.exe is not None
-        t.fd = snapshot(t.exe)  # every binary copied before any of them runs
+    try:
+        for t in b.targets.values():
+            assert t.exe is not None
+            t.fd = snapshot(t.exe)  # every binary copied before any of them runs
+        run_binaries(job, result, b, canary, canaries, parts, collect, started)
+    finally:
+        for t in b.targets.values():
+            if t.fd is not None:
+                os.close(t.fd)
+
+
+def run_binaries(
+    job: JobSpec,
+    result: dict[str, Any],
+    b: Build,
+    canary: str | None,
+    canaries: dict[str, Any] | None,
+    parts: list[str],
+    collect: list[str],
+    started: float,
+) -> None:
+    """List and run each binary from its copy, read it, and finish the result."""
+    outcomes: dict[str, str] = {}
+    integrity: list[str] = []
+    copies: dict[str, str] = {}  # the canary target's copies of the hidden tests: name -> outcome
+    originals: dict[str, str] = {}  # the copied target's own outcomes: name -> outcome
     cargo_path = shutil.which(CARGO) or CARGO
     order = sorted(b.targets.values(), key=lambda t: (t.name == canary, t.prefix != "", t.name))
     for t in order:
@@ -672,9 +692,6 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
             parts.append(f"---- {t.src} stderr ----\n{cut(err.rstrip(), SHOWN_OUTPUT)}")
         parts += [f"CONTRADICTION: {c}" for c in reading.contradictions]
         parts += [f"note: {n}" for n in reading.notes]
-    for t in b.targets.values():
-        if t.fd is not None:
-            os.close(t.fd)
     if canaries and "expect" in canaries:
         expect: dict[str, str] = canaries["expect"]
         got = {tid: copies.get(tid.split("::", 1)[1]) for tid in expect}
