@@ -170,10 +170,10 @@ class Running:
 
 @contextlib.contextmanager
 def private_postgres() -> Iterator[object]:
-    """A PostgreSQL server of its own on a free port (tests/servers.py's, fsync off), its
+    """A PostgreSQL server of its own on a free port (tests/helpers/servers.py's, fsync off), its
     database empty; `.url` is its SQLAlchemy URL, `.postmaster()` its pid. Stopped at the end."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from servers import PostgresServer
+    from helpers.servers import PostgresServer
 
     pg = PostgresServer(tempfile.mkdtemp(prefix="grader-bench-pg."))
     pg.start()

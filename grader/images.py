@@ -37,7 +37,7 @@ from grader.tasks.prepare import PreparedTask, prepare
 
 BASE_REPO = "grader/base"
 KIND_LABEL = "grader.kind"
-LAYOUT_VERSION = "1"  # bump when the instance image layout changes
+LAYOUT_VERSION = "2"  # bump when the instance image layout changes
 CA_FILE = "grader-ca.crt"
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
 _ARG = re.compile(r"^\s*ARG\s+(\w+)=(\S+)", re.I | re.M)
@@ -216,17 +216,18 @@ class Images:
         return self._build_instance(prepared, env_id, tag, log), prepared
 
     def _build_instance(self, prepared: PreparedTask, env_id: str, tag: str, log: Log) -> str:
+        # Ownership is set as the files arrive (COPY --chown) or in the layer that made them
+        # (the install's own RUN): a separate `RUN chown -R` would copy every file it touches
+        # into a layer of its own, a whole prebuilt target/ or node_modules/ twice.
         lines = [
             f"FROM {env_id}",
-            f"COPY repo {REPO_DIR}",
-            f"COPY hidden {HIDDEN_DIR}",
+            f"COPY --chown={UID}:{UID} repo {REPO_DIR}",
+            f"COPY --chown=0:0 hidden {HIDDEN_DIR}",
             f"WORKDIR {REPO_DIR}",
         ]
         if prepared.task.install:
-            lines.append(f"RUN {prepared.task.install}")
-        lines.append(
-            f"RUN chown -R {UID}:{UID} {REPO_DIR} && chown -R 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}"
-        )
+            lines.append(f"RUN {prepared.task.install} && chown -R {UID}:{UID} {REPO_DIR}")
+        lines.append(f"RUN chown 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}")
         dockerfile = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -243,6 +244,7 @@ class Images:
                 KIND_LABEL: "task",
                 "grader.task": prepared.task.id,
                 "grader.task_hash": prepared.task_hash,
+                "grader.env_image": env_id,
             },
         )
 

@@ -56,9 +56,32 @@ class Service:
 
     def _load_tasks(self) -> TaskSet:
         tasks = TaskSet(self.settings.tasks_dir, strict=False)
+        self._refuse_answered_tasks(tasks)
         for path, why in tasks.refused.items():
             log.error("task file %s refused: %s", path, why)
         return tasks
+
+    def _refuse_answered_tasks(self, tasks: TaskSet) -> None:
+        """A task whose answer sits in another served task's public material (a later base
+        of one history) is not served beside it, unless the suite says the host chose to
+        (suite.yaml, serve_together). Found once per task set (cached by its hashes)."""
+        from grader.tasks.leaks import find_leaks_cached, unchosen
+        from grader.tasks.loader import serve_together
+
+        together = serve_together(self.settings.tasks_dir)
+        if together == "all" or len(tasks) < 2:
+            return
+        try:
+            leaks = find_leaks_cached(list(tasks), self.settings.cache_dir)
+        except Exception as exc:  # noqa: BLE001 - a repository the check cannot read serves as before, logged
+            log.error("could not look for answers across tasks: %s", exc)
+            return
+        for leak in unchosen(leaks, together):
+            tasks.refuse(
+                leak.secret,
+                f"its answer is in the public material of {leak.public}, served beside it "
+                "(list the pair under serve_together in suite.yaml to serve them together)",
+            )
 
     def reload_tasks(self) -> TaskSet:
         """Read the tasks directory again. Any refused file keeps the previous set in

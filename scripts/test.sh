@@ -1,28 +1,65 @@
 #!/usr/bin/env bash
 # The test command: sets the machine up if needed, checks lint, formatting and types
-# (ruff, mypy), then runs every test, the Docker
-# and gVisor integration tests included, in two steps: every test but the disruptive
-# ones, then the disruptive ones alone (tests marked `disruptive`, which restart what the
-# others use, such as dockerd). Extra arguments go to pytest in both steps, so
-# `-q`, `-x` or `-k dockerd` work as they would on one run. The second step runs even
-# when the first failed; the exit status is the first failure's. A step whose selection
-# is empty (pytest's status 5, e.g. `-k dockerd` in the first) is not a failure unless
-# both are.
+# (ruff, mypy), then runs the tests tier by tier (tests/README.md), each tier's folder
+# one pytest run:
+#
+#   unit     tests/unit      needs nothing; runs first, with -x: a failure stops the whole run there
+#   service  tests/service   Redis, PostgreSQL, gunicorn; two pytest-xdist workers, a file to a worker
+#   docker   tests/docker    the Docker engine, gVisor included; serial; GRADER_TEST_DOCKER_WORKERS=2 for two workers
+#   browser  tests/browser   headless Chromium
+#   the disruptive tests alone, last (marked `disruptive`: they restart what the others use, dockerd)
+#
+# Extra arguments are pytest options and go to every step, so `-q`, `-x` or `-k dockerd`
+# work as they would on one run (a step's own options come first: `-n 0` turns a step's
+# workers off). To run some files, call pytest on them. After the unit tier every step
+# runs even when one before it failed; the exit status is the first failure's. A step
+# whose selection is empty (pytest's status 5, e.g. `-k dockerd` in all but the last) is
+# not a failure unless every step's is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for arg in "$@"; do
+  if [[ $arg != -* && -e ${arg%%::*} ]]; then
+    echo "scripts/test.sh: $arg: the steps run whole tiers; to run some files: .venv/bin/python -m pytest $arg" >&2
+    exit 2
+  fi
+done
 bash scripts/setup.sh
 # the habits first: lint, formatting and types (configured in pyproject.toml); a finding fails the run
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/grader tasks build
-main=0
-.venv/bin/python -m pytest "$@" || main=$?
-echo "scripts/test.sh: the disruptive tests, alone, after the others" >&2
-last=0
-.venv/bin/python -m pytest --disruptive "$@" || last=$?
-if [ "$main" -eq 5 ] && [ "$last" -eq 5 ]; then exit 5; fi
-for status in "$main" "$last"; do
+
+statuses=()
+step() {  # step NAME PYTEST-ARGS...: one pytest run, its status kept in `statuses`
+  local name=$1 status=0
+  shift
+  echo "scripts/test.sh: $name" >&2
+  local start=$SECONDS
+  .venv/bin/python -m pytest "$@" || status=$?
+  echo "scripts/test.sh: $name: exit status $status, $((SECONDS - start)) s" >&2
+  statuses+=("$status")
+  return "$status"
+}
+
+step "the unit tier (tests/unit), failing fast" tests/unit -x "$@" || {
+  status=$?
+  if [ "$status" -ne 5 ]; then
+    echo "scripts/test.sh: the unit tier failed: the other tiers are not run" >&2
+    exit "$status"
+  fi
+}
+step "the service tier (tests/service)" tests/service -n 2 --dist loadfile "$@" || true
+step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-0}" --dist loadfile "$@" || true
+step "the browser tier (tests/browser)" tests/browser "$@" || true
+step "the disruptive tests, alone, after the others" --disruptive "$@" || true
+
+every5=1
+for status in "${statuses[@]}"; do
+  if [ "$status" -ne 5 ]; then every5=0; fi
+done
+if [ "$every5" -eq 1 ]; then exit 5; fi
+for status in "${statuses[@]}"; do
   if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
 done
 exit 0

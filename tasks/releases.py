@@ -81,10 +81,18 @@ REGISTRIES = {
     "maven": ("Maven Central jars", "jars@maven.invalid", "The jars {files} from Maven Central"),
     "debian": ("Debian source", "source@debian.invalid", "The source archives {files} from Debian's archive"),
 }
+# Real projects' hidden tests are the benchmark: a submitter sees the listed tests'
+# outcomes, never the test output that could quote them.
 SUITE_YAML = """\
 # Defaults for every task of the suite (docs/tasks.md, "Suites").
 defaults:
   feedback: tests
+# Cut from consecutive releases: a later task's base holds an earlier task's fix and the
+# release's tests (grader tasks validate lists the pairs). Those releases are public in
+# their registry anyway, so this suite is served whole, knowingly; a host that wants the
+# answers out of reach serves the tasks of one project in release order, in separate
+# phases (docs/security.md, "Answers across tasks").
+serve_together: all
 """
 
 Log = Callable[[str], None]

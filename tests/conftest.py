@@ -1,55 +1,24 @@
-"""Shared fixtures. The `mini` task set is built here, in a temporary directory, from a
-tiny repository written by the fixture: hostile patches are made against it."""
+"""The root conftest: the options every run has (--disruptive, --shuffle) and the fixtures
+any tier may use: the mini task set (built in a temporary directory from the tiny
+repository of helpers/mini.py: hostile patches are made against it), the example tasks,
+and real Redis and PostgreSQL servers. Each tier's own fixtures are in its folder's
+conftest.py: unit/, service/, docker/, browser/ (tests/README.md)."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from grader.config import get_settings
+from grader.config import _from_env, get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
-from servers import INSTALL_HINT, PostgresServer, RedisServer
-
-ROOT = Path(__file__).resolve().parent.parent
-GIT_ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
-}
-
-BASE_FILES = {
-    "calc/__init__.py": "def mean(xs):\n    return sum(xs) / len(xs)\n",
-    "tests/test_basic.py": "from calc import mean\n\n\ndef test_one():\n    assert mean([2]) == 2\n",
-    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-    "README.md": "mini\n",
-}
-HIDDEN_TEST = textwrap.dedent("""\
-    import pytest
-    from calc import mean
-
-
-    def test_empty():
-        with pytest.raises(ValueError):
-            mean([])
-
-
-    def test_two():
-        assert mean([1, 3]) == 2
-    """)
-FIXED = "def mean(xs):\n    if not xs:\n        raise ValueError('empty')\n    return sum(xs) / len(xs)\n"
-
+from helpers import ROOT
+from helpers.mini import FIXED, HIDDEN_TEST, TASK_YAML, Mini, git
+from helpers.servers import INSTALL_HINT, PostgresServer, RedisServer
 
 # Tests marked `disruptive` disturb what the others use (one restarts dockerd), so a run
 # holds either them or the others, never both: the order of a run then never matters.
@@ -102,73 +71,6 @@ def pytest_terminal_summary(terminalreporter, config):
             f"{config.stash[_LEFT_OUT]} disruptive test(s) left out: they run with "
             "--disruptive, as scripts/test.sh does after the others"
         )
-
-
-def git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        env=GIT_ENV,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def write(root: Path, files: dict[str, str | bytes | None]) -> None:
-    for rel, content in files.items():
-        path = root / rel
-        if content is None:
-            path.unlink()
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-
-
-class Mini:
-    """The mini repository, and a way to turn file edits into a real git diff."""
-
-    def __init__(self, root: Path):
-        self.src = root / "src"
-        self.src.mkdir(parents=True)
-        git("init", "-q", ".", cwd=self.src)
-        write(self.src, BASE_FILES)
-        git("add", "-A", cwd=self.src)
-        git("commit", "-qm", "base", cwd=self.src)
-        self.base = git("rev-parse", "HEAD", cwd=self.src).strip()
-
-    def diff(self, files: dict[str, str | bytes | None], *, symlinks: dict[str, str] | None = None) -> bytes:
-        """A `git diff --binary` of the base with `files` written (None deletes)."""
-        write(self.src, files)
-        for rel, target in (symlinks or {}).items():
-            (self.src / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, self.src / rel)
-        try:
-            git("add", "-A", cwd=self.src)
-            return subprocess.run(
-                ["git", "diff", "--cached", "--binary"], cwd=self.src, check=True, capture_output=True
-            ).stdout
-        finally:
-            git("reset", "-q", "--hard", "HEAD", cwd=self.src)
-            git("clean", "-qfdx", cwd=self.src)
-
-
-TASK_YAML = """\
-id: {id}
-instruction: Make calc.mean raise ValueError on an empty list.
-metadata: {{suite: mini, difficulty: easy, created_at: 2024-01-01}}
-repo: {{bundle: ../mini.bundle, commit: {commit}}}
-environment: python-3.11
-check:
-  type: tests
-  hidden_tests: {{tests/test_mean.py: test_mean.py}}
-{lists}
-limits: {{timeout: {timeout}, memory: 256m, pids: 64}}
-gold_patch: gold.patch
-"""
 
 
 @pytest.fixture(scope="session")
@@ -268,3 +170,17 @@ def database_url(request, tmp_path) -> Iterator[str]:
         yield url
     finally:
         server.drop_database(name)
+
+
+@pytest.fixture
+def team_dir(tmp_path, monkeypatch):
+    """An empty working directory, no GRADER_* settings: a remote team's machine."""
+    home = tmp_path / "team"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    for name in ("GRADER_TASKS_DIR", "GRADER_API_URL", "GRADER_API_KEY", "GRADER_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "team-cache"))
+    _from_env.cache_clear()
+    yield home
+    _from_env.cache_clear()

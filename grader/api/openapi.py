@@ -548,7 +548,7 @@ def _with_examples(paths: dict[str, Any]) -> dict[str, Any]:
             op["x-access"] = _access(path, method, op)
             ex = EXAMPLES.get((method, path))
             if ex is None:
-                continue  # tests/test_docs.py requires one for every operation
+                continue  # tests/unit/test_docs.py requires one for every operation
             op["x-example"] = {
                 "path": ex["path"],
                 "query": ex.get("query", {}),

@@ -39,7 +39,7 @@ def malformed(rec: Any) -> str | None:
     elif kind == "collect":
         if not isinstance(rec.get("id"), str):
             return "a collection record without a path"
-    elif kind == "integrity":
+    elif kind in ("integrity", "finding"):
         if not isinstance(rec.get("what"), str):
             return "an integrity record without a finding"
     elif kind != "start":
@@ -59,6 +59,7 @@ def read_report(data: bytes, key: bytes) -> dict[str, Any]:
         "phases": {},
         "collect_errors": [],
         "integrity": [],
+        "findings": [],
     }
     chains: dict[str, bytes] = {}
     ended: set[str] = set()
@@ -70,10 +71,12 @@ def read_report(data: bytes, key: bytes) -> dict[str, Any]:
         body, _, mac = line.rpartition(b"\t")
         try:
             rec = json.loads(body)
-            sid = rec["s"]
+            sid = rec["s"] if isinstance(rec, dict) else None
             if not isinstance(sid, str):
                 raise TypeError(sid)
-        except (ValueError, KeyError, TypeError):
+        # anything the test process wrote: nesting past the recursion limit, bytes that
+        # are no text, a number too large to convert... is not this run's record
+        except Exception:  # noqa: BLE001
             rep["forged"] = f"line {n} of the report channel does not carry this run's signature"
             break
         want = hmac.new(key, chains.get(sid, b"") + body, hashlib.sha256).hexdigest().encode()
@@ -96,6 +99,9 @@ def read_report(data: bytes, key: bytes) -> dict[str, Any]:
             rep["collect_errors"].append(rec["id"])
         elif kind == "integrity":
             rep["integrity"].append(rec["what"])
+        elif kind == "finding":
+            if len(rep["findings"]) < 100:
+                rep["findings"].append(rec["what"])
         elif kind == "test":
             phases = rep["phases"].setdefault((sid, rec["id"]), {})
             if rec["when"] in phases:
@@ -188,5 +194,7 @@ def plugin_settings(job: JobSpec, canaries: dict[str, Any] | None) -> dict[str, 
     return {
         "repo": job.repo,
         "tests": tests,
+        # never empty: an empty list would make every repository file the submission's
+        "changed": job.check.submitted or ["\0none"],
         "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
     }

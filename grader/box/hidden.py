@@ -13,6 +13,17 @@ from .job import JobSpec
 from .tree import Tree, rel_ok
 
 
+def canary_files(canaries: dict[str, Any] | None) -> dict[str, str]:
+    """The files the canaries were written to, with their digests: a module of their own,
+    or the hidden test modules they were cloned into."""
+    if not canaries:
+        return {}
+    if "expect" in canaries and "path" in canaries:
+        return {canaries["path"]: canaries["digest"]}
+    files: dict[str, str] = canaries.get("files") or {}
+    return dict(files)
+
+
 def hidden_manifest(job: JobSpec) -> dict[str, Any]:
     path = os.path.join(job.hidden_dir, "manifest.json")
     if not os.path.exists(path):
@@ -41,8 +52,7 @@ def placed_identity(
     """The inode and change time of each root-owned file placed for the run: a file moved
     aside and back while the tests ran keeps its bytes but not its change time."""
     paths = [rel for rel, digest in manifest.items() if digest is not None]
-    if canaries and "expect" in canaries:
-        paths.append(canaries["path"])
+    paths += [p for p in canary_files(canaries) if p not in paths]
     out = {}
     for rel in paths:
         st = tree.lstat(rel)
@@ -66,8 +76,7 @@ def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict[str, Any], canaries:
     swapped or added beside the tests while pytest collects them, and a directory that is
     not the user's cannot itself be moved (its '..' entry is not theirs to rewrite)."""
     paths = [rel for rel, digest in manifest.items() if digest is not None and rel.endswith(".py")]
-    if canaries and "expect" in canaries:
-        paths.append(canaries["path"])
+    paths += list(canary_files(canaries))
     dirs = set()
     for rel in paths:
         parts = rel.split("/")[:-1]

@@ -55,8 +55,14 @@ class CheckSpec:
     canary_dir: str = ""
     canary_words: list[str] = field(default_factory=list)
     canary_sources: list[str] = field(default_factory=list)
+    # pytest: the hidden test modules the canaries are cloned into, and the FAIL_TO_PASS
+    # ids (their tests get the most twins)
+    canary_modules: list[str] = field(default_factory=list)
+    canary_targets: list[str] = field(default_factory=list)
     # filled in by the supervisor: the task's own test code, which the report plugin trusts
     trusted_tests: list[str] = field(default_factory=list)
+    # filled in by the supervisor: the Python files the patch added or changed
+    submitted: list[str] = field(default_factory=list)
 
 
 @dataclass

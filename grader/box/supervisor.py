@@ -42,7 +42,7 @@ import types
 from typing import Any
 
 from .apply import apply_patch
-from .hidden import hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
+from .hidden import canary_files, hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
 from .job import JobSpec
 from .paths import JOB_PATH
 from .proc import START, kill_everything_else
@@ -140,6 +140,8 @@ def main() -> int:
                         (job.uid, job.gid), tree, before, after, changed, protection, staged
                     )
                     result["restored"] = restore_hidden(job, tree, manifest)
+                    # the submission's own code, to which the report plugin attributes reflection
+                    job.check.submitted = [rel for rel in changed if rel in after and rel.endswith(".py")]
         result["applied"] = applied
         if applied and "tree_error" not in result and not result.get("timed_out"):
             canaries = None
@@ -152,12 +154,14 @@ def main() -> int:
             kill_everything_else()
             if "tree_error" not in result:
                 with Stage(result, "verify"):
-                    expected = dict(manifest)
-                    if canaries and "expect" in canaries:
-                        expected[canaries["path"]] = canaries["digest"]
+                    expected = {**manifest, **canary_files(canaries)}
                     result["tampered_files"] = tampered(tree, expected) + moved(tree, identity)
             if canaries is not None:
-                result["canaries"] = {k: v for k, v in canaries.items() if k in ("expect", "got", "skipped")}
+                result["canaries"] = {
+                    k: v for k, v in canaries.items() if k in ("expect", "got", "skipped", "got_pairs")
+                }
+                if "pairs" in canaries:
+                    result["canaries"]["clones"] = len(canaries["pairs"])
     except Exception:
         result["error"] = traceback.format_exc()
     result["durations"]["supervisor"] = round(time.monotonic() - START, 4)

@@ -8,7 +8,8 @@ be made impossible, so it is made loud. A run lied when:
   other than the report plugin, or the plugin's records were spliced);
 - pytest's own last word (its exit status, signed) disagrees with the process's exit
   status (something ended the process before or after pytest did);
-- a hidden canary test that must fail passed, or, in a run that would otherwise pass, a
+- a hidden canary test that must fail passed (a twin of a hidden test with its check
+  turned around, passing beside its original), or, in a run that would otherwise pass, a
   canary is missing or a must-pass one did not pass;
 - the hidden tests or the canaries were changed, or moved aside and back, while the
   tests ran;
@@ -90,7 +91,33 @@ def read_test_report(
     return out
 
 
+def _judge_clones(canaries: dict[str, Any], end_exit: int | None, out: Report) -> None:
+    """Canaries cloned into the hidden modules (grader/box/clones.py): each a twin of a
+    hidden test with its check turned around, so that both passing is impossible for
+    honest code. [original, clone] outcomes per parameter set."""
+    pairs = canaries.get("got_pairs")
+    if not isinstance(pairs, list):
+        pairs = []
+    count = canaries.get("clones")
+    record = Canaries(must_pass=0, must_fail=count if isinstance(count, int) and not isinstance(count, bool) else 0)
+    completed = end_exit in (0, 1) and not out.collect_errors
+    for pair in pairs:
+        if not isinstance(pair, list) or len(pair) != 2:
+            continue
+        original, clone = pair
+        if original == MUST_PASS and clone == MUST_PASS:
+            record.wrong += 1
+            out.evidence.append("a hidden canary test that must fail was reported as passed")
+        elif original == MUST_PASS and clone is None and completed:
+            record.wrong += 1
+            out.pending.append("a hidden canary test that must fail was not in the report")
+    out.canaries = record
+
+
 def _judge_canaries(canaries: dict[str, Any] | None, end_exit: int | None, out: Report) -> None:
+    if canaries and "got_pairs" in canaries:
+        _judge_clones(canaries, end_exit, out)
+        return
     if not canaries or not isinstance(canaries.get("expect"), dict):
         return
     expect: dict[str, str] = canaries["expect"]

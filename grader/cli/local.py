@@ -17,9 +17,10 @@ from rich.table import Table
 from grader.cli.app import EXIT, api_error_exit, client_or_exit, common, main
 from grader.cli.render import err, escape, log, out, print_result, progress
 from grader.config import Settings
-from grader.images import Images
+from grader.images import BASE_REPO, Images
 from grader.pipeline import Grader
-from grader.tasks.loader import TaskSet
+from grader.tasks.leaks import find_leaks_cached, unchosen
+from grader.tasks.loader import TaskSet, serve_together
 from grader.tasks.model import MAX_TIMEOUT
 from grader.tasks.prepare import checkout_base
 from grader.validate import validate_task
@@ -174,7 +175,8 @@ def tasks_validate(
     settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool, runtime: str | None
 ) -> None:
     """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each."""
-    selected = TaskSet(settings.tasks_dir).select(list(task_ids))
+    everything = TaskSet(settings.tasks_dir)
+    selected = everything.select(list(task_ids))
     grader = Grader(settings, runtime=runtime)
     reports = []
     with progress() as bar:
@@ -182,6 +184,22 @@ def tasks_validate(
         for task in selected:
             bar.update(job, description=f"validating {task.id}")
             reports.append(validate_task(grader, task, repeat, progress=lambda: bar.advance(job)))
+    # one task's answer in another's public material, among every task served together
+    chosen = serve_together(settings.tasks_dir)
+    leaks = find_leaks_cached(list(everything), settings.cache_dir)
+    refused = unchosen(leaks, chosen)
+    for r in reports:
+        for leak in refused:
+            if r.task_id in (leak.secret, leak.public):
+                r.problems.append(
+                    f"{leak.secret}'s answer is in {leak.public}'s public material ({leak.what}); "
+                    "serve them apart, or list the pair under serve_together in suite.yaml"
+                )
+    if leaks and not refused:
+        err.print(
+            f"{len(leaks)} pair(s) of tasks where one's public material answers the other, served "
+            "together by the suite's choice (serve_together)"
+        )
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
@@ -434,14 +452,33 @@ def env() -> None:
 
 @env.command("build")
 @click.argument("names", nargs=-1)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="Environments built at once (their base images are made first, one at a time).",
+)
 @common
-def env_build(settings: Settings, names: tuple[str, ...]) -> None:
+def env_build(settings: Settings, names: tuple[str, ...], jobs: int) -> None:
     """Build environment images (all by default); unchanged ones are skipped."""
+    from concurrent.futures import ThreadPoolExecutor
+
     images = Images(settings)
     envs = [images.environment(n) for n in names] if names else images.environments()
+    # the offline bases first, once each: two builds must not bootstrap one suite at once
+    for base in sorted({b for e in envs for b in e.base_images() if b.startswith(BASE_REPO + ":")}):
+        if images.engine.image_id(base) is None:
+            images.bootstrap(base.split(":", 1)[1], log=log)
+
+    def build(name: str) -> str:
+        return Images(settings).build_env(name, log=log)  # an engine client per thread
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        built = dict(zip([e.name for e in envs], pool.map(build, [e.name for e in envs]), strict=True))
     for e in envs:
-        image_id = images.build_env(e.name, log=log)
-        out.print(f"{e.name:20} {images.env_tag(e):45} {image_id[7:19]}", highlight=False)
+        out.print(f"{e.name:20} {images.env_tag(e):45} {built[e.name][7:19]}", highlight=False)
 
 
 @env.command("list")
@@ -450,22 +487,53 @@ def env_build(settings: Settings, names: tuple[str, ...]) -> None:
 def env_list(settings: Settings, as_json: bool) -> None:
     """List environments and every grader image on this engine."""
     images = Images(settings)
+    listing = images.listing()
+    own = images.engine.unique_sizes()
+    by_id = {im["id"]: im for im in listing}
     rows: list[dict[str, Any]] = []
     for e in images.environments():
         tag = images.env_tag(e)
-        rows.append({"environment": e.name, "tag": tag, "built": images.engine.image_id(tag) is not None})
-    listing = images.listing()
+        image_id = images.engine.image_id(tag)
+        # the instance images built on this environment: what each adds of its own, beyond
+        # the layers it shares with the environment and with each other
+        instances = [
+            im
+            for im in listing
+            if im["labels"].get("grader.kind") == "task" and im["labels"].get("grader.env_image") == image_id
+        ]
+        rows.append(
+            {
+                "environment": e.name,
+                "tag": tag,
+                "built": image_id is not None,
+                "size": by_id[image_id]["size"] if image_id in by_id else None,
+                "tasks": len(instances),
+                "tasks_own_size": sum(own.get(im["id"], 0) for im in instances),
+            }
+        )
+    for im in listing:
+        im["own_size"] = own.get(im["id"])
     if as_json:
         click.echo(json.dumps({"environments": rows, "images": listing}, indent=2))
         return
-    table = Table("environment", "tag", "built")
+    table = Table("environment", "tag", "built", "size", "instance images", "their own bytes")
     for r in rows:
-        table.add_row(r["environment"], r["tag"], "yes" if r["built"] else "no")
+        table.add_row(
+            r["environment"],
+            r["tag"],
+            "yes" if r["built"] else "no",
+            f"{r['size'] / 1e6:.0f} MB" if r["size"] else "",
+            str(r["tasks"]),
+            f"{r['tasks_own_size'] / 1e6:.0f} MB" if r["tasks"] else "",
+        )
     out.print(table)
-    table = Table("image", "kind", "size")
+    table = Table("image", "kind", "size", "its own")
     for im in sorted(listing, key=lambda i: (i["labels"].get("grader.kind", ""), i["tags"])):
         table.add_row(
-            ", ".join(im["tags"]) or im["id"][:19], im["labels"].get("grader.kind", ""), f"{im['size'] / 1e6:.0f} MB"
+            ", ".join(im["tags"]) or im["id"][:19],
+            im["labels"].get("grader.kind", ""),
+            f"{im['size'] / 1e6:.0f} MB",
+            f"{im['own_size'] / 1e6:.0f} MB" if im.get("own_size") is not None else "",
         )
     out.print(table)
 

@@ -143,6 +143,10 @@ def decide(
             f"({box.tree_error[0]}: {box.tree_error[1]}).",
         )
     outcome, report = check(task, box, expected)
+    if box.report is not None and box.report.findings:
+        # what the report plugin saw the submission's own code do by reflection: findings
+        # like the static audit's, judged by the same mode
+        audit = base["audit"] = list(audit) + runtime_findings(box.report.findings)
     if report is not None:
         protections.report_channel = report.channel
         protections.canaries = report.canaries
@@ -178,6 +182,25 @@ def decide(
         tests=outcome.tests,
         check={"type": task.check.type, **outcome.details},
     )
+
+
+def runtime_findings(found: list[str]) -> list[AuditFinding]:
+    """The plugin's findings ("a frame read at calc/x.py:12") as audit findings."""
+    out = []
+    for what in found:
+        text, _, at = what.rpartition(" at ")
+        path, _, line = at.rpartition(":")
+        if not text or not path:
+            text, path, line = what, "", ""
+        out.append(
+            AuditFinding(
+                rule="runtime-reflection",
+                path=path,
+                line=int(line) if line.isdigit() else None,
+                text=text[:160],
+            )
+        )
+    return out
 
 
 def check(task: Task, box: BoxReport, expected: Expected) -> tuple[CheckOutcome, Report | None]:

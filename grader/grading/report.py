@@ -38,6 +38,16 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _float(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if f == f and abs(f) != float("inf") else None
+
+
 def _strs(v: Any) -> list[str]:
     return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
 
@@ -77,6 +87,7 @@ class TestReport:
     ends: int = 0
     collect_errors: list[str] = field(default_factory=list)
     integrity: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # reflective access by the submission's code
 
     @classmethod
     def parse(cls, raw: Any) -> TestReport | None:
@@ -90,6 +101,7 @@ class TestReport:
             problem=_opt_str(raw.get("problem")),
             collect_errors=_strs(raw.get("collect_errors")),
             integrity=_strs(raw.get("integrity")),
+            findings=_strs(raw.get("findings"))[:100],
         )
         sessions, ends = _int(raw.get("sessions")), _int(raw.get("ends"))
         end = raw.get("end")
@@ -148,7 +160,7 @@ class BoxReport:
         out = cls(error=_opt_str(doc.get("error")))
         durations = doc.get("durations")
         if isinstance(durations, dict):
-            out.durations = {k: float(v) for k, v in durations.items() if isinstance(v, (int, float))}
+            out.durations = {k: f for k, v in durations.items() if (f := _float(v)) is not None}
         apply = doc.get("apply")
         if not isinstance(apply, dict):
             apply = {}

@@ -5,7 +5,7 @@ built-in ones (docker, gvisor, fake) and imports each on first use.
 
 A sandbox raises SandboxError (or ImageError) for faults of its own; whatever the
 command does, including crashing or running out of time, is returned as data.
-tests/test_sandbox_conformance.py holds every provider to that.
+tests/docker/test_sandbox_conformance.py holds every provider to that.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class RunOutput:
 
 class Sandbox(ABC):
     """A provider of isolated runs. What every provider promises, and
-    tests/test_sandbox_conformance.py checks against each (the fake where it can):
+    tests/docker/test_sandbox_conformance.py checks against each (the fake where it can):
 
     - what the command did is data: its stdout and stderr as bytes (UTF-8: Docker's log
       driver replaces what is not), its exit status; a command still running at

@@ -47,8 +47,18 @@ def read_suite_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise TaskError(f"{path}: a suite file is a YAML mapping with one key, defaults")
-    if unknown := sorted(set(data) - {"defaults"}):
-        raise TaskError(f"{path}: unknown key(s) {unknown}; a suite file holds only defaults")
+    if unknown := sorted(set(data) - {"defaults", "serve_together"}):
+        raise TaskError(f"{path}: unknown key(s) {unknown}; a suite file holds defaults and serve_together")
+    together = data.get("serve_together")
+    if (
+        together is not None
+        and together != "all"
+        and not (
+            isinstance(together, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in together)
+        )
+    ):
+        raise TaskError(f"{path}: serve_together is `all` or a list of [task id, task id] pairs")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise TaskError(f"{path}: defaults is a mapping of task keys to values")
@@ -61,6 +71,24 @@ def read_suite_file(path: Path) -> dict[str, Any]:
         except ValidationError as exc:
             raise TaskError(f"{path}: invalid default for {key}:\n{exc}") from exc
     return defaults
+
+
+def serve_together(top: Path) -> list[list[str]] | str:
+    """What the suite files under `top` say the host chose to serve side by side though
+    one task's public material answers the other (grader/tasks/leaks.py): `all`, or the
+    pairs, from every suite.yaml of the tree."""
+    pairs: list[list[str]] = []
+    for path in sorted(Path(top).rglob(SUITE_FILE)):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        together = data.get("serve_together") if isinstance(data, dict) else None
+        if together == "all":
+            return "all"
+        if isinstance(together, list):
+            pairs += [list(p) for p in together if isinstance(p, list) and len(p) == 2]
+    return pairs
 
 
 class SuiteDefaults:
@@ -190,6 +218,12 @@ class TaskSet:
                 self.refused[self._relative(path)] = str(exc).replace(f"{path}: ", "", 1)
                 continue
             self._tasks[task.id] = task
+
+    def refuse(self, task_id: str, why: str) -> None:
+        """Stop serving a loaded task, saying why (as for a broken file)."""
+        task = self._tasks.pop(task_id, None)
+        if task is not None:
+            self.refused[f"{self._relative(task.root)} ({task_id})"] = why
 
     def _relative(self, path: Path) -> str:
         try:

@@ -10,9 +10,11 @@ result leaves the server to its submitter (`Task.feedback`):
   to read, hidden tests included; the similarity ratio is there to 3 decimals.
 - `tests`: the verdict and its explanation (without a similarity ratio), the outcomes of
   the FAIL_TO_PASS / PASS_TO_PASS tests (and no other test's name: an unlisted test may
-  be a hidden one), the apply log, durations, provenance, localization (not the gold
-  patch's files) and protections; that tampering was detected, not its evidence; each
-  audit finding's rule and path. No output, no diffs of expected files, no ratio.
+  be a hidden one), the apply log, provenance and protections (no localization);
+  that tampering was detected, not its evidence; each audit finding's rule and path. No
+  output, no diffs of expected files, no ratio; and nothing whose value the
+  submission can choose or that is computed from a secret: no exit status (in any field
+  or text), no durations, no error text, no localization figures, no canary counts.
 - `verdict`: the verdict and its explanation, naming no test.
 
 Hosts (admin keys) see everything. The view is built by keeping what the policy names,
@@ -36,9 +38,11 @@ WITHHELD = "[withheld]"
 # what measures the distance to the expected output or files.
 CHECK_KEYS: dict[str | None, tuple[str, ...]] = {  # looked up by a result's check type, None if it has none
     "tests": ("type", "runner", "report_problem"),
-    "output": ("type", "threshold", "passed", "exit_code", "stdout_truncated"),
+    "output": ("type", "threshold", "passed", "stdout_truncated"),
     "exact_match": ("type", "files", "matched", "mismatched", "missing"),
 }
+# an exit status is a byte the submission chooses (os._exit(n)): never a channel out
+_EXIT_STATUS = re.compile(r"\b(exited(?: with status)?|exit status|exit code|status) -?\d+", re.I)
 _MIN_SCRUB = 8  # shorter strings ("gc", "x.py") are words of any sentence, not evidence
 
 
@@ -63,32 +67,37 @@ def feedback_view(result: dict[str, Any] | None, policy: str, *, host: bool) -> 
     listed = listed_tests(result)
     named_files = {tid.split("::", 1)[0] for tid in listed}
     if (tests := result.get("tests")) is not None:
+        # no exit status: it is a byte the submission chooses
         view["tests"] = {
             "fail_to_pass": _lists(tests.get("fail_to_pass")),
             "pass_to_pass": _lists(tests.get("pass_to_pass")),
             "all": {tid: outcome for tid, outcome in (tests.get("all") or {}).items() if tid in listed},
-            "exit_code": tests.get("exit_code"),
         }
     check: dict[str, Any] = result.get("check") or {}
     view["check"] = _keep(check, CHECK_KEYS.get(check.get("type"), ("type",)))
+    if isinstance(view["check"].get("report_problem"), str):
+        view["check"]["report_problem"] = _EXIT_STATUS.sub(r"\1 " + WITHHELD, view["check"]["report_problem"])
     if (apply := result.get("apply")) is not None:
         # outputs included: the patch is applied before the hidden tests are in place and
         # before submitted code runs, to the base checkout the submitter has, so git and
         # patch can quote only the patch and that checkout
         view["apply"] = {
             **_keep(apply, ("method", "neutralized")),
+            # git's and patch's own statuses (0, 1, 128): they run before any submitted code
             "attempts": [_keep(a, ("method", "command", "exit_code", "output")) for a in apply.get("attempts") or []],
             "restored": [p for p in apply.get("restored") or [] if p in named_files],
         }
-    view.update(_keep(result, ("durations", "provenance", "error")))
-    if (loc := result.get("localization")) is not None:
-        # the gold patch's files would map the solution
-        view["localization"] = {**_keep(loc, ("precision", "recall", "f1", "patch_files")), "gold_files": []}
+    # No durations (a sleep encodes a byte in them), no error text (a traceback of the
+    # machinery can quote what the run shaped), no localization figures (precision and
+    # recall say how many files the gold patch touches and which of the submitter's are
+    # among them): hosts keep all three.
+    view.update(_keep(result, ("provenance",)))
     if (prot := result.get("protections")) is not None:
+        # not the canaries' counts either: how many twins a run had is a count of the
+        # hidden tests' shapes
         view["protections"] = {
             **_keep(prot, ("protected_restored", "bytecode_removed", "report_channel", "audit_mode", "runtime")),
             "hidden_tests": [p for p in prot.get("hidden_tests") or [] if p in named_files],
-            "canaries": _keep(prot["canaries"], ("must_pass", "must_fail", "wrong")) if prot.get("canaries") else None,
         }
     view["tampered"] = [TAMPERED_EVIDENCE] if tampering(result) else []
     view["audit"] = [_keep(f, ("rule", "path")) for f in result.get("audit") or []]
@@ -124,8 +133,7 @@ def explanation(result: dict[str, Any], policy: str) -> str:
     if tampering(result):
         return TAMPERED
     text = hide_ratio(text)
-    # an exit status is a byte the submission chooses (os._exit(n)): not a channel out
-    text = re.sub(r"\b(exited(?: with status)?|exit status) -?\d+", r"\1 " + WITHHELD, text)
+    text = _EXIT_STATUS.sub(r"\1 " + WITHHELD, text)
     tests = result.get("tests") or {}
     known = set(tests.get("all") or {}) | listed_tests(result)
     hidden = known if policy == "verdict" else known - listed_tests(result)

@@ -16,15 +16,29 @@ by the secret. Code in the test process can write to the pipe (it can find the
 descriptor in /proc/self/fd), but not in the run's name without taking the key out of
 this plugin's memory.
 
+It decides nothing from what pytest hands it alone. Around every phase of every test
+(setup, call, teardown) its own outermost wrapper sees whether the phase raised, before
+any report exists; around pytest_runtest_makereport it sees the report made from that
+call; when the report is logged it must be that very object, of pytest's own class,
+with the outcome it was made with, and a "passed" must come from a phase that raised
+nothing (a "skipped" from one that raised). Any disagreement is tampering: a flip made
+inside pytest's objects, whatever route reached them, shows as one.
+
 It also watches the process from inside, and says what it saw on the same channel:
-- an audit hook (it cannot be removed) reports the means of reaching pytest's objects
-  in memory: walking the garbage collector's objects, trace and profile functions, code
-  loaded from marshal data or compiled under another file's name, by anything but
-  pytest, the standard library or the task's own test files;
-- a snapshot of every function and class of pytest and pluggy (and their methods),
-  taken before the first conftest is imported, is compared after every test and at the
-  end: a runner function or method replaced by code from anywhere but pytest's own
-  files is reported by name.
+- tampering (`integrity` records): the garbage collector's objects walked, trace and
+  profile functions set, code loaded from marshal data or compiled under another file's
+  name, by anything but pytest, the standard library or the task's own test files; the
+  code of a function of pytest, pluggy, this plugin or a test replaced (`__code__`
+  assigned, or found different from the code compiled from its file); an object of
+  pytest's given another class; a test module executed twice, or given names its own
+  code does not bind; the builtins replaced; a hook from anywhere but the task's code;
+- reflective access (`finding` records, judged by the host's audit mode): frames read
+  (sys._getframe, tracebacks' and generators' frames), `__code__` or `__class__`
+  assigned, code objects or functions built, ctypes loaded or called, code compiled or
+  executed from text, by code the submission wrote, named by file and line whatever
+  spelling reached it. The standard library's own use stays quiet: a call is
+  attributed to the first frame outward that is not a mere go-between (inspect,
+  traceback, ctypes, the import system).
 """
 
 from __future__ import annotations
@@ -71,10 +85,64 @@ def _channel() -> tuple[Emit, dict[str, Any]]:
     return emit, settings
 
 
-def _watch(
-    emit: Emit, settings: dict[str, Any]
-) -> tuple[Callable[[], None], Callable[[pytest.Item], None], list[pytest.Config]]:
-    """The audit hook and the snapshot; returns the snapshot's check."""
+_emit, _settings = _channel()
+del _channel
+_emit({"t": "start", "pid": os.getpid()})  # a session that starts and never ends shows
+
+import pytest  # noqa: E402  (after the channel: nothing of pytest's runs before the secret is taken)
+
+# Events that name a frame read, by attribute: tracebacks', generators', coroutines'.
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+_EVENTS = frozenset(
+    {
+        "object.__getattr__",
+        "object.__setattr__",
+        "import",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys._getframe",
+        "sys._current_frames",
+        "code.__new__",
+        "function.__new__",
+        "marshal.loads",
+        "compile",
+        "exec",
+    }
+)
+# The functions a test's report passes through, checked (by the identity of their code)
+# after every test; all of pytest and pluggy is checked at the end.
+_REPORT_PATH = {
+    "_pytest.runner": (
+        "call_and_report",
+        "runtestprotocol",
+        "call_runtest_hook",
+        "pytest_runtest_makereport",
+        "pytest_runtest_call",
+        "pytest_runtest_setup",
+        "pytest_runtest_teardown",
+        "CallInfo.from_call",
+    ),
+    "_pytest.reports": (
+        "TestReport.from_item_and_call",
+        "TestReport.__init__",
+        "BaseReport.passed",
+        "BaseReport.failed",
+    ),
+    "_pytest.python": ("pytest_pyfunc_call", "Function.runtest"),
+    "_pytest.skipping": ("pytest_runtest_makereport", "pytest_runtest_call", "pytest_runtest_setup"),
+    "_pytest.unittest": ("pytest_runtest_makereport", "TestCaseFunction.runtest"),
+    "_pytest.python_api": ("raises", "RaisesContext.__exit__", "approx"),
+    "pluggy._callers": ("_multicall",),
+    "pluggy._hooks": ("HookCaller.__call__",),
+    "pluggy._manager": ("PluginManager._hookexec",),
+}
+
+
+def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
+    """The audit hook, the snapshots and the checks run around every test."""
     import sysconfig
 
     trusted_roots = tuple(
@@ -82,83 +150,200 @@ def _watch(
     )
     tests = tuple(settings.get("tests", ()))
     repo = settings.get("repo", "/nonexistent") + "/"
-    watched_modules = ("_pytest", "pytest", "pluggy", __name__)
-    snapshot_modules = ("_pytest", "pytest", "pluggy")
+    changed = frozenset(settings.get("changed", ()))
+    pytest_modules = ("_pytest", "pytest", "pluggy")
+    watched_modules = (*pytest_modules, __name__)
+    stdlib = sysconfig.get_paths().get("stdlib", "/nonexistent") + "/"
+    # go-betweens: a call made through them is the caller's
+    transparent_files = tuple(stdlib + f for f in ("inspect.py", "traceback.py", "ctypes/", "importlib/", "runpy.py"))
     seen: set[str] = set()
     busy = [False]
+    state = types.SimpleNamespace()
 
-    def said(what: str) -> None:
-        if what not in seen and len(seen) < 50:
+    def said(what: str, kind: str = "integrity") -> None:
+        if what not in seen and len(seen) < 100:
             seen.add(what)
-            emit({"t": "integrity", "what": what})
-
-    def caller() -> tuple[str, int]:
-        """The frame that made the audited call, past this hook's own."""
-        try:
-            frame = sys._getframe(2)
-        except ValueError:  # raised from C with no Python frame above this hook
-            return "?", 0
-        return frame.f_code.co_filename, frame.f_lineno
+            emit({"t": kind, "what": what})
 
     def trusted(path: str) -> bool:
         return path.startswith(trusted_roots) or path.startswith("<frozen ")
 
+    def rel(path: str) -> str | None:
+        return path[len(repo) :] if path.startswith(repo) else None
+
     def a_test(path: str) -> bool:
-        rel = path[len(repo) :] if path.startswith(repo) else None
-        return rel is not None and (
-            rel in tests or rel.startswith(tuple(t.rstrip("/") + "/" for t in tests if t.endswith("/")))
+        r = rel(path)
+        return r is not None and (
+            r in tests or r.startswith(tuple(t.rstrip("/") + "/" for t in tests if t.endswith("/")))
         )
 
+    def submitted(path: str) -> bool:
+        """Code the submission wrote: a file of the repository it changed or added, that
+        is not one of the task's own tests (those are the base's again)."""
+        r = rel(path)
+        if r is None or a_test(path):
+            return False
+        return r in changed if changed else True
+
     def where(path: str, line: int) -> str:
-        return f"{path[len(repo) :] if path.startswith(repo) else path}:{line}"
+        return f"{rel(path) or path}:{line}"
+
+    def caller(depth: int = 2) -> tuple[str, int]:
+        """The frame that made the audited call, past this hook's own."""
+        try:
+            frame = sys._getframe(depth)
+        except ValueError:  # raised from C with no Python frame above this hook
+            return "?", 0
+        return frame.f_code.co_filename, frame.f_lineno
+
+    def culprit() -> tuple[str, int] | None:
+        """The submission's frame a reflective call is attributed to: the first frame
+        outward past go-betweens (inspect, traceback, ctypes, importlib, code compiled from
+        text), if it is the submission's; None when the standard library, pytest or the
+        task's tests made it for their own reasons."""
+        try:
+            frame: types.FrameType | None = sys._getframe(3)
+        except ValueError:
+            return None
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if path.startswith(transparent_files) or (path.startswith("<") and not path.startswith("<frozen ")):
+                frame = frame.f_back
+                continue
+            return (path, frame.f_lineno) if submitted(path) else None
+        return None
+
+    def found(what: str) -> None:
+        at = culprit()
+        if at is not None:
+            said(f"{what} at {where(*at)}", "finding")
+
+    def ours(obj: object) -> bool:
+        """An object of pytest's, pluggy's or this plugin's, or a function of the tests."""
+        module = str(getattr(type(obj), "__module__", ""))
+        if module.startswith(watched_modules):
+            return True
+        code = getattr(obj, "__code__", None)
+        path = getattr(code, "co_filename", "")
+        return isinstance(path, str) and (path.startswith(watched_files) or a_test(path))
+
+    # the code of every test module, as executed: its functions' code must stay this code
+    test_code: dict[str, dict[str, object]] = {}
+    test_execs: dict[str, int] = {}
+    module_code: dict[str, types.CodeType] = {}
+
+    def qualnames(code: types.CodeType, prefix: str, out: dict[str, object]) -> None:
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                qual = getattr(const, "co_qualname", None) or prefix + const.co_name
+                out.setdefault(qual, const)
+                inner = qual + ("." if not const.co_flags & 0x2 else ".<locals>.")  # CO_NEWLOCALS: a function
+                qualnames(const, inner, out)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if busy[0]:
+        if busy[0] or (event not in _EVENTS and not event.startswith("ctypes.")):
+            return
+        if event == "object.__getattr__":
+            if args[1] not in _FRAME_ATTRS:
+                return
+        elif event == "import" and args[0] not in ("ctypes", "_ctypes", "cffi", "_cffi_backend"):
             return
         busy[0] = True
         try:
-            if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile"):
                 path, line = caller()
                 if not trusted(path) and not a_test(path):
                     said(f"{event} called from {where(path, line)}")
-            elif event in ("sys.settrace", "sys.setprofile"):
-                path, line = caller()
-                if not trusted(path) and not a_test(path):
-                    said(f"{event} called from {where(path, line)}")
-            elif event in ("object.__setattr__", "object.__delattr__"):
-                target = args[0] if args else None
-                if isinstance(target, type) and str(getattr(target, "__module__", "")).startswith(watched_modules):
+            elif event == "object.__setattr__":
+                target, name = args[0], args[1]
+                if name in ("__code__", "__class__"):
+                    if ours(target):
+                        path, line = caller()
+                        said(
+                            f"the {name} of {getattr(target, '__qualname__', type(target).__name__)} was replaced "
+                            f"from {where(path, line)}"
+                        )
+                    found(f"{name} assigned")
+                elif isinstance(target, type) and str(getattr(target, "__module__", "")).startswith(watched_modules):
                     path, line = caller()
                     if not trusted(path):
-                        said(f"{target.__module__}.{target.__name__}.{args[1]} changed from {where(path, line)}")
+                        said(f"{target.__module__}.{target.__name__}.{name} changed from {where(path, line)}")
+            elif event == "object.__getattr__" or event in ("sys._getframe", "sys._current_frames"):
+                found("a frame read")
+            elif event == "import" or event.startswith("ctypes."):
+                found(f"ctypes used ({event})")
+            elif event in ("code.__new__", "function.__new__"):
+                found(f"{event.split('.')[0]} object built")
             elif event == "marshal.loads":
                 path, line = caller()
                 if not trusted(path):
                     said(f"code loaded from marshal data at {where(path, line)}")
             elif event == "compile":
                 name = str(args[1]) if len(args) > 1 else ""
+                path, line = caller()
                 if name.startswith(trusted_roots) or (name.startswith(repo) and a_test(name)):
-                    path, line = caller()
                     if not trusted(path):
                         said(f"code compiled under the name {name} at {where(path, line)}")
+                if submitted(path):
+                    said(f"code compiled from text at {where(path, line)}", "finding")
+            elif event == "exec":
+                code = args[0]
+                filename = getattr(code, "co_filename", "")
+                if isinstance(code, types.CodeType) and a_test(filename) and code.co_name == "<module>":
+                    test_execs[filename] = test_execs.get(filename, 0) + 1
+                    if test_execs[filename] > 1:
+                        path, line = caller()
+                        said(f"the test module {rel(filename)} was executed again from {where(path, line)}")
+                    else:
+                        table: dict[str, object] = {}
+                        qualnames(code, "", table)
+                        test_code[filename] = table
+                        module_code[filename] = code
+                path, line = caller()
+                if submitted(path):
+                    said(f"code executed at {where(path, line)}", "finding")
         except Exception as exc:  # noqa: BLE001 - never break the audited call; say so
             said(f"the audit hook failed: {type(exc).__name__}")
         finally:
             busy[0] = False
 
+    watched_files = tuple(
+        os.path.dirname(getattr(sys.modules.get(m), "__file__", None) or "/nonexistent") + "/"
+        for m in ("_pytest", "pluggy")
+    ) + (__file__,)
     sys.addaudithook(hook)
 
-    snapshot: dict[tuple[str, str, str | None], object] = {}
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith(snapshot_modules) or name == __name__:
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
-                snapshot[(name, attr, None)] = value
-                if isinstance(value, type):
-                    for cattr, cvalue in list(vars(value).items()):
-                        if isinstance(cvalue, (types.FunctionType, classmethod, staticmethod, property)):
-                            snapshot[(name, attr, cattr)] = cvalue
+    # --- snapshots, taken before any conftest or test module is imported -------------------
+    snapshot: dict[tuple[str, str, str | None], tuple[object, object]] = {}
+
+    def code_of(value: object) -> object:
+        for inner in ("__func__", "fget"):
+            value = getattr(value, inner, value)
+        return getattr(value, "__code__", None)
+
+    busy[0] = True  # our own reads of __code__ are not the submission's
+    try:
+        for name, module in list(sys.modules.items()):
+            if module is None or not name.startswith(pytest_modules) or name == __name__:
+                continue
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
+                    snapshot[(name, attr, None)] = (value, code_of(value))
+                    if isinstance(value, type):
+                        for cattr, cvalue in list(vars(value).items()):
+                            if isinstance(cvalue, (types.FunctionType, classmethod, staticmethod, property)):
+                                snapshot[(name, attr, cattr)] = (cvalue, code_of(cvalue))
+    finally:
+        busy[0] = False
+    report_path = []
+    for module_name, dotted_names in _REPORT_PATH.items():
+        for dotted in dotted_names:
+            attr, _, cattr = dotted.partition(".")
+            if (module_name, attr, cattr or None) in snapshot:
+                report_path.append((module_name, attr, cattr or None))
+    import builtins
+
+    builtin_names = dict(vars(builtins))
 
     def origin(value: object) -> str:
         """The file the code of a function (or method, property, class) comes from."""
@@ -178,89 +363,255 @@ def _watch(
         return trusted(path) or a_test(path) or path.startswith(canary_files) or path == __file__
 
     canary_files = tuple(repo + c for c in settings.get("canaries", ()))
-    config: list[pytest.Config] = []
+    state.config = []
+    state.items = {}  # id(item) -> (item, its class, its function) at the end of collection
+    state.hookimpls = {}  # id(function) -> code, for the hooks on a test's path
 
     def check_hooks() -> None:
         """Every implementation of every hook pytest will call comes from code pytest may
         run: a flip registered from the repository (register(), or straight into pluggy's
-        lists) shows here, whatever its class or module claims to be."""
-        if not config:
+        lists) shows here, whatever its class or module claims to be; and the code of
+        each is still the code it had when first seen."""
+        if not state.config:
             return
-        hooks = config[0].pluginmanager.hook
+        hooks = state.config[0].pluginmanager.hook
         for hook_name in dir(hooks):
             if not hook_name.startswith("pytest_"):
                 continue
             caller_ = getattr(hooks, hook_name, None)
             for impl in getattr(caller_, "get_hookimpls", lambda: [])():
-                path = origin(impl.function)
+                fn = impl.function
+                path = origin(fn)
                 if not own(path):
                     said(f"a {hook_name} hook from {where(path, 0).rsplit(':', 1)[0]} was registered")
+                code = code_of(fn)
+                known = state.hookimpls.setdefault(id(fn), (fn, code))
+                if known[1] is not code:
+                    said(f"the code of a {hook_name} hook was replaced while the tests ran")
 
-    def check_item(item: pytest.Item) -> None:
-        """The test about to run is the test its module defines: not a function put in
-        its place from elsewhere."""
-        for obj in (getattr(item, "obj", None), getattr(item, "runtest", None)):
-            path = origin(obj) if obj is not None else None
-            if path and path != "?" and not own(path):
-                said(f"the test {item.nodeid} runs code from {where(path, 0).rsplit(':', 1)[0]}")
+    def test_code_ok(item: Any, fn: object) -> None:
+        """The function a test item runs is the one its module's code made, under the
+        test's own name: not another test's code, nor code made elsewhere."""
+        fn = getattr(fn, "__func__", fn)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(fn) and not own(origin(fn)):
+                said(f"the test {item.nodeid} runs something that is not its module's code")
+            return
+        filename = code.co_filename
+        if not a_test(filename):
+            return  # a decorator's wrapper (the standard library's, a plugin's), or reported by check_item
+        table = test_code.get(filename)
+        if table is None:
+            return
+        want = item.nodeid.split("::", 1)[-1].split("[", 1)[0].replace("::", ".")
+        if code not in table.values():
+            said(f"the test {item.nodeid} runs code its file never compiled")
+        elif want in table and table[want] is not code:
+            said(f"the test {item.nodeid} runs the code of another test")
+
+    def check_item(item: Any) -> None:
+        """Before the test runs: the item is the one collected, of the class it had, running
+        the function it had, whose code is its file's; the test runs code pytest may run."""
+        busy[0] = True
+        try:
+            known = state.items.get(id(item))
+            obj = getattr(item, "obj", None)
+            if known is not None:
+                if type(item) is not known[1]:
+                    said(f"the test {item.nodeid} was given another class")
+                if known[2] is not None and getattr(obj, "__func__", obj) is not known[2]:
+                    said(f"the test {item.nodeid} was given another function")
+            if state.config and (item.config is not state.config[0] or type(item.config) is not state.config_type):
+                said(f"the test {item.nodeid} was given another configuration")
+            for thing in (obj, getattr(item, "runtest", None)):
+                path = origin(thing) if thing is not None else None
+                if path and path != "?" and not own(path):
+                    said(f"the test {item.nodeid} runs code from {where(path, 0).rsplit(':', 1)[0]}")
+            if obj is not None:
+                test_code_ok(item, obj)
+        finally:
+            busy[0] = False
+
+    def check_report_path() -> None:
+        busy[0] = True
+        try:
+            for key in report_path:
+                compare(key)
+            for name, value in builtin_names.items():
+                if vars(builtins).get(name) is not value and not name.startswith("_"):
+                    said(f"the builtin {name} was replaced while the tests ran")
+        finally:
+            busy[0] = False
+
+    def compare(key: tuple[str, str, str | None]) -> None:
+        name, attr, cattr = key
+        value, code = snapshot[key]
+        module = sys.modules.get(name)
+        current = vars(module).get(attr) if module is not None else None
+        if cattr is not None:
+            current = vars(current).get(cattr) if isinstance(current, type) else None
+        # pytest replaces a few of its own functions as it configures itself: a
+        # replacement from pytest's (or the standard library's) own files is its own
+        if current is not value and (current is None or not trusted(origin(current))):
+            said(f"{name}.{attr}{'.' + cattr if cattr else ''} was replaced while the tests ran")
+        elif current is value and code is not None and code_of(current) is not code:
+            said(f"the code of {name}.{attr}{'.' + cattr if cattr else ''} was replaced while the tests ran")
 
     def check() -> None:
         check_hooks()
-        for (name, attr, cattr), value in snapshot.items():
-            module = sys.modules.get(name)
-            current = vars(module).get(attr) if module is not None else None
-            if cattr is not None:
-                current = vars(current).get(cattr) if isinstance(current, type) else None
-            # pytest replaces a few of its own functions as it configures itself: a
-            # replacement from pytest's (or the standard library's) own files is its own
-            if current is not value and (current is None or not trusted(origin(current))):
-                said(f"{name}.{attr}{'.' + cattr if cattr else ''} was replaced while the tests ran")
+        busy[0] = True
+        try:
+            for key in snapshot:
+                compare(key)
+        finally:
+            busy[0] = False
+        check_report_path()
 
-    return check, check_item, config
+    def collected(session: Any, items: list[Any]) -> None:
+        """At the end of collection: each item, its class and function; and each test
+        module holds only the names its own code binds (a name put into it from outside,
+        a `ValueError` or `pytest` of the submission's, is tampering)."""
+        busy[0] = True
+        try:
+            for item in items:
+                obj = getattr(item, "obj", None)
+                state.items[id(item)] = (item, type(item), getattr(obj, "__func__", obj))
+            import dis
+
+            for filename, _table in list(test_code.items()):
+                module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None)
+                code = module_code.get(filename)
+                if module is None or code is None:
+                    continue
+                bound = set()
+                star = False
+                for ins in dis.get_instructions(code):
+                    if ins.opname in ("STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "IMPORT_NAME"):
+                        bound.add(ins.argval)
+                    elif ins.opname == "IMPORT_STAR" or ins.opname == "CALL_INTRINSIC_1" and "STAR" in str(ins.argval):
+                        star = True
+                for const in code.co_consts:  # names bound inside functions with `global`
+                    if isinstance(const, types.CodeType):
+                        for ins in dis.get_instructions(const):
+                            if ins.opname == "STORE_GLOBAL":
+                                bound.add(ins.argval)
+                if star:
+                    continue
+                for name in list(vars(module)):
+                    if name in builtin_names and name not in bound and not name.startswith("__"):
+                        said(f"the name {name} was put into the test module {rel(filename)} from outside")
+        finally:
+            busy[0] = False
+
+    state.check = check
+    state.check_item = check_item
+    state.check_report_path = check_report_path
+    state.check_hooks = check_hooks
+    state.collected = collected
+    state.said = said
+    state.busy = busy
+    return state
 
 
-_emit, _settings = _channel()
-del _channel
-_emit({"t": "start", "pid": os.getpid()})  # a session that starts and never ends shows
-
-import pytest  # noqa: E402  (after the channel: nothing of pytest's runs before the secret is taken)
-
-_check, _check_item, _config = _watch(_emit, _settings)
+_state = _watch(_emit, _settings)
 del _watch
 
 
-def _hooks(
-    emit: Emit,
-    check: Callable[[], None],
-    check_item: Callable[[pytest.Item], None],
-    configs: list[pytest.Config],
-    canaries: tuple[str, ...],
-) -> tuple[Callable[..., Any], ...]:
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(config: pytest.Config) -> None:
-        configs.append(config)
+def _hooks(emit: Emit, state: types.SimpleNamespace, canaries: tuple[str, ...]) -> tuple[Callable[..., Any], ...]:
+    from _pytest.reports import TestReport
+    from _pytest.runner import CallInfo
+
+    said = state.said
+    raised: dict[tuple[str, str], Any] = {}  # (test id, phase) -> the exception it raised, or None
+    made: dict[tuple[str, str], tuple[Any, str | None]] = {}  # (test id, phase) -> (the report made, its outcome)
+    nothing = object()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(item: pytest.Item) -> None:
-        check_item(item)
+    def pytest_configure(config: pytest.Config) -> None:
+        state.config.append(config)
+        state.config_type = type(config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+        state.collected(session, items)
+
+    def observe(item: pytest.Item, when: str, outcome: Any) -> None:
+        exc = getattr(outcome, "exception", nothing)
+        if exc is nothing:  # pluggy < 1.1
+            info = getattr(outcome, "excinfo", None)
+            exc = info[1] if info else None
+        if exc is None and when == "call":
+            # unittest's TestCase reports its failures to the item, not by raising
+            pending = item.__dict__.get("_excinfo") or []
+            if pending:
+                exc = getattr(pending[0], "value", pending[0])
+        raised[(item.nodeid, when)] = exc
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, None]:
+        outcome = yield
+        observe(item, "setup", outcome)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+        state.check_item(item)
+        outcome = yield
+        observe(item, "call", outcome)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, None]:
+        outcome = yield
+        observe(item, "teardown", outcome)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+        key = (item.nodeid, call.when)
+        if type(call) is not CallInfo:
+            said(f"the {call.when} of {item.nodeid} was described by a {type(call).__name__}, not pytest's CallInfo")
+        outcome = yield
+        exc = raised.get(key, nothing)
+        info = call.excinfo
+        if exc is not nothing and exc is not None and (info is None or getattr(info, "value", None) is not exc):
+            said(f"the exception the {call.when} of {item.nodeid} raised was dropped before its report was made")
+        rep = outcome.get_result()
+        made[key] = (rep, getattr(rep, "outcome", None))
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_logreport(report: pytest.TestReport) -> Generator[None, Any, None]:
         """Around every other plugin's: the record is written as the report arrives,
-        before any of them (pytest's own session counting, the terminal) sees it."""
+        before any of them (pytest's own session counting, the terminal) sees it, and
+        only once it agrees with what this plugin saw of the test itself."""
+        nodeid, when, outcome = report.nodeid, report.when, report.outcome
         emit(
             {
                 "t": "test",
-                "id": report.nodeid,
-                "when": report.when,
-                "outcome": report.outcome,
+                "id": nodeid,
+                "when": when,
+                "outcome": outcome,
                 "xfail": bool(getattr(report, "wasxfail", False)),
                 "d": round(float(report.duration or 0), 4),
             }
         )
-        if report.when == "call":
-            check()
-        if report.nodeid.startswith(canaries):
+        key = (nodeid, when)
+        exc = raised.pop(key, nothing)
+        rep, was = made.pop(key, (None, None))
+        if type(report) is not TestReport:
+            said(f"the {when} of {nodeid} was reported by a {type(report).__name__}, not pytest's TestReport")
+        elif rep is None or exc is nothing:
+            said(f"the {when} of {nodeid} was reported without running through pytest's hooks")
+        elif rep is not report:
+            said(f"the report of the {when} of {nodeid} is not the one pytest made")
+        elif was != outcome:
+            said(f"the {when} of {nodeid} was made {was} and reported {outcome}")
+        elif outcome == "passed" and exc is not None:
+            said(f"the {when} of {nodeid} raised {type(exc).__name__} but was reported passed")
+        elif outcome == "skipped" and exc is None:
+            said(f"the {when} of {nodeid} raised nothing but was reported skipped")
+        if when == "call":
+            state.check_report_path()
+            state.check_hooks()
+        if nodeid.startswith(canaries):
             # Recorded as they are; shown to everything after this as passed, so the
             # canaries print no traceback (their source stays unseen) and count for
             # nothing in the exit status, which stays the task's tests' alone.
@@ -276,15 +627,33 @@ def _hooks(
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-        check()
+        state.check()
         emit({"t": "end", "exit": int(exitstatus), "collected": int(session.testscollected)})
 
-    return (pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish)
+    return (
+        pytest_configure,
+        pytest_collection_modifyitems,
+        pytest_runtest_setup,
+        pytest_runtest_call,
+        pytest_runtest_teardown,
+        pytest_runtest_makereport,
+        pytest_runtest_logreport,
+        pytest_collectreport,
+        pytest_sessionfinish,
+    )
 
 
 # The hooks hold what they need in their closures: replacing a name in this module
 # changes nothing pluggy calls.
-(pytest_configure, pytest_runtest_call, pytest_runtest_logreport, pytest_collectreport, pytest_sessionfinish) = _hooks(
-    _emit, _check, _check_item, _config, tuple(c + "::" for c in _settings.get("canaries", ()))
-)
-del _hooks, _emit, _check, _check_item, _config, _settings
+(
+    pytest_configure,
+    pytest_collection_modifyitems,
+    pytest_runtest_setup,
+    pytest_runtest_call,
+    pytest_runtest_teardown,
+    pytest_runtest_makereport,
+    pytest_runtest_logreport,
+    pytest_collectreport,
+    pytest_sessionfinish,
+) = _hooks(_emit, _state, tuple(c + "::" for c in _settings.get("canaries", ())))
+del _hooks, _emit, _state, _settings

@@ -84,6 +84,16 @@ class DockerEngine:
             for im in found
         ]
 
+    def unique_sizes(self) -> dict[str, int]:
+        """Image id -> the bytes that image alone holds (its size less the layers it shares
+        with other images), from the engine's disk usage report."""
+        usage = self._call(self.client.df)
+        out: dict[str, int] = {}
+        for im in usage.get("Images") or []:
+            size, shared = im.get("Size") or 0, im.get("SharedSize") or 0
+            out[im["Id"]] = max(0, size - max(0, shared))
+        return out
+
     def remove_image(self, ref: str) -> None:
         try:
             self.client.images.remove(ref, force=True, noprune=False)

@@ -1,0 +1,94 @@
+"""The Docker tier: tests that grade in containers (runc, and gVisor's runsc where
+marked), build images or drive the Docker engine, usually with the service's Redis and
+database around them. The slowest tier: scripts/test.sh runs it after the unit and
+service tiers.
+
+Shared here: `stack`, the whole service as real processes (`grader serve` and `grader
+worker`) over the mini tasks, and `live`, the app over real HTTP with an in-process
+worker, for a remote team's command line. Before the tier's first test, the mini tasks'
+instance images are built, one process at a time (`_mini_images`): scripts/test.sh runs
+this tier with pytest-xdist, whose workers share the engine."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from grader import jobs
+from grader.app import create_app
+from grader.images import Images
+from grader.pipeline import Grader
+from grader.tasks.loader import TaskSet
+from helpers import ROOT
+from helpers.service import Stack, make_service, new_key
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mini_images(settings, tmp_path_factory) -> None:
+    """The mini tasks' instance images, built under a lock before the first test that could
+    grade them. Several processes (pytest-xdist's workers, another run on the machine) may
+    want the same tag at once; two builds of one tag would each tag their own image, the one
+    tagged first left untagged, its id perhaps already taken by a grade. Under the lock the
+    second process finds the tag and builds nothing."""
+    lock = tmp_path_factory.getbasetemp().parent / "grader-instance-images.lock"  # above every worker's directory
+    with FileLock(lock):
+        images = Images(settings)
+        for task in TaskSet(settings.tasks_dir):
+            images.instance_image(task)
+
+
+@pytest.fixture
+def stack(database_url, redis_url, settings, tmp_path):
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_url,
+        "GRADER_TASKS_DIR": str(settings.tasks_dir),
+        "GRADER_CACHE_DIR": str(settings.cache_dir),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_LEASE_SECONDS": "4",
+        "GRADER_RECONCILE_INTERVAL": "1",
+        "GRADER_RETRY_BACKOFF": "1",
+        "GRADER_CACHE": "false",
+        # backoff 1, 2, 4, ... 32 s: an engine restart (tests/docker/test_dockerd_restart.py) fits in it
+        "GRADER_MAX_RETRIES": "6",
+    }
+    svc = make_service(database_url, redis_url, tasks_dir=settings.tasks_dir)
+    key = new_key(svc, "e2e")
+    svc.close()
+    s = Stack(env, tmp_path).start()
+    s.key = key
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def live(tmp_path, redis_url):
+    """start(tasks_dir, cache_dir) -> (the service, its URL): the app over real HTTP,
+    graded by `work(svc)` (an RQ worker in this process, grading in Docker)."""
+    made = []
+
+    def start(tasks_dir: Path, cache_dir: Path):
+        from werkzeug.serving import make_server
+
+        svc = make_service(
+            f"sqlite:///{tmp_path}/grader-{len(made)}.db",
+            redis_url,
+            tasks_dir=tasks_dir,
+            cache_dir=cache_dir,
+        )
+        jobs.use(svc, Grader(svc.settings))
+        server = make_server("127.0.0.1", 0, create_app(service=svc, migrate=False), threaded=True)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+        made.append((svc, server))
+        return svc, f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for service, server in made:
+        server.shutdown()
+        server.server_close()
+        service.close()

@@ -1,0 +1,304 @@
+"""Issue 18, "verdict integrity, second round": hostile submissions written against round
+one's defences, by class, through the whole service under runc and gVisor (the `env`
+fixture of tests/test_attacks.py), and honest submissions of the same shapes that must
+not be hurt.
+
+Each attack gets FAIL; where only an audit can see what it did, it says so (`audit`:
+rules that must be among the result's findings). Each honest submission gets PASS with
+no tampering, and a note of what the audit records of it (a flag, under the default
+mode). The payloads are in tests/attack_patches_round2.py.
+
+The classes: 1 report objects changed in place through pytest's data; 2 code objects
+swapped; 3 frame locals or memory written through ctypes; 4 spellings past a textual
+audit; 5 canaries picked out; 6 malformed records the plugin signs; 7 bits out under
+`feedback: tests`; 9 an always-equal object. (8, one task's answer in another's public
+material, is tests/test_task_leaks.py: it is about task sets, not submissions.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from test_attacks import F, Graded, P, _not_rescued_by_blame, ctx, env, grade  # noqa: F401  (fixtures)
+
+from helpers import attack_patches_round2 as r2
+from helpers.attack_patches import FIXED, UNFIXED, code
+
+pytestmark = [pytest.mark.docker, pytest.mark.service]
+
+
+def unfixed_with(payload: str) -> str:
+    return payload if "def mean" in payload else code(payload, UNFIXED)
+
+
+@dataclass
+class Case:
+    cls: str
+    files: dict[str, str]
+    verdict: str
+    task: str = "mini-attack"
+    tampered: bool | None = None  # True: the result must carry tampering evidence
+    audit: set[str] = field(default_factory=set)  # rules the result's findings must include
+    check: Callable[[Graded], str | None] | None = None
+
+
+def _evidence(g: Graded) -> list[str]:
+    return list((g.host.get("result") or {}).get("tampered") or [])
+
+
+def _rules(g: Graded) -> set[str]:
+    return {f.get("rule") for f in (g.host.get("result") or {}).get("audit") or []}
+
+
+def _canary_wrong(g: Graded) -> str | None:
+    canaries = ((g.host.get("result") or {}).get("protections") or {}).get("canaries") or {}
+    if not canaries.get("wrong"):
+        return f"no canary caught it: {canaries}"
+    return None
+
+
+def _no_canary_wrong(g: Graded) -> str | None:
+    canaries = ((g.host.get("result") or {}).get("protections") or {}).get("canaries") or {}
+    if canaries.get("wrong"):
+        return f"an honest run tripped a canary: {canaries}"
+    if not canaries.get("must_fail"):
+        return f"the run had no canaries: {canaries}"
+    return None
+
+
+ATTACKS: dict[str, Case] = {
+    # 1. report objects changed in place through pytest's own data
+    "user-properties-subclass-flips-the-report-being-built": Case(
+        "1", {"calc/__init__.py": unfixed_with(r2.USER_PROPERTIES_FLIP_THE_REPORT)}, F, tampered=True
+    ),
+    "keywords-subclass-drops-the-calls-exception": Case(
+        "1", {"calc/__init__.py": unfixed_with(r2.KEYWORDS_SUBCLASS_DROPS_THE_EXCEPTION)}, F, tampered=True
+    ),
+    # 2. code objects swapped, function objects kept
+    "hidden-test-runs-a-passing-tests-code": Case(
+        "2", {"calc/__init__.py": unfixed_with(r2.HIDDEN_TEST_CODE_SWAPPED)}, F, tampered=True
+    ),
+    "pytest-callinfo-from-call-body-swapped": Case(
+        "2", {"calc/__init__.py": unfixed_with(r2.PYTEST_FUNCTION_BODY_SWAPPED)}, F, tampered=True
+    ),
+    # 3. frame locals and memory written through ctypes
+    "ctypes-locals-to-fast-from-an-exceptions-str": Case(
+        "3", {"calc/__init__.py": unfixed_with(r2.CTYPES_LOCALS_TO_FAST)}, F, tampered=True
+    ),
+    "ctypes-rewrites-a-tests-code-pointer": Case(
+        "3", {"calc/__init__.py": unfixed_with(r2.CTYPES_REWRITES_A_TEST_CODE_POINTER)}, F, tampered=True
+    ),
+    # 4. spellings past a textual audit: the run catches the flip, the audit names the means
+    "getattr-spelled-getframe-flips-the-report": Case(
+        "4",
+        {
+            "calc/__init__.py": unfixed_with(
+                r2.USER_PROPERTIES_FLIP_THE_REPORT.replace("sys._getframe(", 'getattr(sys, "_get" "frame")(')
+                .replace("f.f_back", 'getattr(f, "f_" "back")')
+                .replace("f.f_locals", 'getattr(f, "f_lo" "cals")')
+            )
+        },
+        F,
+        tampered=True,
+        audit={"frame-tricks"},
+    ),
+    "dunder-import-spelled-ctypes-writes-locals": Case(
+        "4",
+        {
+            "calc/__init__.py": unfixed_with(
+                r2.CTYPES_LOCALS_TO_FAST.replace(
+                    '__import__("c" "types")', 'getattr(_b, "__imp" "ort__")("c" "types")'
+                ).replace("import sys\n", "import sys\nimport builtins as _b\n", 1)
+            )
+        },
+        F,
+        tampered=True,
+        audit={"native-code"},
+    ),
+    # 5. canaries picked out: the plugin's checks silenced first, so only twins can tell
+    "silenced-plugin-blanket-flip": Case(
+        "5", {"calc/__init__.py": unfixed_with(r2.SILENCED_BLANKET_FLIP)}, F, tampered=True, check=_canary_wrong
+    ),
+    "silenced-plugin-flip-aimed-at-the-listed-id": Case(
+        "5", {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_AIMED_AT_THE_LISTED_ID)}, F
+    ),
+    "silenced-plugin-flip-aimed-by-content": Case(
+        "5",
+        {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_AIMED_BY_CONTENT)},
+        F,
+        tampered=True,
+        check=_canary_wrong,
+    ),
+    "silenced-plugin-flip-of-the-first-failure-per-module": Case(
+        "5", {"calc/__init__.py": unfixed_with(r2.SILENCED_FLIP_OF_THE_FIRST_FAILURE_PER_MODULE)}, F
+    ),
+    # 6. malformed records the plugin signs: FAIL, never ERROR
+    "report-with-a-list-for-an-id-and-a-number-for-a-phase": Case(
+        "6", {"calc/__init__.py": unfixed_with(r2.MALFORMED_ID_AND_PHASE)}, F, check=_not_rescued_by_blame
+    ),
+    "report-nested-past-the-recursion-limit-with-a-huge-duration": Case(
+        "6", {"calc/__init__.py": unfixed_with(r2.MALFORMED_DEEP_AND_HUGE)}, F, check=_not_rescued_by_blame
+    ),
+    # 9. always-equal objects: the twins of `assert mean(...) == 2` pass too
+    "always-equal-float-subclass": Case(
+        "9", {"calc/__init__.py": r2.ALWAYS_EQUAL}, F, tampered=True, audit={"always-equal"}
+    ),
+    "always-equal-by-lambda": Case(
+        "9", {"calc/__init__.py": r2.ALWAYS_EQUAL_BY_LAMBDA}, F, tampered=True, audit={"always-equal"}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_round2_attack(env, ctx, name):
+    case = ATTACKS[name]
+    got = grade(env, ctx.diff(case.files), case.task)
+    where = f"{name} under {env['runtime']}"
+    assert got.view["status"] == "done"
+    assert got.verdict == case.verdict, f"{where}: {got.why()}"
+    if case.tampered:
+        assert _evidence(got), f"{where}: FAIL without tampering evidence: {got.why()}"
+    missing = case.audit - _rules(got)
+    assert not missing, f"{where}: the audit did not name {missing}: {_rules(got)}"
+    if case.check is not None:
+        complaint = case.check(got)
+        assert complaint is None, f"{where}: {complaint}: {got.why()}"
+    assert env["grader"].sandbox.busy_containers() == []
+
+
+# --- honest submissions of the same shapes -------------------------------------------------
+
+HONEST: dict[str, Case] = {
+    # 1: a list subclass and a caller's frame read, as ordinary code does (flagged only)
+    "fix-that-reads-its-callers-module-name-from-a-frame": Case(
+        "1",
+        {
+            "calc/__init__.py": code(
+                """
+                import sys
+
+
+                class History(list):
+                    def __iter__(self):
+                        return list.__iter__(self)
+
+
+                CALLERS = History()
+                """,
+                FIXED.replace(
+                    "    return sum(xs) / len(xs)",
+                    "    CALLERS.append(sys._getframe(1).f_globals.get('__name__'))\n    return sum(xs) / len(xs)",
+                ),
+            )
+        },
+        P,
+        audit={"frame-tricks"},
+    ),
+    # 2: a function whose code it swaps itself (a fast path chosen at import)
+    "fix-that-swaps-its-own-functions-code": Case(
+        "2",
+        {
+            "calc/__init__.py": code(
+                FIXED,
+                """
+                def _checked(xs):
+                    if not xs:
+                        raise ValueError("empty")
+                    return sum(xs) / len(xs)
+
+
+                mean.__code__ = _checked.__code__
+                """,
+            )
+        },
+        P,
+        audit={"bytecode"},
+    ),
+    # 3: ctypes for what it is for
+    "fix-that-uses-ctypes-for-a-c-double": Case(
+        "3",
+        {
+            "calc/__init__.py": code(
+                """
+                import ctypes
+
+
+                def _as_double(x):
+                    return ctypes.c_double(x).value
+                """,
+                FIXED.replace("return sum(xs) / len(xs)", "return _as_double(sum(xs)) / len(xs)"),
+            )
+        },
+        P,
+        audit={"native-code"},
+    ),
+    # 4: getattr with plain names, importlib with a literal: nothing to say
+    "fix-with-plain-getattr-and-import-module": Case(
+        "4",
+        {
+            "calc/__init__.py": code(
+                """
+                import importlib
+
+                _json = importlib.import_module("json")
+                """,
+                FIXED.replace("if not xs:", "if not getattr(xs, '__len__', None) or not len(xs):"),
+            )
+        },
+        P,
+        check=lambda g: f"findings on plain code: {_rules(g)}" if _rules(g) else None,
+    ),
+    # 5: the gold fix beside the twins: none trips
+    "the-fix-beside-the-twins": Case("5", {"calc/__init__.py": FIXED}, P, check=_no_canary_wrong),
+    # 6: odd but honest test ids of its own
+    "fix-with-a-test-file-of-odd-ids": Case(
+        "6",
+        {
+            "calc/__init__.py": FIXED,
+            "tests/test_mean_ids.py": code("""
+                import pytest
+                from calc import mean
+
+
+                @pytest.mark.parametrize("xs", [pytest.param([1], id="one [x]::y"), pytest.param([2, 4], id="\\u00e9")])
+                def test_ids(xs):
+                    assert mean(xs) == sum(xs) / len(xs)
+                """),
+        },
+        P,
+    ),
+    # 9: a real __eq__
+    "fix-returning-a-value-type-with-a-real-eq": Case(
+        "9",
+        {
+            "calc/__init__.py": code(
+                """
+                class Mean(float):
+                    def __eq__(self, other):
+                        return float(self) == other
+
+                    __hash__ = float.__hash__
+                """,
+                FIXED.replace("return sum(xs) / len(xs)", "return Mean(sum(xs) / len(xs))"),
+            )
+        },
+        P,
+        check=lambda g: f"findings on a real __eq__: {_rules(g)}" if "always-equal" in _rules(g) else None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HONEST))
+def test_round2_honest_submission_passes(env, ctx, name):
+    case = HONEST[name]
+    got = grade(env, ctx.diff(case.files), case.task)
+    where = f"{name} under {env['runtime']}"
+    assert got.verdict == P, f"{where}: {got.why()}"
+    assert not _evidence(got), f"{where}: an honest run was called tampering: {_evidence(got)}"
+    missing = case.audit - _rules(got)
+    assert not missing, f"{where}: the audit did not record {missing}: {_rules(got)}"
+    if case.check is not None:
+        complaint = case.check(got)
+        assert complaint is None, f"{where}: {complaint}"

@@ -1,0 +1,146 @@
+"""A burst through the whole service, CI-sized: benchmarks/load.py with 1,000 submissions
+(`make stress` runs 10,000). The counts must reconcile exactly: what the API accepted,
+what the database holds, what was graded; nothing lost. The figures it prints (rates,
+latencies, memory) are for reading, never asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+pytestmark = pytest.mark.service
+
+
+def test_a_burst_of_1000_is_accepted_graded_and_reconciled():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "load.py"), "--count", "1000", "--baseline", "50"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    figures = json.loads((ROOT / "benchmarks" / "out" / "load.json").read_text())
+    assert figures["accepted"] == figures["in_database"] == figures["done"] == 1000
+    assert figures["lost"] == 0 and figures["verdicts"] == {"PATCH FAILED": 1000}
+
+
+@pytest.mark.docker
+def test_a_burst_graded_in_containers_reconciles():
+    """The same through real grades: every patch is the gold patch plus a file of its own."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "load.py"),
+            "--count",
+            "60",
+            "--baseline",
+            "5",
+            "--batch",
+            "25",
+            "--containers",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    figures = json.loads((ROOT / "benchmarks" / "out" / "load-containers.json").read_text())
+    assert figures["accepted"] == figures["in_database"] == figures["done"] == 60
+    assert figures["lost"] == 0 and figures["verdicts"] == {"PASS": 60}
+
+
+def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
+    """benchmarks/fairness.py, small: the victim's rounds are all timed in both phases, and
+    every one of the hostile team's requests is accounted for (held or answered at once)."""
+    out = tmp_path / "fairness.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "fairness.py"),
+            "--rounds",
+            "10",
+            "--interval",
+            "0.05",
+            "--batch",
+            "500",
+            "--long-polls",
+            "20",
+            "--streams",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for line in (
+        "POST /v1/submissions",
+        "GET /v1/submissions/<id>",
+        "GET /v1/account",
+        "worst p99(attack) / p99(idle)",
+        "hostile long-polls: 20 sent",
+    ):
+        assert line in run.stdout
+    figures = json.loads(out.read_text())
+    for kind, f in figures["victim"].items():
+        assert f["idle"]["n"] == 10 and f["statuses_idle"] == {"202" if kind.startswith("POST") else "200": 10}
+        assert f["attack"]["n"] == 10 and f["p99_ratio"] > 0
+    hostile = figures["hostile"]
+    assert hostile["batch"]["accepted"] == 500 and hostile["statuses"]["batch"] == {"202": 1}
+    polls = hostile["long_polls"]
+    assert (
+        polls["sent"]
+        == 20
+        == polls["held"] + polls["answered_at_once"]
+        == sum(hostile["statuses"]["long-poll"].values())
+    )
+    assert polls["held"] == polls["held_until_verdict"] + polls["held_until_wait_ran_out"]
+    # over GRADER_MAX_PATCH_BYTES: refused at intake (413), or before the body is read when the
+    # team is past its requests in progress or its bytes a second (429; the client may then see
+    # its connection closed under the body it was still sending: 0); never accepted
+    patches = hostile["statuses"]["2 MiB patch"]
+    assert "413" in patches and set(patches) <= {"413", "429", "0"}, patches
+
+
+def test_throughput_counts_every_accepted_post_stored_and_queued(tmp_path):
+    """benchmarks/throughput.py, small: figures printed, and every 202 is in the database and on the queue."""
+    out = tmp_path / "throughput.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "throughput.py"),
+            "--clients",
+            "4",
+            "--client-processes",
+            "2",
+            "--seconds",
+            "2",
+            "--warmup",
+            "0.5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for line in ("accepted", "p99", "CPU over the window", "clients", "bookkeeping"):
+        assert line in run.stdout
+    f = json.loads(out.read_text())
+    assert f["reconciles"] and f["accepted_all"] == f["in_database"] == f["on_queue"] > 0
+    assert f["statuses"] == {"202": f["accepted_all"]}  # nothing refused, nothing failed
+    assert 0 < f["accepted"] <= f["accepted_all"] and f["client_cpu_ms_per_request"] > 0

@@ -1,0 +1,64 @@
+"""The service tier: tests that need a real Redis, a real PostgreSQL (where `database_url`
+is parametrized) or the service's own processes (`grader serve` under gunicorn), and no
+Docker: nothing here grades in a container.
+
+The service every test here starts from, once (each module used to copy it): `svc` over
+the test's database and Redis, its Flask `app`, `api` (the app's test client with a
+team's key) and `served` (the app over real HTTP, for the command-line client). A module
+changes what it needs by overriding a fixture of its own: `service_options` (settings
+for make_service, e.g. {"max_wait": 2}), `team` (the key's team), or `database_url`
+(e.g. SQLite alone)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from grader.app import create_app
+from grader.service import Service
+from helpers.service import Api, make_service, new_key
+
+
+@pytest.fixture
+def service_options() -> dict[str, Any]:
+    """Settings the module's service is made with, over make_service's own."""
+    return {}
+
+
+@pytest.fixture
+def svc(database_url: str, redis_url: str, service_options: dict[str, Any]) -> Iterator[Service]:
+    s = make_service(database_url, redis_url, **service_options)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def app(svc: Service):
+    return create_app(service=svc, migrate=False)
+
+
+@pytest.fixture
+def team() -> str:
+    """The team whose key `api` carries."""
+    return "team-a"
+
+
+@pytest.fixture
+def api(app, svc: Service, team: str) -> Api:
+    return Api(app.test_client(), new_key(svc, team))
+
+
+@pytest.fixture
+def served(app) -> Iterator[str]:
+    """The app over real HTTP on a free port, in a thread: its URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
