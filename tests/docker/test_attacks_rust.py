@@ -1,4 +1,4 @@
-"""Hostile Rust submissions, graded through the real grader (tests/rust_mini.py's crate in
+"""Hostile Rust submissions, graded through the real grader (tests/helpers/rust_mini.py's crate in
 the rust-1.85 environment) under runc and under gVisor: each gets the verdict it deserves,
 and an honest submission of each shape still PASSes.
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import rust_mini as rm
 from grader.audit_rules import rust as rust_rules
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
+from helpers import rust_mini as rm
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """The cargo runner without Docker: its plan on the host (arguments, targets, ids, canaries),
 the protected paths, libtest's framing read strictly (grader/box/libtest.py), the canary
 target it writes, the report it builds, the suite's manifest and locks, and the static
-audit's Rust rules on the attacks (tests/rust_mini.py) and the suite's gold patches."""
+audit's Rust rules on the attacks (tests/helpers/rust_mini.py) and the suite's gold patches."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-import rust_mini as rm
 from grader.audit_rules import rust as rust_rules
 from grader.box import libtest
 from grader.box.job import CheckSpec, JobSpec, ProtectSpec
@@ -25,6 +24,7 @@ from grader.box.runners import cargo, runner
 from grader.box.runners import test_runners as registered_test_runners
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 from grader.tasks.model import Task
+from helpers import rust_mini as rm
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tasks" / "crates-real"
