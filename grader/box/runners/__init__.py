@@ -31,6 +31,7 @@ from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
 from . import automake, command, ctest, exact_match, output, pytest
 from . import command, exact_match, output, pytest, unittest
 from . import command, exact_match, junit, output, pytest
+from . import cargo, command, exact_match, output, pytest
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
@@ -43,6 +44,7 @@ RUNNERS: dict[str, ModuleType] = {
     "automake": automake,
     "unittest": unittest,
     "junit": junit,
+    "cargo": cargo,
 }
 
 

@@ -1,31 +1,30 @@
 #!/usr/bin/env python3
-"""Demo of the libtest runner against tiny crates, in the rust-1.85 environment image.
+"""Demo of the cargo runner against tiny crates, in the rust-1.85 environment image.
 
-    python3 grader/box/reporters/rust/demo.py [--image grader/env-rust-1.85:TAG] [--runtime runsc]
+    python3 grader/box/reporters/rust/demo/demo.py [--image grader/env-rust-1.85:TAG] [--runtime runsc]
 
-On the host it starts one container (no network) with this directory mounted read-only;
-inside, as root, it plays the supervisor: for every scenario it writes a crate, makes the
-run's key (32 random bytes in a root-only file, opened, then deleted) and the report pipe,
-runs libtest.py as uid 1000 with both descriptors, then checks every record's HMAC chain
-and compares the outcomes with what the scenario must give. Standard library only.
+On the host it starts one container (no network) with grader/box mounted read-only; inside,
+as root and PID 1, it plays the supervisor's part for each scenario: it writes a crate owned
+by uid 1000 and calls the cargo runner's own `run` (grader/box/runners/cargo.py), which
+builds the test binaries as uid 1000, runs each from its sealed copy and reads its libtest
+stream strictly (grader/box/libtest.py); then it compares the report with what the scenario
+must give. No patch, protections or canaries: tests/docker/test_attacks_rust.py grades the
+same shapes through the whole grader. Standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
-import json
+import importlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
-import threading
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BOX = os.path.abspath(os.path.join(HERE, "..", "..", ".."))  # grader/box
 UID = 1000
 
 CARGO_TOML = '[package]\nname = "demo"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
@@ -111,7 +110,8 @@ pub fn add(a: i32, b: i32) -> i32 {
     a + b
 }
 """
-# The library looks for the runner's report pipe and key through /proc and writes a record.
+# The library reaches for the process that reads its output (its parent: the supervisor,
+# root) through /proc, and tries to write a signed-looking record to its descriptors.
 REACH_RUNNER = r"""
 pub fn sub(a: i32, b: i32) -> i32 {
     use std::io::Write;
@@ -174,35 +174,24 @@ HONEST = {
     "api::public_add": P,
     "api::public_sub": F,
 }
-# name, library source, extra files, runner format, expected outcomes, expected evidence (substrings), exit status
-SCENARIOS = [
-    ("honest", ADD + WRONG_SUB, {}, "json", HONEST, [], 1),
-    ("honest, pretty format", ADD + WRONG_SUB, {}, "pretty", HONEST, [], 1),
-    ("all pass", ADD + RIGHT_SUB, {}, "json", dict(HONEST, **{"tests::subtracts": P, "api::public_sub": P}), [], 0),
+ALL_FAILED = {t: F for t in HONEST}
+# name, library source, extra files, expected outcomes, expected contradictions (substrings), exit status
+SCENARIOS: list[tuple[str, str, dict[str, str], dict[str, str], list[str], int]] = [
+    ("honest", ADD + WRONG_SUB, {}, HONEST, [], 1),
+    ("all pass", ADD + RIGHT_SUB, {}, dict(HONEST, **{"tests::subtracts": P, "api::public_sub": P}), [], 0),
     (
         "forged success lines",
         ADD + FORGED_LINES,
         {},
-        "json",
-        dict(HONEST, **{"tests::adds": F, "tests::slow": F, "tests::zero": F, "api::public_add": F}),
+        ALL_FAILED,
         ["second verdict for tests::subtracts", "'tests::subtracts', a test that was not listed"],
-        1,
-    ),
-    (
-        "forged success lines, pretty format",
-        ADD + FORGED_LINES,
-        {},
-        "pretty",
-        dict(HONEST, **{"tests::adds": F, "tests::slow": F, "tests::zero": F, "api::public_add": F}),
-        ["second verdict line for tests::subtracts", "'tests::subtracts', a test that was not listed"],
         1,
     ),
     (
         "process::exit(0) in a test",
         ADD + EXIT_ZERO,
         {},
-        "json",
-        {t: F for t in HONEST},
+        ALL_FAILED,
         [
             "src/lib.rs: exited with status 0 before libtest's summary",
             "tests/api.rs: exited with status 0 before libtest's summary",
@@ -213,18 +202,16 @@ SCENARIOS = [
         "abort in a test, a test file that does not compile",
         ADD + ABORT,
         {"tests/broken.rs": BROKEN_TESTS},
-        "json",
         dict(HONEST, **{"tests::zero": F}),
         [],
         1,
     ),
-    ("a test replaces another binary on disk", SWAP_BINARY + WRONG_SUB, {}, "json", HONEST, [], 1),
-    ("a test leaves a daemon holding its stdout", LEAVE_DAEMON + WRONG_SUB, {}, "json", HONEST, [], 1),
+    ("a test replaces another binary on disk", SWAP_BINARY + WRONG_SUB, {}, HONEST, [], 1),
+    ("a test leaves a daemon holding its stdout", LEAVE_DAEMON + WRONG_SUB, {}, HONEST, [], 1),
     (
-        "a test reaches for the runner's pipe and key",
+        "a test reaches for the process that reads its output",
         ADD + REACH_RUNNER,
         {},
-        "json",
         dict(HONEST, **{"tests::subtracts": P, "api::public_sub": P}),
         [],
         0,
@@ -233,54 +220,11 @@ SCENARIOS = [
         "LIMIT: a consistent forged stream, then exit(0)",
         ADD + PERFECT_FORGERY,
         {},
-        "json",
         dict(HONEST, **{"tests::subtracts": P}),
         [],
         1,
     ),
 ]
-
-
-def read_report(data: bytes, key: bytes) -> dict[str, Any]:
-    """The supervisor's check (grader/box/channel.py, read_report): every line signed, each
-    session's chain unbroken, nothing after its end, no test twice."""
-    rep: dict[str, Any] = {"forged": None, "outcomes": {}, "integrity": [], "collect": [], "end": None, "notes": []}
-    chains: dict[str, bytes] = {}
-    ended: set[str] = set()
-    for n, line in enumerate(data.split(b"\n"), 1):
-        if not line:
-            continue
-        body, _, mac = line.rpartition(b"\t")
-        try:
-            rec = json.loads(body)
-            sid = str(rec["s"])
-        except (ValueError, KeyError, TypeError):
-            rep["forged"] = f"line {n} is not a signed record"
-            break
-        want = hmac.new(key, chains.get(sid, b"") + body, hashlib.sha256).hexdigest().encode()
-        if not hmac.compare_digest(want, mac):
-            rep["forged"] = f"line {n} does not carry this run's signature"
-            break
-        chains[sid] = mac
-        if sid in ended:
-            rep["forged"] = f"line {n} came after the session's end"
-            break
-        kind = rec.get("t")
-        if kind == "end":
-            ended.add(sid)
-            rep["end"] = rec
-        elif kind == "test":
-            if rec["id"] in rep["outcomes"]:
-                rep["forged"] = f"line {n} repeats {rec['id']}"
-                break
-            rep["outcomes"][rec["id"]] = rec["outcome"]
-        elif kind == "collect":
-            rep["collect"].append(rec["id"])
-        elif kind == "integrity":
-            rep["integrity"].append(rec["what"])
-        elif kind == "note":
-            rep["notes"].append(rec["what"])
-    return rep
 
 
 def write_crate(root: str, lib: str, extra: dict[str, str]) -> None:
@@ -303,73 +247,51 @@ def write_crate(root: str, lib: str, extra: dict[str, str]) -> None:
     os.chown(root, UID, UID)
 
 
-def run_scenario(root: str, fmt: str) -> tuple[dict[str, Any], int, str]:
-    key = os.urandom(32)
-    fd, path = tempfile.mkstemp(prefix=".key-", dir="/root")  # root-only directory
-    os.write(fd, key + json.dumps({"repo": root}).encode())
-    os.close(fd)
-    key_fd = os.open(path, os.O_RDONLY)
-    os.unlink(path)
-    rep_r, rep_w = os.pipe()
-    data = bytearray()
-
-    def pump() -> None:
-        while True:
-            chunk = os.read(rep_r, 65536)
-            if not chunk:
-                return
-            data.extend(chunk)
-
-    reader = threading.Thread(target=pump)
-    reader.start()
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": "/tmp",
-        "LANG": "C.UTF-8",
-        "CARGO_HOME": os.environ.get("CARGO_HOME", "/opt/cargo"),
-        "CARGO_INCREMENTAL": "0",
-        "GRADER_REPORT_FD": str(rep_w),
-        "GRADER_KEY_FD": str(key_fd),
-    }
-    proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "libtest.py"), "--format", fmt],
-        cwd=root,
-        env=env,
-        user=UID,
-        group=UID,
-        extra_groups=[],
-        pass_fds=(rep_w, key_fd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+def run_scenario(root: str) -> dict[str, Any]:
+    """The cargo runner's own `run` on the crate at `root`, as the supervisor calls it."""
+    job_mod = importlib.import_module("grader_box.job")
+    tree_mod = importlib.import_module("grader_box.tree")
+    cargo = importlib.import_module("grader_box.runners.cargo")
+    job = job_mod.JobSpec(
+        repo=root,
+        patch="/dev/null",
+        touched=[],
+        hidden_dir="/nonexistent",
+        uid=UID,
+        gid=UID,
+        deadline=3600.0,
+        output_limit=1 << 20,
+        report_limit=8 << 20,
+        apply_chain=[],
+        protect=job_mod.ProtectSpec([], [], [], [], [], True, [], [], []),
+        pycache="/tmp",
+        check=job_mod.CheckSpec(kind="cargo", args=[]),
+        env={"HOME": "/tmp", "LANG": "C.UTF-8"},
     )
-    os.close(rep_w)
-    os.close(key_fd)
-    reader.join()
-    os.close(rep_r)
-    return read_report(bytes(data), key), proc.returncode, proc.stdout.decode(errors="replace")
+    result: dict[str, Any] = {}
+    cargo.run(job, tree_mod.Tree(root, UID, UID), result, None)
+    return result
 
 
 def inside(verbose: bool, only: str | None) -> int:
+    sys.path.insert(0, "/opt/box")  # grader/box mounted as the package grader_box, as in the archive
     failures = 0
     base = "/tmp/demo"
     os.makedirs(base, exist_ok=True)
-    os.chown(base, UID, UID)
     ran = 0
-    for i, (name, lib, extra, fmt, expect, evidence, status) in enumerate(SCENARIOS):
+    for i, (name, lib, extra, expect, evidence, status) in enumerate(SCENARIOS):
         if only and only not in name:
             continue
         ran += 1
         root = f"{base}/s{i}"
         write_crate(root, lib, extra)
-        rep, code, log = run_scenario(root, fmt)
+        result = run_scenario(root)
+        rep = result["report"]
         got = rep["outcomes"]
+        code = result["exit_code"]
         problems = []
-        if rep["forged"]:
-            problems.append("channel: " + rep["forged"])
-        if rep["end"] is None:
-            problems.append("no end record")
-        elif rep["end"]["exit"] != code:
-            problems.append(f"end record says {rep['end']['exit']}, runner exited {code}")
+        if rep["end"] is None or rep["end"]["exit"] != code:
+            problems.append(f"end {rep['end']}, exit status {code}")
         if code != status:
             problems.append(f"exit status {code}, expected {status}")
         for tid, want in expect.items():
@@ -381,16 +303,16 @@ def inside(verbose: bool, only: str | None) -> int:
         if not evidence and rep["integrity"]:
             problems.append(f"unexpected contradictions {rep['integrity']}")
         failures += bool(problems)
-        verdict = "as expected" if not problems else "UNEXPECTED"
-        print(f"\n=== {name} [{fmt}]: {verdict}")
-        print("  signed records:", "all valid" if not rep["forged"] else rep["forged"], f"| runner exit {code}")
+        print(f"\n=== {name}: {'as expected' if not problems else 'UNEXPECTED'} | exit status {code}")
         print("  outcomes:", ", ".join(f"{t}={o}" for t, o in got.items()))
-        for c in rep["collect"]:
+        for c in rep["collect_errors"]:
             print("  collect error:", c)
         for w in rep["integrity"]:
             print("  CONTRADICTION:", w)
-        for w in rep["notes"]:
-            print("  note:", w)
+        log = result["output"]
+        for line in log.splitlines():
+            if line.startswith("note: "):
+                print(" ", line)
         if name.startswith("a test reaches"):
             print(
                 "  the test's own view:",
@@ -407,12 +329,12 @@ def inside(verbose: bool, only: str | None) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument(
         "--image", default=None, help="the rust-1.85 environment image (default: the newest grader/env-rust-1.85 tag)"
     )
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--verbose", action="store_true", help="print every runner log")
+    ap.add_argument("--verbose", action="store_true", help="print every run's output")
     ap.add_argument("--runtime", default=None, help="a Docker runtime, e.g. runsc (gVisor)")
     ap.add_argument("--only", default=None, help="run the scenarios whose name contains this")
     opts = ap.parse_args()
@@ -437,11 +359,13 @@ def main() -> int:
             "none",
             *runtime,
             "-v",
-            f"{HERE}:/opt/libtest:ro",
+            f"{HERE}:/opt/demo:ro",
+            "-v",
+            f"{BOX}:/opt/box/grader_box:ro",
             image,
             "python3",
             "-u",
-            "/opt/libtest/demo.py",
+            "/opt/demo/demo.py",
             "--inside",
         ]
         + (["--verbose"] if opts.verbose else [])
