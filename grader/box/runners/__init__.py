@@ -26,25 +26,39 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import command, exact_match, go, output, pytest
-from . import command, exact_match, jest, mocha, node_test, output, pytest, tap
-from . import automake, command, ctest, exact_match, output, pytest
-from . import command, exact_match, output, pytest, unittest
-from . import command, exact_match, junit, output, pytest
-from . import cargo, command, exact_match, output, pytest
+from . import (
+    automake,
+    cargo,
+    command,
+    ctest,
+    exact_match,
+    go,
+    jest,
+    junit,
+    mocha,
+    node_test,
+    output,
+    pytest,
+    tap,
+    unittest,
+)
 
 RUNNERS: dict[str, ModuleType] = {
     "pytest": pytest,
     "command": command,
     "output": output,
     "exact_match": exact_match,
+    # one line per runner of another language; each has its page under docs/runners/
+    "unittest": unittest,  # Python's unittest and Django's runtests.py
     "go": go,
-    **{"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest},  # Node.js: docs/runners/node.md
-    "ctest": ctest,
+    "tap": tap,  # Node.js: tape and node-tap
+    "node-test": node_test,
+    "mocha": mocha,
+    "jest": jest,
+    "cargo": cargo,  # Rust
+    "junit": junit,  # Java
+    "ctest": ctest,  # C and C++
     "automake": automake,
-    "unittest": unittest,
-    "junit": junit,
-    "cargo": cargo,
 }
 
 
