@@ -69,9 +69,13 @@ def test_a_task_document_names_the_go_runner(tmp_path):
 
     class History:
         base = LISTS[spec.id]["base_commit"]
+        new = "new"
 
         def src_layout(self) -> bool:
             return False
+
+        def files(self, rev: str, paths: list[str]) -> list[str]:  # the go tasks name files, no directories
+            return paths
 
     doc = SUITE.task_document(MANIFEST, spec, History(), b"", LISTS[spec.id])
     assert doc["environment"] == "go-1.24" and doc["metadata"]["language"] == "go"
