@@ -16,6 +16,11 @@ setattr, __import__, importlib or sys.modules[...] use them, dunders assigned on
 functions and classes, and `__eq__` / `__ne__` / `__hash__` that return a constant. A
 heuristic that makes the usual tricks visible, not a proof (code built at run time from
 data passes it; the report plugin's watch and the canaries are the other layers).
+
+Those are Python's rules. A file of another language (Go, JavaScript / TypeScript, Rust,
+Java, C / C++) is read by that language's rules instead (grader/audit_rules/: the runner's
+internals, process exits, descriptors, linkname and unsafe, reflection, native code...), and
+the task's language's path rules name the files its toolchain or runner reads by itself.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import textwrap
 
 from unidiff.patch import PatchSet
 
+from grader import audit_rules
 from grader.patch import decode
 from grader.verdict import AuditFinding
 
@@ -450,8 +456,9 @@ def _hunk_findings(rows: list[tuple[int | None, str, bool]]) -> list[tuple[int, 
     return out
 
 
-def audit_patch(raw: bytes) -> list[AuditFinding]:
-    """The findings for a (vetted) patch, at most MAX_FINDINGS, in patch order."""
+def audit_patch(raw: bytes, language: str = "python") -> list[AuditFinding]:
+    """The findings for a (vetted) patch to a task in `language`, at most MAX_FINDINGS, in
+    patch order."""
     text = decode(raw).replace("\r\n", "\n")
     if not text.strip():
         return []
@@ -465,14 +472,16 @@ def audit_patch(raw: bytes) -> list[AuditFinding]:
         path = path[2:] if path.startswith(("a/", "b/")) else path
         if f.is_removed_file:
             continue
-        for rule, pattern in PATH_RULES.items():
-            if pattern.search(path):
-                findings.append(AuditFinding(rule=rule, path=path))
+        tripped = [rule for rule, pattern in PATH_RULES.items() if pattern.search(path)]
+        tripped += [rule for rule in audit_rules.path_findings(path, language) if rule not in tripped]
+        findings += [AuditFinding(rule=rule, path=path) for rule in tripped]
         if f.is_binary_file:
             findings.append(
                 AuditFinding(rule="binary-file", path=path, text="a binary file: its contents are not audited")
             )
         python = path.endswith((".py", ".pyw", ".pyi"))
+        # another language's file is read by that language's rules; Python's read the rest
+        line_rules = (not python and audit_rules.line_rules(path)) or LINE_RULES
         for hunk in f:
             said: set[tuple[int | None, str]] = set()
             texts: dict[int | None, str] = {}
@@ -481,7 +490,7 @@ def audit_patch(raw: bytes) -> list[AuditFinding]:
                     continue
                 value = line.value.rstrip("\n")
                 texts[line.target_line_no] = value
-                for rule, patterns in LINE_RULES.items():
+                for rule, patterns in line_rules.items():
                     if any(p.search(value) for p in patterns):
                         said.add((line.target_line_no, rule))
                         findings.append(

@@ -104,7 +104,7 @@ class Grader:
             earlier = lookup(provenance) if lookup is not None else None
             if earlier is not None:
                 return earlier
-            audit = audit_patch(patch)
+            audit = audit_patch(patch, task.metadata.language)
             expected = self._expected(task, prepared)
             try:
                 job = job_for(

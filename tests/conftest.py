@@ -115,12 +115,12 @@ def grader(settings) -> Grader:
 
 @pytest.fixture(scope="session")
 def examples() -> TaskSet:
-    return TaskSet(ROOT / "tasks")
+    return TaskSet(ROOT / "tasks" / "examples")
 
 
 @pytest.fixture(scope="session")
 def example_grader(tmp_path_factory) -> Grader:
-    return Grader(get_settings(tasks_dir=ROOT / "tasks", environments_dir=ROOT / "environments"))
+    return Grader(get_settings(tasks_dir=ROOT / "tasks" / "examples", environments_dir=ROOT / "environments"))
 
 
 # Real Redis and PostgreSQL servers, started here: CI has the packages (scripts/setup.sh)

@@ -131,7 +131,8 @@ RULES: dict[str, list[re.Pattern[str]]] = {
 # rule -> a pattern over a path the patch writes (they are restored or removed anyway: the
 # finding says the patch tried)
 PATH_RULES: dict[str, re.Pattern[str]] = {
-    "test-files": re.compile(r"(^|/)(tests?|__tests__|spec)/|\.(test|spec)\.[cm]?[jt]sx?$"),
+    # a script under a test directory, or a test file: not a Python task's tests/ (its own rules)
+    "test-files": re.compile(r"(^|/)(tests?|__tests__|spec)/.*\.[cm]?[jt]sx?$|\.(test|spec)\.[cm]?[jt]sx?$"),
     "installed-packages": re.compile(r"(^|/)node_modules/|(^|/)__mocks__/"),
     "runner-files": re.compile(
         r"(^|/)(\.mocharc[^/]*|jest\.config[^/]*|vitest\.config[^/]*|babel\.config[^/]*|\.babelrc[^/]*"

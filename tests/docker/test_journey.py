@@ -31,8 +31,8 @@ def ok(result) -> str:
 def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeypatch, tmp_path):
     from grader.tasks.loader import TaskSet
 
-    suite = TaskSet(ROOT / "tasks")  # the test knows the answers; the team's machine has no task folder
-    svc, url = live(ROOT / "tasks", tmp_path / "service-cache")
+    suite = TaskSet(ROOT / "tasks" / "examples")  # the test knows the answers; the team's machine has no task folder
+    svc, url = live(ROOT / "tasks" / "examples", tmp_path / "service-cache")
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
     assert not any(team_dir.iterdir())
 

@@ -50,7 +50,7 @@ def test_a_remote_team_resolves_a_conflicted_merge_as_the_checkout_says_and_pass
     live, team_dir, monkeypatch, tmp_path
 ):
     task = EXAMPLES.get("notes-merge-release")
-    svc, url = live(ROOT / "tasks", tmp_path / "service-cache")
+    svc, url = live(ROOT / "tasks" / "examples", tmp_path / "service-cache")
     use_service(monkeypatch, url, new_key(svc, "remote-team"))
     done = cli("tasks", "checkout", task.id, "work")
     assert done.exit_code == 0 and "git add -u" in done.output, done.output

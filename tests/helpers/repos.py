@@ -9,7 +9,7 @@ from pathlib import Path
 from grader.tasks.loader import TaskSet
 from helpers import ROOT
 
-EXAMPLES = TaskSet(ROOT / "tasks")
+EXAMPLES = TaskSet(ROOT / "tasks" / "examples")
 
 
 def git(*args, cwd, input: bytes | None = None) -> str:

@@ -28,7 +28,7 @@ from helpers import ROOT
 BIN = Path(sys.executable).parent / "grader"
 
 
-def make_service(database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks", **overrides) -> Service:
+def make_service(database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks" / "examples", **overrides) -> Service:
     overrides = {"callback_allow_private": True, **overrides}
     settings = get_settings(
         tasks_dir=tasks_dir,
@@ -128,7 +128,7 @@ def api_process(database_url: str, redis_url: str, tmp_path: Path, *args: str, *
     env = {
         "GRADER_DATABASE_URL": database_url,
         "GRADER_REDIS_URL": redis_url,
-        "GRADER_TASKS_DIR": str(ROOT / "tasks"),
+        "GRADER_TASKS_DIR": str(ROOT / "tasks" / "examples"),
         "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
         "GRADER_CACHE": "false",
         "GRADER_CACHE_DIR": str(tmp_path / "cache"),

@@ -92,7 +92,7 @@ def test_a_key_in_a_query_string_never_reaches_the_access_log(redis_url, tmp_pat
         **os.environ,
         "GRADER_DATABASE_URL": database_url,
         "GRADER_REDIS_URL": redis_url,
-        "GRADER_TASKS_DIR": str(ROOT / "tasks"),
+        "GRADER_TASKS_DIR": str(ROOT / "tasks" / "examples"),
         "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
         "GRADER_CACHE_DIR": str(tmp_path / "cache"),
     }

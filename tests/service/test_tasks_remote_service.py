@@ -60,16 +60,16 @@ def test_list_show_and_checkout_fall_back_to_the_service(svc, served, team_dir, 
 def test_local_task_folders_win_and_url_asks_the_service(svc, served, team_dir, monkeypatch, tmp_path):
     key = new_key(svc, "remote-team")
     use_service(monkeypatch, "http://127.0.0.1:9", key)  # nothing there: a local answer must not ask
-    local = cli("tasks", "show", "calc-mean-empty", "--tasks-dir", str(ROOT / "tasks"))
+    local = cli("tasks", "show", "calc-mean-empty", "--tasks-dir", str(ROOT / "tasks" / "examples"))
     assert local.exit_code == 0 and json.loads(local.stdout)["id"] == "calc-mean-empty"
-    listed = cli("tasks", "list", "--json", "--tasks-dir", str(ROOT / "tasks"))
+    listed = cli("tasks", "list", "--json", "--tasks-dir", str(ROOT / "tasks" / "examples"))
     assert len(json.loads(listed.stdout)) == len(svc.tasks)
     # a local tasks directory without the task: the service is asked (and is not there)
     other = cli("tasks", "show", "calc-mean-empty", "--tasks-dir", str(tmp_path))
     assert other.exit_code == 2 and "cannot reach http://127.0.0.1:9" in other.output
     assert f"no task 'calc-mean-empty' in {tmp_path}" in other.output
     # --url names the service even where local tasks are
-    named = cli("tasks", "list", "--json", "--url", served, "--tasks-dir", str(ROOT / "tasks"))
+    named = cli("tasks", "list", "--json", "--url", served, "--tasks-dir", str(ROOT / "tasks" / "examples"))
     assert named.exit_code == 0 and [t["id"] for t in json.loads(named.stdout)] == sorted(svc.tasks.ids())
 
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from grader.cli import main
 from helpers import ROOT
 
-TASKS = str(ROOT / "tasks")
+TASKS = str(ROOT / "tasks" / "examples")
 
 
 def run(*args, input=None):

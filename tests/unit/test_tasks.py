@@ -246,7 +246,7 @@ def test_a_suite_file_is_never_a_task(tmp_path):
 
 def test_the_example_suite_declares_full_feedback(examples):
     assert {t.feedback for t in examples} == {"full"}
-    suite = yaml.safe_load((examples.dir / "examples" / "suite.yaml").read_text())
+    suite = yaml.safe_load((examples.dir / "suite.yaml").read_text())
     assert suite["defaults"] == {"feedback": "full"}
     # and the host's choice to serve the notes tasks together, knowingly (issue 18)
     assert ["notes-merge-release", "notes-merge-greeting"] in suite["serve_together"]
