@@ -28,7 +28,9 @@ from helpers import ROOT
 BIN = Path(sys.executable).parent / "grader"
 
 
-def make_service(database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks" / "examples", **overrides) -> Service:
+def make_service(
+    database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks" / "examples", **overrides
+) -> Service:
     overrides = {"callback_allow_private": True, **overrides}
     settings = get_settings(
         tasks_dir=tasks_dir,
