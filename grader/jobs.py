@@ -28,6 +28,7 @@ from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.grading.adjudicate import Ask, Case, Facts, Final, Policy, Retry, adjudicate, removed_task
 from grader.pipeline import Grader
 from grader.service import Service, host_name
+from grader.store import cache
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
 from grader.verdict import Provenance, Result, Verdict
@@ -108,7 +109,11 @@ def grade_submission(submission_id: str) -> str:
             if not st.cache:
                 return None
             with svc.db.read() as s:
-                hit = subs.cached_result(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
+                hit = (
+                    cache.lookup(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
+                    if p.task_hash and p.image_id
+                    else None
+                )
                 if hit is None or hit.id == submission_id:
                     return None
                 cached = True

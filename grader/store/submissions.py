@@ -381,49 +381,6 @@ def page(
     return list(s.scalars(q.order_by(Submission.id).limit(limit)))
 
 
-def newest_image(s: Session, task_hash: str | None, grader_version: str) -> str | None:
-    """The image of the task's newest finished grade under this grader version."""
-    return s.scalar(
-        select(Submission.image_id)
-        .where(
-            Submission.task_hash == task_hash,
-            Submission.status == Status.DONE.value,
-            Submission.image_id.is_not(None),
-            Submission.grader_version == grader_version,
-        )
-        .order_by(Submission.finished_at.desc())
-        .limit(1)
-    )
-
-
-def cached_result(
-    s: Session, task_hash: str | None, patch_sha256: str, grader_version: str, image_id: str | None
-) -> Submission | None:
-    """A finished, non-ERROR grade of the same patch on the same task definition, image and
-    grader version. Without `image_id`, the task's newest graded image stands for it.
-    It matches on hashes and never loads a patch: a stored patch may be up to
-    GRADER_MAX_PATCH_BYTES, and intake looks up every item of a batch."""
-    if image_id is None:
-        image_id = newest_image(s, task_hash, grader_version)
-        if image_id is None:
-            return None
-    return s.scalar(
-        select(Submission)
-        .options(defer(Submission.patch, raiseload=True))
-        .where(
-            Submission.task_hash == task_hash,
-            Submission.patch_sha256 == patch_sha256,
-            Submission.status == Status.DONE.value,
-            Submission.verdict != Verdict.ERROR.value,
-            Submission.grader_version == grader_version,
-            Submission.image_id == image_id,
-            Submission.result.is_not(None),
-        )
-        .order_by(Submission.finished_at.asc())
-        .limit(1)
-    )
-
-
 def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str | None]]:
     now = now or utcnow()
     rows = s.execute(
