@@ -280,10 +280,14 @@ def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str | None, 
 
 
 def _answer_from_cache(row: Submission, hit: Submission) -> None:
+    """`row` finished as `hit` was, with what `hit` stored for reads: its masked views (the
+    same patch on the same task definition masks the same) and its metric inputs."""
     now = utcnow()
     row.status, row.verdict, row.result, row.cached = Status.DONE.value, hit.verdict, hit.result, True
     row.started_at = row.finished_at = now
     row.image_id, row.grader_version, row.duration = hit.image_id, hit.grader_version, hit.duration
+    row.shown, row.tampered, row.audit_flagged = hit.shown, hit.tampered, hit.audit_flagged
+    row.loc_precision, row.loc_recall, row.loc_f1 = hit.loc_precision, hit.loc_recall, hit.loc_f1
 
 
 # --- accepting -----------------------------------------------------------------------------------
