@@ -8,7 +8,7 @@ and how long the batch took. On a machine busy with other work the HTTP figures 
 noise, so the database's share is measured apart too: a probe in this process takes
 SQLite's write lock (BEGIN IMMEDIATE, ROLLBACK) every 10 ms and times how long it waited.
 Intake stores a batch in chunks of 500 items, each its own write transaction
-(grader/api/submissions.py), so the victim waits for one chunk at most, not for the whole batch.
+(grader/intake.py), so the victim waits for one chunk at most, not for the whole batch.
 
     .venv/bin/python benchmarks/batch_fairness.py --count 10000
 """

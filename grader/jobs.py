@@ -23,11 +23,14 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from grader import blame, notify
+from sqlalchemy import select
+
+from grader import blame, notify, views
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.grading.adjudicate import Ask, Case, Facts, Final, Policy, Retry, adjudicate, removed_task
 from grader.pipeline import Grader
 from grader.service import Service, host_name
+from grader.store import cache
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
 from grader.verdict import Provenance, Result, Verdict
@@ -108,7 +111,11 @@ def grade_submission(submission_id: str) -> str:
             if not st.cache:
                 return None
             with svc.db.read() as s:
-                hit = subs.cached_result(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
+                hit = (
+                    cache.lookup(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
+                    if p.task_hash and p.image_id
+                    else None
+                )
                 if hit is None or hit.id == submission_id:
                     return None
                 cached = True
@@ -180,7 +187,8 @@ def grade_submission(submission_id: str) -> str:
         except StoreError as exc:
             log.warning("re-enqueueing %s failed (%s); the reconciler will", submission_id, exc)
         return f"ERROR, retry {errors + 1} queued"
-    if not subs.finish(svc.db, claim, result, cached=cached, errored=errored):
+    shown = _masked(svc, task_id, result, patch)
+    if not subs.finish(svc.db, claim, result, cached=cached, errored=errored, shown=shown):
         log.warning(
             "submission %s: claim lost before finishing; this grade (%s) is discarded", submission_id, result.verdict
         )
@@ -195,6 +203,18 @@ def grade_submission(submission_id: str) -> str:
         )
     notify.after_finish(svc, submission_id)
     return result.verdict.value
+
+
+def _masked(svc: Service, task_id: str, result: Result, patch: bytes | None) -> dict[str, Any] | None:
+    """The result as each viewer may see it, masked once as the verdict is written
+    (grader/views: masked), so that no read reaches the task's repository. Should masking
+    itself fail, the verdict is written all the same, without it: the row is then masked as
+    it is read, as rows written before this were."""
+    try:
+        return views.masked(svc, task_id, result.model_dump(mode="json"), patch)
+    except Exception:  # noqa: BLE001 - the verdict must not be lost to its view; logged, and masked on read
+        log.exception("masking the result of task %s failed; it is masked when read", task_id)
+        return None
 
 
 def _epoch(t: dt.datetime | None) -> float | None:
@@ -311,7 +331,10 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
                 task_hash=sub.task_hash,
             )
         if case.attempts > svc.settings.max_attempts:
-            if subs.finish_abandoned(svc.db, sid, token, blame.abandoned(case)):
+            final = blame.abandoned(case)
+            with svc.db.read() as s:
+                patch = s.scalar(select(Submission.patch).where(Submission.id == sid))
+            if subs.finish_abandoned(svc.db, sid, token, final, shown=_masked(svc, case.task_id, final, patch)):
                 log.warning(
                     "submission %s: started %d times without a verdict, the last to judge it; finished as ERROR",
                     sid,
@@ -344,8 +367,6 @@ def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
     if todo:
         svc.enqueue_many(todo)
     with svc.db.read() as s:
-        from sqlalchemy import select
-
         pending = list(
             s.scalars(
                 select(Submission.id).where(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from grader import metrics
 from grader.errors import TaskError
@@ -79,8 +79,37 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
     return f
 
 
-def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list[metrics.Attempt], int]:
-    """The finished submissions as metric attempts, and how many are still queued or running."""
+class Graded(Protocol):
+    """A submission as the metrics read it (grader/store/runs.py: METRIC_COLUMNS): a
+    Submission, or a row of those columns alone."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def verdict(self) -> str | None: ...
+    @property
+    def trial(self) -> int | None: ...
+    @property
+    def prompt_variant(self) -> str | None: ...
+    @property
+    def loc_precision(self) -> float | None: ...
+    @property
+    def loc_recall(self) -> float | None: ...
+    @property
+    def loc_f1(self) -> float | None: ...
+    @property
+    def tampered(self) -> bool | None: ...
+    @property
+    def audit_flagged(self) -> bool | None: ...
+
+
+def attempts_of(svc: Service, rows: Sequence[Graded]) -> tuple[list[metrics.Attempt], int]:
+    """The finished submissions as metric attempts, and how many are still queued or
+    running. The localization figures were stored with the verdict; the task's metadata
+    (suite, difficulty, language, date) is the task's as it is now, from the task set in
+    memory."""
     out: list[metrics.Attempt] = []
     pending = 0
     for sub in rows:
@@ -98,7 +127,6 @@ def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list[metrics.Atte
             suite, difficulty, language, created = meta.suite, meta.difficulty, meta.language, meta.created_at
         except TaskError:
             suite = difficulty = language = created = None
-        loc = (sub.result or {}).get("localization") or {}
         out.append(
             metrics.Attempt(
                 task_id=sub.task_id,
@@ -109,9 +137,9 @@ def attempts_of(svc: Service, rows: list[Submission]) -> tuple[list[metrics.Atte
                 language=language,
                 prompt_variant=sub.prompt_variant,
                 created_at=created,
-                precision=loc.get("precision"),
-                recall=loc.get("recall"),
-                f1=loc.get("f1"),
+                precision=sub.loc_precision,
+                recall=sub.loc_recall,
+                f1=sub.loc_f1,
             )
         )
     return out, pending
@@ -137,14 +165,12 @@ def run_meta(run: Run, team: Team) -> dict[str, Any]:
     }
 
 
-def integrity_of(rows: list[Submission]) -> dict[str, int]:
+def integrity_of(rows: Sequence[Graded]) -> dict[str, int]:
     """For hosts: how many of a run's grades showed tampering or were flagged by the audit."""
-    tampered = flagged = 0
-    for sub in rows:
-        result = sub.result or {}
-        tampered += bool(result.get("tampered"))
-        flagged += bool(result.get("audit"))
-    return {"tampered": tampered, "audit_flagged": flagged}
+    return {
+        "tampered": sum(bool(sub.tampered) for sub in rows),
+        "audit_flagged": sum(bool(sub.audit_flagged) for sub in rows),
+    }
 
 
 def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) -> tuple[list[str], set[str]]:
@@ -165,19 +191,23 @@ def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) ->
 def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:
     """A run and its metrics (over the tasks it has valid trials of, and in `task_set`
     over its suites' whole task sets); `host` adds the integrity counts."""
-    filters = filters or Filters()
     with svc.db.read() as s:
         team = s.get(Team, run.team_id)
         assert team is not None  # the run's team_id is a foreign key
-        rows = store_runs.submissions_of(s, run)
-        meta = run_meta(run, team)
+        rows = store_runs.metric_rows_of(s, run)
+        return _view(svc, run, team, rows, filters or Filters(), host=host)
+
+
+def _view(
+    svc: Service, run: Run, team: Team, rows: Sequence[Graded], filters: Filters, *, host: bool = False
+) -> dict[str, Any]:
     attempts, pending = attempts_of(svc, rows)
     attempts = [a for a in attempts if filters.keep(a)]
     suites, ids = task_set(svc, attempts, filters)
     summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids))
     errors = summary["errors"]
     view: dict[str, Any] = {
-        **meta,
+        **run_meta(run, team),
         "submissions": len(rows),
         "pending": pending,
         "errors": errors,
@@ -195,12 +225,14 @@ def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = Fa
     """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
     whole task set they resolve (a task not submitted is not resolved), then by solve rate
     over that set; so a run over one task cannot outrank a run that resolves more.
-    Incomplete runs are shown only when asked, and are never ranked."""
+    Incomplete runs are shown only when asked, and are never ranked. One query
+    (store_runs.board: the runs, their teams and what the metrics read of their
+    submissions), then the metrics."""
     with svc.db.read() as s:
-        runs = store_runs.visible(s, team_id=None, admin=False)
+        board = store_runs.board(s)
     rows = []
-    for run in runs:
-        view = run_view(svc, run, filters)
+    for run, team, subs in board:
+        view = _view(svc, run, team, subs, filters)
         if not view["metrics"]["attempts"] and not view["pending"]:
             continue  # nothing of it in this window or suite
         if not view["complete"] and not include_incomplete:
@@ -228,7 +260,7 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
         with svc.db.read() as s:
             team = s.get(Team, run.team_id)
             assert team is not None  # the run's team_id is a foreign key
-            rows = store_runs.submissions_of(s, run)
+            rows = store_runs.metric_rows_of(s, run)
             out[key] = run_meta(run, team)
         attempts, _ = attempts_of(svc, rows)
         atts.append(

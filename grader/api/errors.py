@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from werkzeug.exceptions import HTTPException
 
 from grader.errors import StoreError
+from grader.intake import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,31 @@ class ApiError(Exception):
         if self.details:
             err["details"] = self.details
         return {"error": err}
+
+
+# What intake refuses (grader/intake.py's Refusal.reason), as the HTTP status it is answered
+# with: the one place a refusal of the domain becomes a status.
+REFUSAL_STATUS = {
+    "invalid_fields": 422,
+    "unknown_task": 422,
+    "invalid_callback_url": 422,
+    "patch_too_large": 413,
+    "run_locked": 409,
+    "idempotency_conflict": 409,
+    "quota_exceeded": 429,
+    "queue_full": 503,
+}
+
+
+def refused(refusal: Refusal) -> ApiError:
+    """The answer to a refusal of intake: its reason as the code, the status the table gives it."""
+    return ApiError(
+        REFUSAL_STATUS[refusal.reason],
+        refusal.reason,
+        refusal.message,
+        retry_after=refusal.retry_after,
+        details=refusal.details,
+    )
 
 
 def _refuse_constant(name: str) -> NoReturn:
@@ -114,6 +140,7 @@ def _page(code: int, name: str, message: str) -> tuple[str, int]:
 
 def init_app(app: Flask) -> None:
     app.register_error_handler(ApiError, render)
+    app.register_error_handler(Refusal, lambda r: render(refused(r)))
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> ResponseReturnValue:

@@ -121,6 +121,16 @@ class Submission(Base):
     grader_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
     duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds of grading (the result's total)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Written with the verdict, so that no read needs more (migration 0006). `shown`: the
+    # result as each viewer may see it, masked (grader/views: masked; None on rows written
+    # before, which are masked as they are read). The attempt's metric inputs: the
+    # localization figures, and for hosts whether the run was tampered with or flagged.
+    shown: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    loc_precision: Mapped[float | None] = mapped_column(Float, nullable=True)
+    loc_recall: Mapped[float | None] = mapped_column(Float, nullable=True)
+    loc_f1: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tampered: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    audit_flagged: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the latest ERROR, while it is retried
     # when its grade first ERRORed: a gold PASS older than this is no evidence against it
     first_error_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

@@ -14,7 +14,7 @@ import datetime as dt
 import secrets
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Row, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -66,6 +66,54 @@ def owns(run: Run, *, team_id: int | None, admin: bool) -> bool:
 
 def may_see(run: Run, *, team_id: int | None, admin: bool) -> bool:
     return owns(run, team_id=team_id, admin=admin) or ((run.public or run.baseline) and not run.hidden)
+
+
+# What the metrics read of a submission: stored with its verdict (migration 0006), so that
+# neither a run's figures nor the leaderboard load a result or a patch.
+METRIC_COLUMNS = (
+    Submission.task_id,
+    Submission.status,
+    Submission.verdict,
+    Submission.trial,
+    Submission.prompt_variant,
+    Submission.loc_precision,
+    Submission.loc_recall,
+    Submission.loc_f1,
+    Submission.tampered,
+    Submission.audit_flagged,
+)
+
+
+def metric_rows_of(s: Session, run: Run) -> list[Row[Any]]:
+    """A run's submissions as the metrics read them (METRIC_COLUMNS), oldest first."""
+    return list(
+        s.execute(
+            select(*METRIC_COLUMNS)
+            .where(Submission.team_id == run.team_id, Submission.run_id == run.name)
+            .order_by(Submission.id)
+        )
+    )
+
+
+def board(s: Session) -> list[tuple[Run, Team, list[Row[Any]]]]:
+    """Every public, unhidden run (and baseline) that has submissions, with its team
+    and its submissions as the metrics read them (METRIC_COLUMNS), oldest first, in
+    `visible`'s order: the leaderboard's one query."""
+    shown = (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
+    rows = s.execute(
+        select(Run, Team, *METRIC_COLUMNS)
+        .join(Team, Team.id == Run.team_id)
+        .join(Submission, (Submission.team_id == Run.team_id) & (Submission.run_id == Run.name))
+        .where(shown)
+        .order_by(Run.created_at, Run.id, Submission.id)
+    )
+    out: list[tuple[Run, Team, list[Row[Any]]]] = []
+    for row in rows:
+        run, team = row[0], row[1]
+        if not out or out[-1][0].id != run.id:
+            out.append((run, team, []))
+        out[-1][2].append(cast("Row[Any]", row))
+    return out
 
 
 def submissions_of(s: Session, run: Run) -> list[Submission]:

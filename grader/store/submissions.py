@@ -124,16 +124,25 @@ def renew(db: Database, c: Claim, lease: float) -> bool:
         )
 
 
-def _done(result: Result, *, cached: bool, errored: bool) -> dict[str, Any]:
+def _done(result: Result, *, cached: bool, errored: bool, shown: dict[str, Any] | None = None) -> dict[str, Any]:
     """The columns of a finished submission. `errored`: this attempt ERRORed even if the
-    final verdict is not ERROR (a submission judged to have broken the grading harness)."""
+    final verdict is not ERROR (a submission judged to have broken the grading harness).
+    `shown`: the result as each viewer may see it (grader/views: masked), made by the
+    caller, which has the task; with the metric inputs below, what every later read needs."""
     p = result.provenance
     errored = errored or result.verdict is Verdict.ERROR
     now = utcnow()
+    loc = result.localization
     return dict(
         status=Status.DONE.value,
         verdict=result.verdict.value,
         result=result.model_dump(mode="json"),
+        shown=shown,
+        loc_precision=loc.precision if loc else None,
+        loc_recall=loc.recall if loc else None,
+        loc_f1=loc.f1 if loc else None,
+        tampered=bool(result.tampered),
+        audit_flagged=bool(result.audit),
         cached=cached,
         finished_at=now,
         duration=result.durations.get("total"),
@@ -147,18 +156,24 @@ def _done(result: Result, *, cached: bool, errored: bool) -> dict[str, Any]:
     )
 
 
-def finish(db: Database, c: Claim, result: Result, *, cached: bool = False, errored: bool = False) -> bool:
+def finish(
+    db: Database,
+    c: Claim,
+    result: Result,
+    *,
+    cached: bool = False,
+    errored: bool = False,
+    shown: dict[str, Any] | None = None,
+) -> bool:
     """running -> done with `result`; False (and nothing written) if the claim was lost."""
+    done = _done(result, cached=cached, errored=errored, shown=shown)
     with db.write() as s:
-        return (
-            _rowcount(
-                s.execute(update(Submission).where(*_held(c)).values(**_done(result, cached=cached, errored=errored)))
-            )
-            == 1
-        )
+        return _rowcount(s.execute(update(Submission).where(*_held(c)).values(**done))) == 1
 
 
-def finish_abandoned(db: Database, submission_id: str, token: str | None, result: Result) -> bool:
+def finish_abandoned(
+    db: Database, submission_id: str, token: str | None, result: Result, *, shown: dict[str, Any] | None = None
+) -> bool:
     """running -> done for a submission whose lease ran out (its worker is gone), instead of
     re-queueing it: the reconciler's move once it has been started too often. False if
     its worker renewed the lease since, or someone else moved it first."""
@@ -175,7 +190,7 @@ def finish_abandoned(db: Database, submission_id: str, token: str | None, result
                     )
                     .values(
                         **{
-                            **_done(result, cached=False, errored=False),  # lost, not ERRORed
+                            **_done(result, cached=False, errored=False, shown=shown),  # lost, not ERRORed
                             "errors": Submission.errors,
                             "first_error_at": Submission.first_error_at,
                         }
@@ -217,34 +232,6 @@ def cancel(db: Database, submission_id: str) -> bool:
                     update(Submission)
                     .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
                     .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
-                )
-            )
-            == 1
-        )
-
-
-def finish_unclaimed(db: Database, submission_id: str, result: Result, *, cached: bool) -> bool:
-    """queued -> done without a worker: an answer from the cache at submission time."""
-    p = result.provenance
-    with db.write() as s:
-        return (
-            _rowcount(
-                s.execute(
-                    update(Submission)
-                    .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
-                    .values(
-                        status=Status.DONE.value,
-                        verdict=result.verdict.value,
-                        result=result.model_dump(mode="json"),
-                        cached=cached,
-                        started_at=utcnow(),
-                        finished_at=utcnow(),
-                        duration=result.durations.get("total"),
-                        task_hash=p.task_hash,
-                        image_id=p.image_id,
-                        grader_version=p.grader_version,
-                        job_id=None,
-                    )
                 )
             )
             == 1
@@ -379,49 +366,6 @@ def page(
     if after is not None:
         q = q.where(Submission.id > after)
     return list(s.scalars(q.order_by(Submission.id).limit(limit)))
-
-
-def newest_image(s: Session, task_hash: str | None, grader_version: str) -> str | None:
-    """The image of the task's newest finished grade under this grader version."""
-    return s.scalar(
-        select(Submission.image_id)
-        .where(
-            Submission.task_hash == task_hash,
-            Submission.status == Status.DONE.value,
-            Submission.image_id.is_not(None),
-            Submission.grader_version == grader_version,
-        )
-        .order_by(Submission.finished_at.desc())
-        .limit(1)
-    )
-
-
-def cached_result(
-    s: Session, task_hash: str | None, patch_sha256: str, grader_version: str, image_id: str | None
-) -> Submission | None:
-    """A finished, non-ERROR grade of the same patch on the same task definition, image and
-    grader version. Without `image_id`, the task's newest graded image stands for it.
-    It matches on hashes and never loads a patch: a stored patch may be up to
-    GRADER_MAX_PATCH_BYTES, and intake looks up every item of a batch."""
-    if image_id is None:
-        image_id = newest_image(s, task_hash, grader_version)
-        if image_id is None:
-            return None
-    return s.scalar(
-        select(Submission)
-        .options(defer(Submission.patch, raiseload=True))
-        .where(
-            Submission.task_hash == task_hash,
-            Submission.patch_sha256 == patch_sha256,
-            Submission.status == Status.DONE.value,
-            Submission.verdict != Verdict.ERROR.value,
-            Submission.grader_version == grader_version,
-            Submission.image_id == image_id,
-            Submission.result.is_not(None),
-        )
-        .order_by(Submission.finished_at.asc())
-        .limit(1)
-    )
 
 
 def expired_leases(s: Session, now: dt.datetime | None = None) -> list[tuple[str, str | None]]:

@@ -1,6 +1,16 @@
 """How records leave the server: the one function per record that the API, the portal,
 the webhooks and the client all see. The feedback policy (feedback.py) and the masking
-of secrets (redact.py) are applied here, below every door a result leaves by."""
+of secrets (redact.py) are applied here, below every door a result leaves by.
+
+Masking needs the task's secret lines, and reading them can check out the task's
+repository (tasks/prepare.py, for expected files from a commit). So it is done once,
+when the verdict is written (`masked`, called by the worker and the reconciler; an
+answer from the cache copies its hit's): the result as a host sees it and as each
+policy short of `full` shows it, every secret masked, are stored with the verdict
+(`Submission.shown`). A read (`shown_to`: GET, `?wait=`, webhooks, the portal) only
+picks what the task's policy, as it is now, shows: a host may still tighten a policy for
+past grades. Rows written before (migration 0006) are masked as they are read, as
+every row was."""
 
 from __future__ import annotations
 
@@ -8,7 +18,7 @@ import datetime as dt
 import logging
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from grader.errors import TaskError
 from grader.store.models import Submission
@@ -81,10 +91,47 @@ def submission_view(
     return view
 
 
+def masked(svc: TaskSource, task_id: str, result: dict[str, Any] | None, patch: bytes | None) -> dict[str, Any] | None:
+    """What each viewer may see of `result` (a Result as JSON) for the submission of
+    `patch`, every secret line masked: `host` (all of it; `full` is this without the gold
+    patch's file names), `tests` and `verdict`, and whether the task's secrets could all be
+    read (`complete`: if not, `full` shows what `tests` does). Written with the verdict
+    (Submission.shown); `stored_view` reads it."""
+    if result is None:
+        return None
+    secrets = task_secrets(svc, task_id)
+    own = own_lines(patch)
+    out: dict[str, Any] = {"complete": secrets.complete}
+    for name, policy, host in (("host", "full", True), ("tests", "tests", False), ("verdict", "verdict", False)):
+        out[name] = redact(feedback_view(result, policy, host=host), secrets.lines, own)
+    return out
+
+
+def stored_view(shown: dict[str, Any], policy: str, *, host: bool) -> dict[str, Any] | None:
+    """The result `policy` shows (a host sees all of it), from what `masked` stored: what
+    submission_view gives for the same result, secrets and patch. `full` drops the gold
+    patch's file names from the host's copy (masking and that commute)."""
+    if host:
+        return cast("dict[str, Any] | None", shown["host"])
+    if policy == "full":
+        return feedback_view(shown["host"], "full", host=False)
+    return cast("dict[str, Any] | None", shown[policy])
+
+
 def shown_to(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
     """The submission with its result as its viewer may see it: a host all of it, its
     team what the task's feedback policy shows. The one way a result leaves the server
-    (the API, `?wait=`, webhooks, the portal)."""
+    (the API, `?wait=`, webhooks, the portal). Reads what `masked` stored with the
+    verdict; a submission without a result yet needs no secrets; only a row graded
+    before masking was stored (migration 0006) is masked here."""
+    if sub.shown is not None or sub.result is None:
+        policy = task_feedback(svc, sub.task_id)
+        if policy == "full" and sub.shown is not None and not sub.shown["complete"]:
+            policy = "tests"
+        view = submission_view(sub, full=False)
+        view["feedback"] = "full" if host else policy
+        view["result"] = stored_view(sub.shown, policy, host=host) if sub.shown is not None else None
+        return view
     secrets = task_secrets(svc, sub.task_id)
     policy = task_feedback(svc, sub.task_id)
     if policy == "full" and not secrets.complete:

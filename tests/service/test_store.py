@@ -9,6 +9,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from grader.store import cache
 from grader.store import submissions as subs
 from grader.store.db import Database
 from grader.store.keys import authenticate, create_key, revoke_team_keys
@@ -181,10 +182,10 @@ def test_cache_lookup_needs_same_image_and_not_error(db):
     err = _add(db, team)
     subs.finish(db, subs.claim(db, err.id, "j1", "h", 60), _result(Verdict.ERROR, image="img1"))
     with db.read() as s:
-        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", "img1").id == row.id
-        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", "img2") is None
-        assert subs.cached_result(s, "h" * 64, "0" * 64, "v2", "img1") is None
-        assert subs.cached_result(s, "h" * 64, "0" * 64, "v", None).id == row.id  # newest image of the task
+        assert cache.lookup(s, "h" * 64, "0" * 64, "v", "img1").id == row.id
+        assert cache.lookup(s, "h" * 64, "0" * 64, "v", "img2") is None
+        assert cache.lookup(s, "h" * 64, "0" * 64, "v2", "img1") is None
+        assert cache.current_image(s, "h" * 64, "v") == "img1"  # the image a worker last graded it in
 
 
 def test_expired_leases_and_counts(db):

@@ -1,0 +1,417 @@
+"""Intake: what a submission goes through before it is queued, below any door it came by.
+
+Each item is checked (its task, its prompt variant, its callback, its size, its run), its
+Idempotency-Key looked up, the team's quotas and the queue's bound counted, and then it
+is stored CHUNK at a time and put on the queue, or answered at once from the result cache
+(grader/store/cache.py: its one rule, shared with the worker).
+What is refused is said by a `Refusal`: what was refused (`reason`, a machine-readable
+word) and why (`message`), never an HTTP status; the API maps a reason to its status in
+one place (grader/api/errors.py, REFUSAL_STATUS).
+
+A submission is written to the database before it is put on the queue, so that once it
+is accepted nothing can lose it: if Redis is away, the reconciler enqueues it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from grader import webhooks
+from grader.errors import StoreError, TaskNotFound
+from grader.service import Service
+from grader.store import cache
+from grader.store import runs as store_runs
+from grader.store import submissions as subs
+from grader.store.models import Run, Status, Submission, utcnow
+from grader.tasks.model import PROMPT_VARIANTS
+from grader.version import GRADER_VERSION
+
+log = logging.getLogger(__name__)
+
+MAX_IDEMPOTENCY_KEY = 180  # characters; a longer or blank key is refused
+
+CHUNK = 500  # items stored per write transaction: how long one batch holds the database at a time
+# Within this many submissions of GRADER_QUEUE_MAX, intake counts the queue under a lock
+# across teams (subs.lock_queue): exact there, and no cost to intake while the queue is far
+# from its bound. Far from it, only chunks already counting at once (each at most CHUNK
+# items) could overshoot, and more than QUEUE_NEAR / CHUNK = 16 of them would be needed.
+QUEUE_NEAR = 16 * CHUNK
+
+# SQLite has no queue of writers: one that finds the database locked sleeps and polls again,
+# at most 100 ms apart (SQLite's busy handler). A batch that began its next chunk at once
+# would win nearly every poll and starve other teams' writes for seconds; a pause between
+# chunks at least as long as that longest poll lets every writer that is waiting in.
+# PostgreSQL queues its lock waiters, and locks only the team's row: no pause there.
+SQLITE_CHUNK_PAUSE = 0.1
+
+
+class Refusal(Exception):
+    """Raised (or returned for one item of a batch) when intake does not take something:
+    `reason` says what was refused, in one word the API maps to an HTTP status
+    (unknown_task, invalid_fields, invalid_callback_url, patch_too_large, run_locked,
+    idempotency_conflict, quota_exceeded, queue_full); `message` says why, to the
+    submitter; `retry_after`, in seconds, when trying again later can succeed; `details`,
+    the fields at fault, when the door that read the request knows them."""
+
+    def __init__(
+        self, reason: str, message: str, *, retry_after: int | None = None, details: list[dict[str, Any]] | None = None
+    ):
+        super().__init__(message)
+        self.reason, self.message, self.retry_after, self.details = reason, message, retry_after, details
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.reason!r}, {self.message!r})"
+
+
+class Submitter(Protocol):
+    """The team a submission comes from, as intake needs it (the API's auth.Caller is one)."""
+
+    @property
+    def team_id(self) -> int: ...
+
+    @property
+    def admin(self) -> bool: ...
+
+    @property
+    def daily_quota(self) -> int | None: ...
+
+    @property
+    def queued_quota(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Item:
+    """One submission as the submitter gave it (the API's SubmissionIn, read)."""
+
+    task_id: str
+    patch: str
+    run_id: str | None = None
+    system: str | None = None
+    trial: int | None = None
+    prompt_variant: str | None = None
+    metadata: dict[str, Any] | None = None
+    callback_url: str | None = None
+
+    def request_hash(self) -> str:
+        """What an Idempotency-Key is checked against: the item's given fields (as the
+        API's SubmissionIn dumps them without its unset ones), hashed."""
+        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return hashlib.sha256(json.dumps(given, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Accepted:
+    """A stored submission (or the first one under its key, `replayed`); `enqueue` is
+    False when it needs no worker (replayed, or answered from the cache)."""
+
+    row: Submission
+    replayed: bool = False
+    enqueue: bool = True
+
+
+def idempotency_key(raw: str | None) -> str | None:
+    """An Idempotency-Key header's value, stripped; a blank or too long one is refused."""
+    if raw is None:
+        return None
+    key = raw.strip()
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY:
+        raise Refusal("invalid_fields", f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    return key
+
+
+# --- quotas --------------------------------------------------------------------------------------
+@dataclass
+class Quota:
+    """How many more submissions may be accepted now, and what to answer once none may."""
+
+    room: int
+    reason: Refusal
+
+
+def quota(svc: Service, team: Submitter, s: Session) -> Quota:
+    """Counted in the intake's write transaction, under the team's lock (subs.lock_team), so
+    that no concurrent request of the team can count the same room; near the queue's bound,
+    under the queue's lock too, so that no two teams can count its last room."""
+    st = svc.settings
+    today, active, queued = (
+        subs.count_today(s, team.team_id),
+        subs.count_active(s, team.team_id),
+        subs.count_queued(s),
+    )
+    if st.queue_max - queued <= QUEUE_NEAR:
+        subs.lock_queue(s)
+        queued = subs.count_queued(s)  # again, now that no other team's intake can be counting
+    daily = team.daily_quota if team.daily_quota is not None else st.daily_quota
+    at_once = team.queued_quota if team.queued_quota is not None else st.queued_quota
+    limits = [
+        (
+            daily - today,
+            Refusal(
+                "quota_exceeded",
+                f"your team's quota of {daily} submissions a day is used up",
+                retry_after=seconds_to_midnight(),
+            ),
+        ),
+        (
+            at_once - active,
+            Refusal(
+                "quota_exceeded",
+                f"your team already has {active} submissions queued or running; the limit is {at_once}",
+                retry_after=30,
+            ),
+        ),
+        (
+            st.queue_max - queued,
+            Refusal("queue_full", f"the queue is at its bound of {st.queue_max}; retry later", retry_after=30),
+        ),
+    ]
+    room, reason = min(limits, key=lambda r: r[0])  # the binding limit, and what to say when it is reached
+    return Quota(max(room, 0), reason)
+
+
+def seconds_to_midnight() -> int:
+    now = utcnow()
+    return int((subs.start_of_day(now) + dt.timedelta(days=1) - now).total_seconds()) + 1
+
+
+# --- one item ----------------------------------------------------------------------------------
+def check(svc: Service, item: Item) -> Refusal | None:
+    """Why `item` cannot be taken as it is (its task, prompt variant, callback, size), or None."""
+    try:
+        svc.task(item.task_id)
+    except TaskNotFound:
+        return Refusal("unknown_task", f"no task {item.task_id!r}; GET /v1/tasks lists them")
+    if item.prompt_variant is not None and item.prompt_variant not in PROMPT_VARIANTS:
+        return Refusal("invalid_fields", f"prompt_variant must be one of {list(PROMPT_VARIANTS)}")
+    if item.callback_url is not None:
+        try:
+            webhooks.check_url(item.callback_url, allow_private=svc.settings.callback_allow_private)
+        except webhooks.CallbackRefused as exc:
+            return Refusal("invalid_callback_url", str(exc))
+    limit = svc.settings.max_patch_bytes
+    size = len(item.patch.encode("utf-8"))
+    if size > limit:
+        return Refusal(
+            "patch_too_large", f"the patch is {size} bytes; the limit is {limit} bytes (GRADER_MAX_PATCH_BYTES)"
+        )
+    return None
+
+
+def locked(run: Run) -> Refusal:
+    """A published run takes no more trials (grader/store/runs.py says why)."""
+    return Refusal(
+        "run_locked",
+        f"run {run.name!r} was published on {run.published_at:%Y-%m-%d} and takes no "
+        "more submissions; submit with a new run_id",
+    )
+
+
+def conflict() -> Refusal:
+    return Refusal("idempotency_conflict", "this Idempotency-Key was used before with a different request")
+
+
+def _prior(prior: Submission, request_hash: str | None, item_hash: str | None = None) -> Accepted | Refusal:
+    """What a request answers when its key is taken: the first submission if it is the same
+    request. `item_hash`: a batch item's own hash, which is what batches stored before
+    whole-batch hashes (grader 0.1 before issue 11) kept, so that their retries still replay."""
+    same = prior.request_hash in (request_hash, item_hash)
+    return Accepted(prior, replayed=True, enqueue=False) if same else conflict()
+
+
+def _new_row(svc: Service, team: Submitter, item: Item, key: str | None, request_hash: str) -> Submission:
+    patch = item.patch.encode("utf-8")
+    return Submission(
+        id=subs.new_id(),
+        team_id=team.team_id,
+        task_id=item.task_id,
+        patch=patch,
+        patch_sha256=hashlib.sha256(patch).hexdigest(),
+        task_hash=svc.task_hash(item.task_id),
+        run_id=item.run_id,
+        system=item.system,
+        trial=item.trial,
+        prompt_variant=item.prompt_variant,
+        meta=item.metadata,
+        callback_url=item.callback_url,
+        idempotency_key=key,
+        request_hash=request_hash,
+        status=Status.QUEUED.value,
+        queued_at=utcnow(),
+        attempts=0,
+        errors=0,
+        cached=False,
+    )
+
+
+# --- the cache -----------------------------------------------------------------------------------
+def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str | None, str], Submission]:
+    """Earlier grades of these patches, looked up by hash before the write transaction
+    begins, under the cache's one rule (grader/store/cache.py): the exact image, which here
+    is the image a worker last graded the task in."""
+    if not svc.settings.cache:
+        return {}
+    hits: dict[tuple[str | None, str], Submission] = {}
+    images: dict[str, str | None] = {}
+    with svc.db.read() as s:
+        for row in rows:
+            pair = (row.task_hash, row.patch_sha256)
+            if row.task_hash is None or pair in hits:
+                continue
+            if row.task_hash not in images:
+                images[row.task_hash] = cache.current_image(s, row.task_hash, GRADER_VERSION)
+            image = images[row.task_hash]
+            if image is None:
+                continue
+            hit = cache.lookup(s, row.task_hash, row.patch_sha256, GRADER_VERSION, image)
+            if hit is not None:
+                hits[pair] = hit
+    return hits
+
+
+def _answer_from_cache(row: Submission, hit: Submission) -> None:
+    """`row` finished as `hit` was, with what `hit` stored for reads: its masked views (the
+    same patch on the same task definition masks the same) and its metric inputs."""
+    now = utcnow()
+    row.status, row.verdict, row.result, row.cached = Status.DONE.value, hit.verdict, hit.result, True
+    row.started_at = row.finished_at = now
+    row.image_id, row.grader_version, row.duration = hit.image_id, hit.grader_version, hit.duration
+    row.shown, row.tampered, row.audit_flagged = hit.shown, hit.tampered, hit.audit_flagged
+    row.loc_precision, row.loc_recall, row.loc_f1 = hit.loc_precision, hit.loc_recall, hit.loc_f1
+
+
+# --- accepting -----------------------------------------------------------------------------------
+def accept(
+    svc: Service,
+    team: Submitter,
+    items: Sequence[Item | Refusal],
+    keys: Sequence[str | None],
+    *,
+    batch_hash: str | None = None,
+) -> list[Accepted | Refusal]:
+    """Check, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping
+    order: each item's answer, where an item given as a Refusal (refused by the door that
+    read it) stays refused.
+
+    Items are stored CHUNK at a time, each chunk one write transaction that locks the team,
+    re-checks the keys and counts the quota before inserting: a large batch lets other teams'
+    requests in between its chunks, and concurrent requests of one team cannot both take the
+    last of a quota or both take one key. `batch_hash`: the items are one batch under one key,
+    each stored with the whole batch's hash, so that a key reused for a batch that differs in
+    any item (or in their number) refuses every item, before anything is stored."""
+    out: list[Accepted | Refusal | None] = [None] * len(items)
+    wanted = [k for k in keys if k]
+    with svc.db.read() as s:
+        seen = subs.by_idempotency_key(s, team.team_id, wanted)
+        runs = {i.run_id for i in items if isinstance(i, Item) and i.run_id}
+        locked_runs = {} if team.admin else store_runs.locked_names(s, team.team_id, runs)
+    todo: list[tuple[int, Submission]] = []
+    for n, (item, key) in enumerate(zip(items, keys, strict=True)):
+        if isinstance(item, Refusal):
+            out[n] = item
+            continue
+        request_hash = batch_hash or item.request_hash()
+        if key and key in seen:
+            out[n] = _prior(seen[key], request_hash, item.request_hash() if batch_hash else None)
+            continue
+        if item.run_id in locked_runs:
+            out[n] = locked(locked_runs[item.run_id])
+            continue
+        refused = check(svc, item)
+        if refused is not None:
+            out[n] = refused
+            continue
+        todo.append((n, _new_row(svc, team, item, key, request_hash)))
+    if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
+        return [o if isinstance(o, Refusal) and o.reason == "idempotency_conflict" else conflict() for o in out]
+    fresh: list[Accepted] = []
+    if todo:
+        hits = _cache_hits(svc, [row for _, row in todo])
+        store_runs.ensure_runs(svc.db, team.team_id, {row.run_id for _, row in todo if row.run_id})
+        for at in range(0, len(todo), CHUNK):
+            if at and svc.db.is_sqlite:
+                time.sleep(SQLITE_CHUNK_PAUSE)
+            fresh += _store(svc, team, todo[at : at + CHUNK], hits, out)
+    for acc in fresh:
+        if acc.row.webhook_status == "pending":
+            _after_cached(svc, acc.row.id)
+    queued = [(a.row.id, a.row.job_id, a.row.task_id) for a in fresh if a.enqueue]
+    if queued:
+        try:
+            svc.enqueue_many(queued)
+        except StoreError as exc:  # stored already: the reconciler will enqueue them
+            log.warning("enqueueing %d submission(s) failed (%s); the reconciler will", len(queued), exc)
+    return cast("list[Accepted | Refusal]", out)  # every item is answered by now
+
+
+def _store(
+    svc: Service,
+    team: Submitter,
+    chunk: list[tuple[int, Submission]],
+    hits: dict[tuple[str | None, str], Submission],
+    out: list[Accepted | Refusal | None],
+) -> list[Accepted]:
+    """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
+    taken since the read above is seen here; should an insert still collide on one (the
+    unique index is the last word), the chunk is tried again and its keys answered then."""
+    cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
+    for attempt in range(3):
+        answers: dict[int, Accepted | Refusal] = {}
+        try:
+            with svc.db.write() as s:
+                subs.lock_team(s, team.team_id)
+                seen = subs.by_idempotency_key(
+                    s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
+                )
+                room = quota(svc, team, s)
+                add = []
+                for (n, template), hit in zip(chunk, cached, strict=True):
+                    if template.idempotency_key in seen:
+                        answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
+                        continue
+                    if room.room <= 0:
+                        answers[n] = room.reason
+                        continue
+                    room.room -= 1
+                    row = _copy(template)
+                    if hit is not None:
+                        _answer_from_cache(row, hit)
+                        row.webhook_status = "pending" if row.callback_url else None  # notify.after_finish's move
+                    else:
+                        row.job_id = subs.new_job_id(row.id)
+                    answers[n] = Accepted(row, enqueue=hit is None)
+                    add.append(row)
+                subs.insert_many(s, add)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
+                raise
+            log.info("intake collided on an Idempotency-Key; reading the keys again")
+            continue
+        for n, answer in answers.items():
+            out[n] = answer
+        return [a for a in answers.values() if isinstance(a, Accepted) and not a.replayed]
+    raise AssertionError("unreachable")
+
+
+def _copy(row: Submission) -> Submission:
+    """A new row with the template's columns, for one attempt at storing it: an attempt that
+    rolls back must leave the template as it was."""
+    return Submission(**{c.key: getattr(row, c.key) for c in Submission.__mapper__.column_attrs})
+
+
+def _after_cached(svc: Service, submission_id: str) -> None:
+    """Queue the callback of a submission answered from the cache (marked pending as it was stored)."""
+    try:
+        svc.enqueue_webhook(submission_id)
+    except StoreError as exc:
+        log.warning("queueing the callback of cached %s failed (%s); the reconciler will", submission_id, exc)
