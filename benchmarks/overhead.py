@@ -19,7 +19,18 @@ the instance image's before anything is timed. A baseline that differs from the 
 or whose fastest run is not faster than the grade's, is a broken measurement: exit
 status 2 and a message, never a figure.
 
+Then, per language, the same comparison for the language examples (tasks/languages: one
+tiny project per language, each graded by its own runner): (a) the project's own test
+command run bare in the task's instance image (`docker run --rm --network none`, as the
+unprivileged user, the hidden tests copied in and the gold patch applied first, nothing of
+the grader loaded), (b) a full grade of the gold patch through the pipeline in the same
+image and runtime. Both start a container and apply the patch; the difference is what the
+grader adds (the supervisor, protection, the signed reporters, canaries, the report). A
+language whose bare run is not faster than its grade is reported as broken, never as a
+negative overhead.
+
     .venv/bin/python benchmarks/overhead.py [--rounds 30] [--runtimes runc,runsc] [--json FILE]
+    .venv/bin/python benchmarks/overhead.py --languages [--language-rounds 5] [--only go-median-even,...]
 """
 
 from __future__ import annotations
@@ -42,11 +53,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "overhead"
 sys.path.insert(0, str(ROOT))
 
+from grader.box.paths import REPO_DIR, UID  # noqa: E402
 from grader.box.runners.common import python_env as check_env  # noqa: E402
 from grader.config import get_settings  # noqa: E402
 from grader.grading.spec import CONTAINER_ENV  # noqa: E402
 from grader.pipeline import Grader  # noqa: E402
 from grader.tasks.loader import TaskSet  # noqa: E402
+from grader.tasks.model import TestsCheck  # noqa: E402
 from grader.verdict import Verdict  # noqa: E402
 
 GIT_ENV = {
@@ -327,6 +340,103 @@ def measure(args: argparse.Namespace, report: dict, tmp: Path) -> None:
         )
 
 
+# --- per language: the project's own test command, bare, in the same image ------------------
+
+LANGUAGES = ROOT / "tasks" / "languages"
+# runner -> the command a project of that ecosystem runs its tests with (the task's paths
+# and ids do not matter here: the examples' hidden test file is the whole suite)
+BARE: dict[str, str] = {
+    "go": "go test -count=1 ./...",
+    "node-test": "node --test test/",
+    "cargo": "cargo test --offline -q",
+    "junit": "junit-run",
+    "ctest": "cmake --build build && ctest --test-dir build",
+    "unittest": "python -m unittest tests.test_median",
+    "pytest": "python -m pytest -q -p no:cacheprovider tests",
+}
+
+
+def bare_run(grader: Grader, image: str, task_dir: Path, hidden: dict[str, str], command: str, runtime: str) -> float:
+    """The hidden tests copied in, the gold patch applied, the project's own test command:
+    one `docker run` as the unprivileged user, timed from the host as a grade is."""
+    client = grader.sandbox.engine.client
+    copies = " && ".join(f"mkdir -p $(dirname {dst}) && cp /bare/task/{src} {dst}" for dst, src in hidden.items())
+    script = f"set -e; {copies}; git apply /bare/task/gold.patch; {command}"
+    kwargs = {"runtime": runtime} if runtime != "runc" else {}
+    t = time.perf_counter()
+    container = client.containers.run(
+        image,
+        ["sh", "-c", script],
+        detach=True,
+        network_mode="none",
+        user=f"{UID}:{UID}",
+        working_dir=REPO_DIR,
+        volumes={str(task_dir): {"bind": "/bare/task", "mode": "ro"}},
+        **kwargs,
+    )
+    try:
+        status = container.wait()["StatusCode"]
+        elapsed = time.perf_counter() - t
+        if status != 0:
+            log = container.logs().decode(errors="replace")[-2000:]
+            raise MeasurementBroken(f"{task_dir.name}: the bare run of {command!r} did not pass:\n{log}")
+    finally:
+        container.remove(force=True)
+    return elapsed
+
+
+def measure_languages(args: argparse.Namespace, report: dict, tmp: Path) -> None:
+    settings = get_settings(tasks_dir=LANGUAGES, environments_dir=ROOT / "environments", cache_dir=tmp / "cache")
+    tasks = TaskSet(LANGUAGES)
+    ids = args.only.split(",") if args.only else tasks.ids()
+    broken: list[str] = []
+    for runtime in args.runtimes.split(","):
+        grader = Grader(settings, runtime=runtime)
+        for task_id in ids:
+            task = tasks.get(task_id)
+            gold = task.gold_patch_text() or b""
+            image, _ = grader.images.instance_image(task)
+            check = task.check
+            assert isinstance(check, TestsCheck), task_id
+            hidden = dict(check.hidden_tests)
+            command = BARE[check.runner]
+            try:
+                for _ in range(2):  # warm caches: page cache, image layers, build caches
+                    bare_run(grader, image, task.root, hidden, command, runtime)
+                    assert grader.grade(task, gold).verdict is Verdict.PASS
+                bare, grade = [], []
+                for _ in range(args.language_rounds):
+                    bare.append(bare_run(grader, image, task.root, hidden, command, runtime))
+                    t = time.perf_counter()
+                    result = grader.grade(task, gold)
+                    grade.append(time.perf_counter() - t)
+                    assert result.verdict is Verdict.PASS, result.to_json()
+                judge(f"{runtime} {task_id}", bare, grade)
+            except MeasurementBroken as e:
+                broken.append(str(e))
+                print(f"{runtime:6} {task.metadata.language:11} {task_id:20} broken: {e}", flush=True)
+                continue
+            row = {
+                "language": task.metadata.language,
+                "runner": check.runner,
+                "bare_command": command,
+                "bare_median_s": statistics.median(bare),
+                "grade_median_s": statistics.median(grade),
+                "overhead_median_s": statistics.median(grade) - statistics.median(bare),
+                "ratio_median": statistics.median(grade) / statistics.median(bare),
+                "bare_speed_share": statistics.median(bare) / statistics.median(grade),
+            }
+            report["languages"].setdefault(runtime, {})[task_id] = row
+            print(
+                f"{runtime:6} {row['language']:11} {row['runner']:10} bare {row['bare_median_s']:.2f}s  "
+                f"grade {row['grade_median_s']:.2f}s  overhead {row['overhead_median_s']:+.2f}s  "
+                f"ratio {row['ratio_median']:.2f}x  (graded at {100 * row['bare_speed_share']:.0f}% of bare speed)",
+                flush=True,
+            )
+    if broken:
+        report["languages_broken"] = broken
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=30)
@@ -338,12 +448,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run the baseline with this interpreter instead of the environment's virtualenv "
         "(it must bring the image's packages and plugins all the same)",
     )
+    ap.add_argument("--languages", action="store_true", help="per language, on tasks/languages, instead")
+    ap.add_argument("--language-rounds", type=int, default=5)
+    ap.add_argument("--only", help="with --languages: these task ids (comma-separated)")
     args = ap.parse_args(argv)
-    report: dict = {"rounds": args.rounds, "runtimes": {}}
+    report: dict = {"rounds": args.rounds, "runtimes": {}, "languages": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            measure(args, report, Path(tmp))
+            if args.languages:
+                measure_languages(args, report, Path(tmp))
+            else:
+                measure(args, report, Path(tmp))
     except MeasurementBroken as e:
         # no figures: an earlier run's file must not stand in for this one
         args.json.write_text(json.dumps({"broken": str(e)}, indent=2))
