@@ -72,6 +72,6 @@ fi
 
 if [ -z "${GRADER_SKIP_IMAGES:-}" ]; then
   log "building base images and environments (cached by content hash)"
-  "$VENV/bin/grader" env build
+  "$VENV/bin/grader" env build --jobs "${GRADER_ENV_BUILD_JOBS:-2}"
 fi
 log "ready"
