@@ -88,6 +88,12 @@ def test_the_ids_are_reported_in_the_form_the_lists_use():
     assert plan(fail_to_pass=["example.com/m/calc::TestA"]).args[0] == go.IDS_QUALIFIED
     with pytest.raises(ValueError, match="mixes them"):
         plan(fail_to_pass=["TestA"], pass_to_pass=["example.com/m::TestB"])
+    # a subtest's name may hold "::" (timefmt-go's format strings): still a plain id
+    subtests = ["TestFormat/%::z", "TestFormat/+09:00_%:::z", "TestParse/23:14:15"]
+    assert plan(fail_to_pass=["TestA"], pass_to_pass=subtests).args[0] == go.IDS_PLAIN
+    assert plan(fail_to_pass=["example/calc::TestA/x::y", "m::ExampleB"]).args[0] == go.IDS_QUALIFIED
+    assert go.camel_words("TestFormat/%::z") == ["format"]
+    assert go.camel_words("example.com/m::TestParseHTTP/a::b") == ["parse", "http"]
     # no lists: plain for one package, qualified where several may run
     assert plan().args[0] == go.IDS_PLAIN
     assert plan(paths=["./..."]).args[0] == go.IDS_QUALIFIED

@@ -172,9 +172,19 @@ def normalize_flags(args: list[str]) -> list[str]:
 
 def camel_words(name: str) -> list[str]:
     """Words of a Go test name: TestParseHTTPVersion/sub -> parse, http, version."""
-    top = name.split("::")[-1].split("/", 1)[0]
+    top = name.split("::", 1)[1] if is_qualified(name) else name
+    top = top.split("/", 1)[0]
     top = re.sub(r"^(Test|Example|Fuzz|Benchmark)_?", "", top)
     return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", top)]
+
+
+PLAIN_ID = re.compile(r"(Test|Example|Fuzz|Benchmark)[^/:]*(/|$)")
+
+
+def is_qualified(test_id: str) -> bool:
+    """`<import path>::TestX` rather than `TestX` or `TestX/sub`: a subtest's name may
+    hold "::" itself (`TestFormat/%::z`), after the top-level test's name."""
+    return "::" in test_id and not PLAIN_ID.match(test_id)
 
 
 def words(test_ids: list[str]) -> list[str]:
@@ -199,7 +209,7 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
         if not isinstance(p, str) or not p or p.startswith("-") or "\n" in p:
             raise ValueError(f"go package pattern {p!r} is not one (flags go in args)")
     flags = normalize_flags(list(check.get("args") or []))
-    qualified = {"::" in tid for tid in listed}
+    qualified = {is_qualified(tid) for tid in listed}
     if len(qualified) > 1:
         raise ValueError("the go runner's test ids are all `TestX` or all `<import path>::TestX`; this task mixes them")
     if listed:
