@@ -136,13 +136,21 @@ def blanket_flip(runner: str) -> str:
     return calc(flips[runner])
 
 
-# A signed-looking record written into every descriptor the process holds (the report pipe
-# among them): unsigned, so forged.
+# A signed-looking record written into the report pipe: the descriptor of a pipe whose other
+# end is not in this process (libuv's own pipes have both ends here; writing into those
+# crashes node before the record is written). Unsigned, so forged.
 PIPE_FORGE = calc("""\
     const fs = require('fs');
     const line = JSON.stringify({ t: 'test', id: 'test/mean.js::empty throws', when: 'call', outcome: 'passed' });
+    const links = {};
     for (const fd of fs.readdirSync('/proc/self/fd')) {
-      if (Number(fd) > 2) { try { fs.writeSync(Number(fd), line + '\\tdeadbeef\\n'); } catch (e) { /* */ } }
+      try { links[fd] = fs.readlinkSync('/proc/self/fd/' + fd); } catch (e) { /* gone */ }
+    }
+    const all = Object.values(links);
+    for (const [fd, link] of Object.entries(links)) {
+      if (Number(fd) > 2 && link.startsWith('pipe:') && all.filter((l) => l === link).length === 1) {
+        try { fs.writeSync(Number(fd), line + '\\tdeadbeef\\n'); } catch (e) { /* */ }
+      }
     }
     """)
 # The next test file's process would load a rewritten test file: the tests are sealed.
