@@ -276,13 +276,13 @@ def seal(job: JobSpec, tree: Tree, extra: list[str]) -> None:
     lock_dirs(job, tree, [r for r, d in manifest.items() if d is not None] + list(job.check.paths) + list(extra))
 
 
-def watched(job: JobSpec) -> dict[str, tuple[int, int, int, int]]:
+def watched(job: JobSpec) -> dict[str, tuple[int, int, int]]:
     """What node loads by itself that the test processes could rewrite between units: every
     file of every node_modules/ (its .cache/ aside) and the runner configuration the patch
     may not change (package.json, ...), by inode, size, modification and change time."""
     names = set(NODE_PROTECT["names"])
     prefixes = tuple(NODE_PROTECT["prefixes"])
-    out: dict[str, tuple[int, int, int, int]] = {}
+    out: dict[str, tuple[int, int, int]] = {}
     for root, subdirs, files in os.walk(job.repo, followlinks=False):
         rel_root = os.path.relpath(root, job.repo)
         if rel_root == ".":
@@ -298,8 +298,9 @@ def watched(job: JobSpec) -> dict[str, tuple[int, int, int, int]]:
                     st = os.lstat(path)
                 except OSError:
                     continue
+                # not the inode number: gVisor may renumber a file it looks up again (jest
+                # scans node_modules/); a replaced or rewritten file has a new change time
                 out[posixpath.join(*parts, name) if parts else name] = (
-                    st.st_ino,
                     st.st_size,
                     st.st_mtime_ns,
                     st.st_ctime_ns,
