@@ -50,9 +50,10 @@ def placed_identity(
     tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None
 ) -> dict[str, tuple[Any, ...]]:
     """The change time of each root-owned file placed for the run: a file moved aside and
-    back while the tests ran keeps its bytes but not its change time (a rename sets it, and
-    no call sets it back). Not its inode number: gVisor may number a file anew when it looks
-    it up again (after jest's scan of the whole repository, say), though nothing changed."""
+    back while the tests ran keeps its bytes but not its change time (a rename sets it to
+    now, and no call sets it back). Not its inode number: gVisor may number a file anew when
+    it looks it up again (after jest's scan of the whole repository, say), and then report
+    the host's change time, a little earlier than the one it kept: only a later one counts."""
     paths = [rel for rel, digest in manifest.items() if digest is not None]
     paths += [p for p in canary_files(canaries) if p not in paths]
     out = {}
@@ -67,7 +68,7 @@ def moved(tree: Tree, identity: dict[str, tuple[Any, ...]]) -> list[str]:
     bad = []
     for rel, (ctime,) in sorted(identity.items()):
         st = tree.lstat(rel)
-        if st is None or st.st_ctime_ns != ctime:
+        if st is None or st.st_ctime_ns > ctime:  # gVisor may report an earlier stamp on a new lookup
             bad.append(rel)
     return bad
 

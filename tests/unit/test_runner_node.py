@@ -505,6 +505,54 @@ def test_node_modules_and_configuration_changed_while_running_are_seen(tmp_path)
     ]
 
 
+def test_a_file_rewritten_or_moved_back_in_place_is_seen_and_a_new_lookups_stamp_is_not(tmp_path):
+    """Change times only move on: a file swapped and put back (same bytes, same mtime) has a
+    later one; gVisor's fresh lookup of an untouched file may report an earlier one."""
+    make_tree(
+        tmp_path,
+        {"package.json": "{}", "test/a.js": "t", "node_modules/jest/a.js": "aaaa", "node_modules/jest/b.js": "bbbb"},
+    )
+    j = job(tmp_path, tap.plan({"paths": ["test/a.js"]}, {}))
+    before = nodejs.watched(j)
+    a = tmp_path / "node_modules/jest/a.js"
+    st = a.stat()
+    # attack 1: moved aside and back, bytes and mtime untouched
+    os.rename(a, tmp_path / "aside.js")
+    os.rename(tmp_path / "aside.js", a)
+    # attack 2: rewritten with the same size, mtime set back by hand
+    b = tmp_path / "node_modules/jest/b.js"
+    b_st = b.stat()
+    b.write_text("BBBB")
+    os.utime(b, ns=(b_st.st_atime_ns, b_st.st_mtime_ns))
+    assert a.stat().st_mtime_ns == st.st_mtime_ns
+    assert nodejs.changed_while_running(before, nodejs.watched(j)) == [
+        "node_modules/jest/a.js",
+        "node_modules/jest/b.js",
+    ]
+    # honest: nothing touched, but a new lookup reports each change time a little earlier
+    fresh = nodejs.watched(j)
+    earlier = {rel: (size, mtime, ctime - 1_000_000) for rel, (size, mtime, ctime) in fresh.items()}
+    assert nodejs.changed_while_running(fresh, earlier) == []
+
+
+def test_placed_hidden_files_moved_aside_and_back_are_seen_and_an_earlier_stamp_is_not(tmp_path):
+    from grader.box.hidden import moved, placed_identity
+    from grader.box.tree import Tree
+
+    make_tree(tmp_path, {"test/hidden.js": "h", "test/other.js": "o"})
+    tree = Tree(str(tmp_path), os.getuid(), os.getgid())
+    identity = placed_identity(tree, {"test/hidden.js": "d", "test/other.js": "d"}, None)
+    os.rename(tmp_path / "test/hidden.js", tmp_path / "test/x.js")
+    os.rename(tmp_path / "test/x.js", tmp_path / "test/hidden.js")
+    assert moved(tree, identity) == ["test/hidden.js"]
+    (tmp_path / "test/other.js").unlink()
+    assert moved(tree, identity) == ["test/hidden.js", "test/other.js"]
+    # honest: the stamp kept before was the sandbox's own, a little later than the host's
+    # that a new lookup reports now
+    now = placed_identity(tree, {"test/hidden.js": "d"}, None)
+    assert moved(tree, {rel: (ctime + 1_000_000,) for rel, (ctime,) in now.items()}) == []
+
+
 def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
     tree = make_tree(
         tmp_path, {"test/a.js": "t", "test/helpers.js": "h", "test/sub/fixture.json": "{}", "lib/x.js": ""}

@@ -309,7 +309,16 @@ def watched(job: JobSpec) -> dict[str, tuple[int, int, int]]:
 
 
 def changed_while_running(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    return sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+    """The files added, removed, resized or rewritten, or whose change time moved on (a
+    rename sets it, no call sets it back). A change time that went back is no change:
+    gVisor reports the host's stamp for a file it looks up again, a little before the one
+    it kept itself (jest's scan of node_modules/ does that)."""
+    out = []
+    for rel in set(before) | set(after):
+        was, now = before.get(rel), after.get(rel)
+        if was is None or now is None or was[:2] != now[:2] or now[2] > was[2]:
+            out.append(rel)
+    return sorted(out)
 
 
 def run_command(job: JobSpec, result: dict[str, Any]) -> str:
