@@ -5,7 +5,7 @@
 #
 #   unit     tests/unit      needs nothing; runs first, with -x: a failure stops the whole run there
 #   service  tests/service   Redis, PostgreSQL, gunicorn; two pytest-xdist workers, a file to a worker
-#   docker   tests/docker    the Docker engine, gVisor included; serial; GRADER_TEST_DOCKER_WORKERS=2 for two workers
+#   docker   tests/docker    the Docker engine, gVisor included; two workers (GRADER_TEST_DOCKER_WORKERS=0: serial)
 #   browser  tests/browser   headless Chromium
 #   the disruptive tests alone, last (marked `disruptive`: they restart what the others use, dockerd)
 #
@@ -50,7 +50,7 @@ step "the unit tier (tests/unit), failing fast" tests/unit -x "$@" || {
   fi
 }
 step "the service tier (tests/service)" tests/service -n 2 --dist loadfile "$@" || true
-step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-0}" --dist loadfile "$@" || true
+step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-2}" --dist loadfile "$@" || true
 step "the browser tier (tests/browser)" tests/browser "$@" || true
 step "the disruptive tests, alone, after the others" --disruptive "$@" || true
 
