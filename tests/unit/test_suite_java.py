@@ -1,7 +1,7 @@
 """The Java real-task suite's manifest and lists (tasks/maven-real/), without Docker or the
 network: every release three files pinned to Maven Central by hash, the suite's defaults,
 the lists computed for every task in the ids the junit runner reports. Built and graded:
-tests/docker/test_suite_java.py."""
+tests/docker/test_suite_java_docker.py."""
 
 from __future__ import annotations
 
