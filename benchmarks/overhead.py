@@ -255,14 +255,14 @@ def host_run(python: Path, src: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
-def judge(runtime: str, host: list[float], grade: list[float]) -> None:
+def judge(runtime: str, host: list[float], grade: list[float], what: str = "the host baseline") -> None:
     """A grade runs the same tests as the baseline plus a container: a baseline that is
     not faster runs something else, and its difference is no overhead. Compared by each
     side's fastest run, the one the machine's other load disturbed least: a busy machine
     can make a few baseline runs slow (here 0.7 s against 0.13 s quiet), never its best."""
     if min(host) >= min(grade):
         raise MeasurementBroken(
-            f"{runtime}: the host baseline's fastest run ({min(host):.3f} s; median "
+            f"{runtime}: {what}'s fastest run ({min(host):.3f} s; median "
             f"{statistics.median(host):.3f} s) is not faster than the grade's ({min(grade):.3f} s; "
             f"median {statistics.median(grade):.3f} s), which runs the same tests in a container"
         )
@@ -425,7 +425,7 @@ def measure_languages(args: argparse.Namespace, report: dict, tmp: Path) -> None
                     result = grader.grade(task, gold)
                     grade.append(time.perf_counter() - t)
                     assert result.verdict is Verdict.PASS, result.to_json()
-                judge(f"{runtime} {task_id}", bare, grade)
+                judge(f"{runtime} {task_id}", bare, grade, what=f"the bare {command!r}")
             except MeasurementBroken as e:
                 broken.append(str(e))
                 print(f"{runtime:6} {task.metadata.language:11} {task_id:20} broken: {e}", flush=True)
