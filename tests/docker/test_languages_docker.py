@@ -11,8 +11,8 @@ import pytest
 
 from grader.config import get_settings
 from grader.pipeline import Grader
-from grader.tasks.loader import TaskSet
 from grader.tasks import model
+from grader.tasks.loader import TaskSet
 from grader.validate import validate_task
 from grader.verdict import Verdict
 
