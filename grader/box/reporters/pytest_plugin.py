@@ -28,9 +28,12 @@ It also watches the process from inside, and says what it saw on the same channe
 - tampering (`integrity` records): the garbage collector's objects walked, trace and
   profile functions set, code loaded from marshal data or compiled under another file's
   name, by anything but pytest, the standard library or the task's own test files; the
-  code of a function of pytest, pluggy, this plugin or a test replaced (`__code__`
-  assigned, or found different from the code compiled from its file); an object of
-  pytest's given another class; a test module executed twice, or given names its own
+  code of what decides outcomes replaced (`__code__` assigned, or found different from
+  the code compiled from its file): a function of pytest, pluggy or this plugin, a
+  collected test's function, what a test file defines itself unless the task's own test
+  code changes it (a function a test makes while it runs, or a library's, is not
+  guarded: whose function it is is read from its code); an object of pytest's given
+  another class; a test module executed twice, or given names its own
   code does not bind; the builtins replaced; a hook from anywhere but the task's code;
 - reflective access (`finding` records, judged by the host's audit mode): frames read
   (sys._getframe, tracebacks' and generators' frames), `__code__` or `__class__`
@@ -229,6 +232,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     code_home: dict[int, tuple[types.CodeType, str, str]] = {}
     texts: dict[str, frozenset[tuple[str, ...]]] = {}  # a test module's string constants, line by line
     compiled: list[tuple[object, str]] = []  # the last text compiled by a test module's code
+    granted: dict[int, tuple[object, object]] = {}  # id(function) -> code the task's own tests gave it
 
     def qualnames(code: types.CodeType, prefix: str, out: dict[str, object], home: str, base: str = "") -> None:
         """Every code object inside `code` under its qualified name (`base` before names
@@ -253,15 +257,16 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
 
     def decides(obj: object, frame: types.FrameType | None) -> bool:
         """Whether an object is one of those that decide outcomes, whose code or class must
-        not change: pytest's, pluggy's and this plugin's objects and functions, a collected
-        test's function, and what a test file defines itself (its tests, their classes'
+        not change: pytest's, pluggy's and this plugin's objects and functions; a collected
+        test's function and what a test file defines itself (its tests, their classes'
         methods, its fixtures and helpers) unless the task's own test code (`frame`, the
-        one that assigns) changes it. A function a test makes while it runs (a local
+        one that assigns) changes it (bytecode's tests recompile the functions of another
+        of their files, which pytest collects too). A function a test makes while it runs (a local
         function it recompiles, as a bytecode library's tests do) and a library's own
         functions are not guarded. Who owns a function is read from the code it has now
         (its file and where its module's code made it), never from its names."""
         module = str(getattr(type(obj), "__module__", ""))
-        if module.startswith(watched_modules) or id(obj) in state.item_functions:
+        if module.startswith(watched_modules):
             return True
         code = getattr(obj, "__code__", None)
         if not isinstance(code, types.CodeType):
@@ -269,9 +274,8 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         if code.co_filename.startswith(watched_files):
             return True
         home = code_home.get(id(code))
-        if home is None or home[0] is not code or "<locals>" in home[2]:
-            return False
-        return not tests_own(frame)
+        ours_ = id(obj) in state.item_functions or (home is not None and home[0] is code and "<locals>" not in home[2])
+        return ours_ and not tests_own(frame)
 
     def own_text(home: str, source: object) -> bool:
         """Whether a text compiled by a test module's code is one of that module's own
@@ -340,6 +344,8 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                         setter: types.FrameType | None = sys._getframe(1)  # the frame that assigns
                     except ValueError:
                         setter = None
+                    if name == "__code__" and tests_own(setter) and isinstance(args[2], types.CodeType):
+                        granted[id(target)] = (target, args[2])
                     if decides(target, setter):
                         path, line = caller()
                         said(
@@ -485,6 +491,9 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(fn) and not own(origin(fn)):
                 said(f"the test {item.nodeid} runs something that is not its module's code")
             return
+        grant = granted.get(id(fn))
+        if grant is not None and grant[0] is fn and grant[1] is code:
+            return  # code the task's own test code set on it
         home = code_home.get(id(code))
         filename = home[1] if home is not None and home[0] is code else code.co_filename
         if not a_test(filename):
