@@ -28,9 +28,12 @@ It also watches the process from inside, and says what it saw on the same channe
 - tampering (`integrity` records): the garbage collector's objects walked, trace and
   profile functions set, code loaded from marshal data or compiled under another file's
   name, by anything but pytest, the standard library or the task's own test files; the
-  code of a function of pytest, pluggy, this plugin or a test replaced (`__code__`
-  assigned, or found different from the code compiled from its file); an object of
-  pytest's given another class; a test module executed twice, or given names its own
+  code of what decides outcomes replaced (`__code__` assigned, or found different from
+  the code compiled from its file): a function of pytest, pluggy or this plugin, a
+  collected test's function, what a test file defines itself unless the task's own test
+  code changes it (a function a test makes while it runs, or a library's, is not
+  guarded: whose function it is is read from its code); an object of pytest's given
+  another class; a test module executed twice, or given names its own
   code does not bind; the builtins replaced; a hook from anywhere but the task's code;
 - reflective access (`finding` records, judged by the host's audit mode): frames read
   (sys._getframe, tracebacks' and generators' frames), `__code__` or `__class__`
@@ -159,6 +162,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     seen: set[str] = set()
     busy = [False]
     state = types.SimpleNamespace()
+    state.item_functions = set()  # id() of each collected test's function (kept in state.items)
 
     def said(what: str, kind: str = "integrity") -> None:
         if what not in seen and len(seen) < 100:
@@ -218,27 +222,106 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         if at is not None:
             said(f"{what} at {where(*at)}", "finding")
 
-    def ours(obj: object) -> bool:
-        """An object of pytest's, pluggy's or this plugin's, or a function of the tests."""
-        module = str(getattr(type(obj), "__module__", ""))
-        if module.startswith(watched_modules):
-            return True
-        code = getattr(obj, "__code__", None)
-        path = getattr(code, "co_filename", "")
-        return isinstance(path, str) and (path.startswith(watched_files) or a_test(path))
-
     # the code of every test module, as executed: its functions' code must stay this code
     test_code: dict[str, dict[str, object]] = {}
     test_execs: dict[str, int] = {}
     module_code: dict[str, types.CodeType] = {}
+    # every code object a test module's own code made: id -> (the code, its module's file,
+    # its qualified name there); what a test module executes from its own text with exec()
+    # (a definition in newer syntax kept in a string) is its own code too
+    code_home: dict[int, tuple[types.CodeType, str, str]] = {}
+    texts: dict[str, frozenset[tuple[str, ...]]] = {}  # a test module's string constants, line by line
+    compiled: list[tuple[object, str]] = []  # the last text compiled by a test module's code
+    granted: dict[int, tuple[object, object]] = {}  # id(function) -> code the task's own tests gave it
 
-    def qualnames(code: types.CodeType, prefix: str, out: dict[str, object]) -> None:
+    def qualnames(code: types.CodeType, prefix: str, out: dict[str, object], home: str, base: str = "") -> None:
+        """Every code object inside `code` under its qualified name (`base` before names
+        made by an exec() inside a class or function of the module)."""
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
-                qual = getattr(const, "co_qualname", None) or prefix + const.co_name
+                local = getattr(const, "co_qualname", None) or prefix + const.co_name
+                qual = base + local
                 out.setdefault(qual, const)
-                inner = qual + ("." if not const.co_flags & 0x2 else ".<locals>.")  # CO_NEWLOCALS: a function
-                qualnames(const, inner, out)
+                code_home.setdefault(id(const), (const, home, qual))
+                inner = local + ("." if not const.co_flags & 0x2 else ".<locals>.")  # CO_NEWLOCALS: a function
+                qualnames(const, inner, out, home, base)
+
+    def tests_own(frame: types.FrameType | None) -> bool:
+        """Whether a frame runs the task's own test code: a code object a test module's
+        code made (by identity: a code that only claims a test file's name is not)."""
+        if frame is None:
+            return False
+        code = frame.f_code
+        home = code_home.get(id(code))
+        return (home is not None and home[0] is code) or module_code.get(code.co_filename) is code
+
+    def decides(obj: object, frame: types.FrameType | None) -> bool:
+        """Whether an object is one of those that decide outcomes, whose code or class must
+        not change: pytest's, pluggy's and this plugin's objects and functions; a collected
+        test's function and what a test file defines itself (its tests, their classes'
+        methods, its fixtures and helpers) unless the task's own test code (`frame`, the
+        one that assigns) changes it (bytecode's tests recompile the functions of another
+        of their files, which pytest collects too). A function a test makes while it runs (a local
+        function it recompiles, as a bytecode library's tests do) and a library's own
+        functions are not guarded. Who owns a function is read from the code it has now
+        (its file and where its module's code made it), never from its names."""
+        module = str(getattr(type(obj), "__module__", ""))
+        if module.startswith(watched_modules):
+            return True
+        code = getattr(obj, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return False
+        if code.co_filename.startswith(watched_files):
+            return True
+        home = code_home.get(id(code))
+        ours_ = id(obj) in state.item_functions or (home is not None and home[0] is code and "<locals>" not in home[2])
+        return ours_ and not tests_own(frame)
+
+    def own_text(home: str, source: object) -> bool:
+        """Whether a text compiled by a test module's code is one of that module's own
+        string constants (compared line by line without indentation, so a dedented
+        constant is still its own)."""
+        if isinstance(source, bytes):
+            source = source.decode("utf-8", "replace")
+        if not isinstance(source, str):
+            return False
+        known = texts.get(home)
+        if known is None:
+            found_: set[tuple[str, ...]] = set()
+            stack = [module_code[home]] if home in module_code else []
+            while stack:
+                for const in stack.pop().co_consts:
+                    if isinstance(const, types.CodeType):
+                        stack.append(const)
+                    elif isinstance(const, str) and "\n" in const:
+                        found_.add(tuple(ln.strip() for ln in const.splitlines() if ln.strip()))
+            known = texts[home] = frozenset(found_)
+        return tuple(ln.strip() for ln in source.splitlines() if ln.strip()) in known
+
+    def exec_by_test(code: types.CodeType) -> None:
+        """exec() of text by a test module's own code (its module body, a class body, a
+        function of it): the definitions it makes are the module's own, under the names
+        they get where they are made."""
+        try:
+            frame = sys._getframe(2)  # past this function and the hook: exec's caller
+        except ValueError:
+            return
+        home = code_home.get(id(frame.f_code))
+        module = frame.f_code.co_name == "<module>" and module_code.get(frame.f_code.co_filename) is frame.f_code
+        if home is None and not module:
+            return
+        where_ = frame.f_code.co_filename if module else home[1]  # type: ignore[index]
+        if not a_test(where_) or not compiled or compiled[-1][1] != code.co_filename:
+            return
+        if not own_text(where_, compiled[-1][0]):
+            return
+        if module:
+            prefix = ""
+        else:
+            qual = home[2]  # type: ignore[index]
+            prefix = qual + ("." if not frame.f_code.co_flags & 0x2 else ".<locals>.")
+        code_home.setdefault(id(code), (code, where_, prefix + "<exec>"))
+        qualnames(code, "", test_code.setdefault(where_, {}), where_, prefix)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if busy[0] or (event not in _EVENTS and not event.startswith("ctypes.")):
@@ -257,7 +340,13 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             elif event == "object.__setattr__":
                 target, name = args[0], args[1]
                 if name in ("__code__", "__class__"):
-                    if ours(target):
+                    try:
+                        setter: types.FrameType | None = sys._getframe(1)  # the frame that assigns
+                    except ValueError:
+                        setter = None
+                    if name == "__code__" and tests_own(setter) and isinstance(args[2], types.CodeType):
+                        granted[id(target)] = (target, args[2])
+                    if decides(target, setter):
                         path, line = caller()
                         said(
                             f"the {name} of {getattr(target, '__qualname__', type(target).__name__)} was replaced "
@@ -286,6 +375,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                         said(f"code compiled under the name {name} at {where(path, line)}")
                 if submitted(path):
                     said(f"code compiled from text at {where(path, line)}", "finding")
+                compiled[:] = [(args[0], name)] if a_test(path) else []
             elif event == "exec":
                 code = args[0]
                 filename = getattr(code, "co_filename", "")
@@ -296,9 +386,12 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                         said(f"the test module {rel(filename)} was executed again from {where(path, line)}")
                     else:
                         table: dict[str, object] = {}
-                        qualnames(code, "", table)
+                        qualnames(code, "", table, filename)
                         test_code[filename] = table
                         module_code[filename] = code
+                elif isinstance(code, types.CodeType) and compiled:
+                    exec_by_test(code)
+                compiled.clear()
                 path, line = caller()
                 if submitted(path):
                     said(f"code executed at {where(path, line)}", "finding")
@@ -398,7 +491,11 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(fn) and not own(origin(fn)):
                 said(f"the test {item.nodeid} runs something that is not its module's code")
             return
-        filename = code.co_filename
+        grant = granted.get(id(fn))
+        if grant is not None and grant[0] is fn and grant[1] is code:
+            return  # code the task's own test code set on it
+        home = code_home.get(id(code))
+        filename = home[1] if home is not None and home[0] is code else code.co_filename
         if not a_test(filename):
             return  # a decorator's wrapper (the standard library's, a plugin's), or reported by check_item
         table = test_code.get(filename)
@@ -409,6 +506,13 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             said(f"the test {item.nodeid} runs code its file never compiled")
         elif want in table and table[want] is not code:
             said(f"the test {item.nodeid} runs the code of another test")
+
+    def module_made(thing: object) -> bool:
+        """Code a test module's own code made: compiled from its file, or from one of its
+        own strings by its own exec()."""
+        code = code_of(thing)
+        home = code_home.get(id(code))
+        return home is not None and home[0] is code and a_test(home[1])
 
     def check_item(item: Any) -> None:
         """Before the test runs: the item is the one collected, of the class it had, running
@@ -426,7 +530,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                 said(f"the test {item.nodeid} was given another configuration")
             for thing in (obj, getattr(item, "runtest", None)):
                 path = origin(thing) if thing is not None else None
-                if path and path != "?" and not own(path):
+                if path and path != "?" and not own(path) and not module_made(thing):
                     said(f"the test {item.nodeid} runs code from {where(path, 0).rsplit(':', 1)[0]}")
             if obj is not None:
                 test_code_ok(item, obj)
@@ -476,7 +580,10 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         try:
             for item in items:
                 obj = getattr(item, "obj", None)
-                state.items[id(item)] = (item, type(item), getattr(obj, "__func__", obj))
+                fn = getattr(obj, "__func__", obj)
+                state.items[id(item)] = (item, type(item), fn)
+                if fn is not None:
+                    state.item_functions.add(id(fn))
             import dis
 
             for filename, _table in list(test_code.items()):
