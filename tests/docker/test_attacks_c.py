@@ -210,7 +210,7 @@ def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC, mini_am: Mi
     (d / "hidden" / "tests" / "test_clamp.c").write_text(TEST_CLAMP)
     (d / "gold.patch").write_bytes(mini_am.diff(am_lib(CLAMP)))
     (d / "task.yaml").write_text(AM_TASK_YAML.format(commit=mini_am.base))
-    for task_id, timeout in (("mini-c", 90), ("mini-c-hang", 40)):
+    for task_id, timeout in (("mini-c", 90), ("mini-c-hang", 20)):
         d = tasks / task_id
         (d / "hidden" / "tests").mkdir(parents=True)
         (d / "hidden" / "tests" / "test_clamp.c").write_text(TEST_CLAMP)

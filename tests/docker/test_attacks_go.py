@@ -222,7 +222,7 @@ def test_a_goroutine_panic_fails(grader, go_tasks, go_mini):
 
 @pytest.mark.timeout(900)
 def test_a_hang_times_out(grader, go_tasks, go_mini):
-    result = grade(grader, go_tasks, fixed(go_mini, gm.HANG))
+    result = grade(grader, go_tasks, fixed(go_mini, gm.HANG), "go-hang")
     assert result.verdict is Verdict.TIMED_OUT, why(result)
     assert grader.sandbox.busy_containers() == []
 

@@ -52,8 +52,8 @@ def node_grader(request, node_set, tmp_path_factory) -> Grader:
     return grader
 
 
-def grade(grader: Grader, node_set: TaskSet, node_mini: NodeMini, runner: str, files) -> Result:
-    task = node_set.get(task_id(runner))
+def grade(grader: Grader, node_set: TaskSet, node_mini: NodeMini, runner: str, files, *, hang: bool = False) -> Result:
+    task = node_set.get(task_id(runner) + ("-hang" if hang else ""))
     patch = files if isinstance(files, bytes) else node_mini.diff(files)
     result = grader.grade(task, patch)
     assert grader.sandbox.busy_containers() == [], "a grading container was left behind"
@@ -139,7 +139,7 @@ def test_a_process_that_ends_in_the_middle_of_the_tests_does_not_pass(node_grade
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_a_hang_times_out(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.HANG})
+    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.HANG}, hang=True)
     assert result.verdict is Verdict.TIMED_OUT, result.to_json()
 
 

@@ -51,9 +51,10 @@ def stack(database_url, redis_server, settings, tmp_path):
     }
     svc = make_service(database_url, redis_server.url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, f"faults-{uuid.uuid4().hex[:6]}")
+    host_key = new_key(svc, f"host-{uuid.uuid4().hex[:6]}", admin=True)
     svc.close()
     s = Stack(env, tmp_path).start()
-    s.key, s.db_url = key, database_url
+    s.key, s.host_key, s.db_url = key, host_key, database_url
     try:
         yield s
     finally:
@@ -68,7 +69,8 @@ def _slow(mini, i: int, seconds: float = 2) -> str:
 def _in_flight(stack, mini, n: int = 6, seconds: float = 2, running: int = 1) -> tuple[Client, Ledger]:
     """`n` slow submissions, returned once `running` of them are being graded."""
     c = Client(stack.url, stack.key)
-    ledger = Ledger(c, [c.submit("mini", _slow(mini, i, seconds))["id"] for i in range(n)], stack)
+    ids = [c.submit("mini", _slow(mini, i, seconds))["id"] for i in range(n)]
+    ledger = Ledger(Client(stack.url, stack.host_key), ids, stack)  # the host sees each grade's duration
     deadline = time.monotonic() + 60
     while sum(s["status"] == "running" for s in ledger.poll().values()) < running:
         assert time.monotonic() < deadline, stack.tail()
@@ -85,7 +87,7 @@ def _after(stack, ledger: Ledger) -> dict[str, dict]:
     stack.assert_no_orphans()
     stack.stop()
     stack.assert_no_containers()
-    assert stack.key not in stack.log_text()
+    assert stack.key not in stack.log_text() and stack.host_key not in stack.log_text()
     print(
         "attempts:", sorted(s["attempts"] for s in final.values()), "claims lost:", stack.log_text().count("claim lost")
     )

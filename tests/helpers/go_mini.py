@@ -482,9 +482,13 @@ gold_patch: gold.patch
 """
 
 
+HANG_TIMEOUT = 15  # go-hang's limit: a hang costs a test this long; building and testing the mini module takes 2-5 s
+
+
 def write_tasks(tasks: Path, mini: GoMini, timeout: int = 90) -> None:
-    """Two tasks on the mini module: go-mini (the root package, plain ids) and go-multi
-    (./..., ids qualified by import path)."""
+    """Three tasks on the mini module: go-mini (the root package, plain ids), go-multi
+    (./..., ids qualified by import path) and go-hang (go-mini with a short time limit,
+    for the hang)."""
     mini.bundle(tasks / "go-mini.bundle")
     single = (
         "  hidden_tests: {mean_test.go: mean_test.go}\n"
@@ -501,11 +505,16 @@ def write_tasks(tasks: Path, mini: GoMini, timeout: int = 90) -> None:
         "go-mini": mini.diff({"calc.go": FIXED_CALC}),
         "go-multi": mini.diff({"calc.go": FIXED_CALC, "stats/stats.go": FIXED_STATS}),
     }
-    for task_id, check, more in (("go-mini", single, ""), ("go-multi", multi, " and stats.Max 0, false for none")):
+    golds["go-hang"] = golds["go-mini"]
+    for task_id, check, more, limit in (
+        ("go-mini", single, "", timeout),
+        ("go-multi", multi, " and stats.Max 0, false for none", timeout),
+        ("go-hang", single, "", HANG_TIMEOUT),
+    ):
         d = tasks / task_id
         d.mkdir()
         (d / "task.yaml").write_text(
-            TASK_YAML.format(id=task_id, more=more, commit=mini.base, check=check, timeout=timeout)
+            TASK_YAML.format(id=task_id, more=more, commit=mini.base, check=check, timeout=limit)
         )
         (d / "mean_test.go").write_text(HIDDEN_TEST)
         (d / "max_test.go").write_text(HIDDEN_STATS_TEST)

@@ -444,7 +444,7 @@ def write_tasks(tasks: Path, mini: JavaMini) -> None:
     for tid, install, f2p, p2p, timeout in (
         ("java-mini", "install: junit-run --prebuild\n", F2P, P2P, 120),
         ("java-mini-plain", "", PLAIN_F2P, PLAIN_P2P, 120),
-        ("java-mini-hang", "install: junit-run --prebuild\n", F2P, P2P, 45),
+        ("java-mini-hang", "install: junit-run --prebuild\n", F2P, P2P, 20),
     ):
         d = tasks / tid
         (d / "hidden").mkdir(parents=True)

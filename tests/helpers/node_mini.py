@@ -10,6 +10,7 @@ image), node:test is node's own: those two tasks install nothing.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import textwrap
@@ -198,17 +199,23 @@ def _flow(items: list[str]) -> str:
     return json.dumps(items)
 
 
+HANG_TIMEOUT = 10  # the hang tasks' limit: a hang costs a test this long; an honest run takes 1-4 s
+
+
 def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 30) -> None:
-    """One task per runner under `tasks` (and the shared bundle)."""
+    """Two tasks per runner under `tasks` (and the shared bundle): node-RUNNER, and
+    node-RUNNER-hang, the same with a short time limit, for the hangs. Their instance
+    images share every layer."""
     git("bundle", "create", "-q", str(tasks / "node-mini.bundle"), "--all", cwd=mini.src)
     gold = mini.diff({"calc.js": FIXED})
     hidden = "{" + ", ".join(f"{rel}: {rel}" for rel in HIDDEN) + "}"
-    for runner, (paths, f2p, p2p) in RUNS.items():
-        d = tasks / task_id(runner)
+    for (runner, (paths, f2p, p2p)), hang in itertools.product(RUNS.items(), (False, True)):
+        tid = task_id(runner) + ("-hang" if hang else "")
+        d = tasks / tid
         d.mkdir()
         (d / "task.yaml").write_text(
             TASK_YAML.format(
-                id=task_id(runner),
+                id=tid,
                 commit=mini.base,
                 install=f'install: "{INSTALL[runner]}"\n' if INSTALL[runner] else "",
                 runner=runner,
@@ -216,7 +223,7 @@ def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 30) -> None:
                 hidden=hidden,
                 f2p=_flow(f2p),
                 p2p=_flow(p2p),
-                timeout=timeout,
+                timeout=HANG_TIMEOUT if hang else timeout,
             )
         )
         _write(d, dict(HIDDEN))

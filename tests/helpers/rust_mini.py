@@ -339,7 +339,7 @@ gold_patch: gold.patch
 """
 
 
-def write_tasks(tasks: Path, mini: RustMini, timeout: int = 120, hang_timeout: int = 45) -> None:
+def write_tasks(tasks: Path, mini: RustMini, timeout: int = 120, hang_timeout: int = 20) -> None:
     mini.bundle(tasks / "rust-mini.bundle")
     single = (
         "  hidden_tests: {tests/mean.rs: mean.rs}\n"

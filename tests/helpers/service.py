@@ -305,7 +305,10 @@ class Stack:
 class Ledger:
     """Every state of some submissions seen through the API while faults happen. It fails at
     once if a submission is seen to leave a final state, to change a final verdict or its
-    grade (the grade's measured duration fingerprints it), or to count fewer attempts."""
+    grade (the grade's measured duration fingerprints it), or to count fewer attempts.
+
+    `client` reads the submissions: a host's (an admin key), who sees every field of a
+    result; a team's view of a task whose feedback is `tests` carries no durations."""
 
     def __init__(self, client, ids=(), stack: Stack | None = None):
         self.client, self.stack = client, stack
