@@ -24,11 +24,27 @@ for arg in "$@"; do
   fi
 done
 bash scripts/setup.sh
+# The images the docker tier grades in, built in the background while the tiers before it
+# (which need no Docker) run: the example and language tasks' instance images, then every
+# real suite (downloaded, written to build/SUITE, its instance images built; cached by
+# content hash, so a second run builds nothing). The docker tier waits for it; a suite
+# that failed to build here is built again by its own test, which then says why.
+prebuild_log=$(mktemp -t grader-prebuild.XXXXXX)
+(
+  .venv/bin/grader tasks build || echo "prebuild: grader tasks build failed"
+  for manifest in tasks/*/manifest.toml; do
+    suite=$(basename "$(dirname "$manifest")")
+    start=$SECONDS
+    .venv/bin/python tasks/releases.py "$suite" >/dev/null || echo "prebuild: $suite failed"
+    echo "prebuild: $suite in $((SECONDS - start)) s"
+  done
+) >"$prebuild_log" 2>&1 &
+prebuild=$!
+trap 'kill "$prebuild" 2>/dev/null || true' EXIT  # a run that stops early stops it too
 # the habits first: lint, formatting and types (configured in pyproject.toml); a finding fails the run
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-.venv/bin/grader tasks build
 
 statuses=()
 step() {  # step NAME PYTEST-ARGS...: one pytest run, its status kept in `statuses`
@@ -42,7 +58,7 @@ step() {  # step NAME PYTEST-ARGS...: one pytest run, its status kept in `status
   return "$status"
 }
 
-step "the unit tier (tests/unit), failing fast" tests/unit -x "$@" || {
+step "the unit tier (tests/unit), failing fast" tests/unit -x -n 2 "$@" || {
   status=$?
   if [ "$status" -ne 5 ]; then
     echo "scripts/test.sh: the unit tier failed: the other tiers are not run" >&2
@@ -50,6 +66,10 @@ step "the unit tier (tests/unit), failing fast" tests/unit -x "$@" || {
   fi
 }
 step "the service tier (tests/service)" tests/service -n 2 --dist loadfile "$@" || true
+start=$SECONDS
+wait "$prebuild" || echo "scripts/test.sh: building the images in the background failed" >&2
+echo "scripts/test.sh: the images were ready $((SECONDS - start)) s after the tiers before them" >&2
+grep '^prebuild:' "$prebuild_log" >&2 || tail -20 "$prebuild_log" >&2
 step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-2}" --dist loadfile "$@" || true
 step "the browser tier (tests/browser)" tests/browser "$@" || true
 step "the disruptive tests, alone, after the others" --disruptive "$@" || true
