@@ -31,6 +31,7 @@ from docker.types import Ulimit
 from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
 from grader.sandbox.docker.engine import DockerEngine
+from grader.sandbox.docker.memory import MemoryWatch
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -401,6 +402,7 @@ class DockerSandbox(Sandbox):
         timed_out = False
         with self._lock:
             self._in_flight.add(_cid(container))
+        memory = MemoryWatch(_cid(container))
         try:
             try:
                 t = time.monotonic()
@@ -416,6 +418,7 @@ class DockerSandbox(Sandbox):
                         pass  # it exited on its own between the timeout and the kill
                     container.wait(timeout=30)
                 durations["wait"] = time.monotonic() - t
+                limit_hit = memory.stop()
                 t = time.monotonic()
                 stdout = container.logs(stdout=True, stderr=False)
                 stderr = container.logs(stdout=False, stderr=True, tail=200)
@@ -425,6 +428,7 @@ class DockerSandbox(Sandbox):
                 self._fault = True
                 raise SandboxError(f"the container failed to run: {exc}") from exc
         finally:
+            memory.stop()
             durations["remove"] = self._remove(container)
             with self._lock:
                 self._in_flight.discard(_cid(container))
@@ -434,7 +438,8 @@ class DockerSandbox(Sandbox):
             stdout=stdout,
             stderr=stderr,
             timed_out=timed_out,
-            oom_killed=bool(state.get("OOMKilled")),
+            # the engine's flag, or the kernel's word: killed (137, not by us) after its usage hit the limit
+            oom_killed=bool(state.get("OOMKilled")) or (limit_hit and exit_code == 137 and not timed_out),
             image_id=container.attrs.get("Image", ""),
             runtime=self.runtime,
             durations=durations,
