@@ -1,7 +1,7 @@
 """The web application: the REST API (grader/api/) and the portal (grader/portal/) in one
 Flask app. `create_app()` is the one place the two halves meet, so neither package
-imports the other; both stand on what lies below them (grader/views/, grader/runs.py,
-grader/service.py)."""
+imports the other; both stand on what lies below them (grader/serializers/, grader/runs.py,
+grader/handles.py)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
 from grader.config import Settings, get_settings
-from grader.service import Service
+from grader.handles import Handles
 
 __all__ = ["create_app"]
 
 
-def create_app(settings: Settings | None = None, *, service: Service | None = None, migrate: bool = True) -> Flask:
+def create_app(settings: Settings | None = None, *, service: Handles | None = None, migrate: bool = True) -> Flask:
     """The Flask app over `service` (made from `settings` when not given). The schema is
     migrated first unless `migrate` is off (`grader serve` migrates once before forking)."""
     settings = service.settings if service else (settings or get_settings())
     settings.require_production_secrets()
-    svc = service or Service(settings)
+    svc = service or Handles(settings)
     if migrate:
         svc.db.migrate()
 

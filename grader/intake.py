@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from grader import webhooks
 from grader.errors import StoreError, TaskNotFound
-from grader.service import Service
+from grader.handles import Handles
 from grader.store import cache
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
@@ -139,7 +139,7 @@ class Quota:
     reason: Refusal
 
 
-def quota(svc: Service, team: Submitter, s: Session) -> Quota:
+def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     """Counted in the intake's write transaction, under the team's lock (subs.lock_team), so
     that no concurrent request of the team can count the same room; near the queue's bound,
     under the queue's lock too, so that no two teams can count its last room."""
@@ -186,7 +186,7 @@ def seconds_to_midnight() -> int:
 
 
 # --- one item ----------------------------------------------------------------------------------
-def check(svc: Service, item: Item) -> Refusal | None:
+def check(svc: Handles, item: Item) -> Refusal | None:
     """Why `item` cannot be taken as it is (its task, prompt variant, callback, size), or None."""
     try:
         svc.task(item.task_id)
@@ -229,7 +229,7 @@ def _prior(prior: Submission, request_hash: str | None, item_hash: str | None = 
     return Accepted(prior, replayed=True, enqueue=False) if same else conflict()
 
 
-def _new_row(svc: Service, team: Submitter, item: Item, key: str | None, request_hash: str) -> Submission:
+def _new_row(svc: Handles, team: Submitter, item: Item, key: str | None, request_hash: str) -> Submission:
     patch = item.patch.encode("utf-8")
     return Submission(
         id=subs.new_id(),
@@ -255,7 +255,7 @@ def _new_row(svc: Service, team: Submitter, item: Item, key: str | None, request
 
 
 # --- the cache -----------------------------------------------------------------------------------
-def _cache_hits(svc: Service, rows: list[Submission]) -> dict[tuple[str | None, str], Submission]:
+def _cache_hits(svc: Handles, rows: list[Submission]) -> dict[tuple[str | None, str], Submission]:
     """Earlier grades of these patches, looked up by hash before the write transaction
     begins, under the cache's one rule (grader/store/cache.py): the exact image, which here
     is the image a worker last graded the task in."""
@@ -292,7 +292,7 @@ def _answer_from_cache(row: Submission, hit: Submission) -> None:
 
 # --- accepting -----------------------------------------------------------------------------------
 def accept(
-    svc: Service,
+    svc: Handles,
     team: Submitter,
     items: Sequence[Item | Refusal],
     keys: Sequence[str | None],
@@ -355,7 +355,7 @@ def accept(
 
 
 def _store(
-    svc: Service,
+    svc: Handles,
     team: Submitter,
     chunk: list[tuple[int, Submission]],
     hits: dict[tuple[str | None, str], Submission],
@@ -409,7 +409,7 @@ def _copy(row: Submission) -> Submission:
     return Submission(**{c.key: getattr(row, c.key) for c in Submission.__mapper__.column_attrs})
 
 
-def _after_cached(svc: Service, submission_id: str) -> None:
+def _after_cached(svc: Handles, submission_id: str) -> None:
     """Queue the callback of a submission answered from the cache (marked pending as it was stored)."""
     try:
         svc.enqueue_webhook(submission_id)

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from grader import blame, notify, views
+from grader import blame, notify, serializers
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.grading.adjudicate import Ask, Case, Facts, Final, Policy, Retry, adjudicate, removed_task
+from grader.handles import Handles, host_name
 from grader.pipeline import Grader
-from grader.service import Service, host_name
 from grader.store import cache
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission, utcnow
@@ -41,21 +41,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_service: Service | None = None
+_service: Handles | None = None
 _grader: Grader | None = None
 
 
-def context() -> tuple[Service, Grader]:
+def context() -> tuple[Handles, Grader]:
     """The worker process's service and grader, made once: the grader keeps warm containers."""
     global _service, _grader
     if _service is None:
-        _service = Service()
+        _service = Handles()
         _grader = Grader(_service.settings)
     assert _grader is not None  # set with the service, here or by use()
     return _service, _grader
 
 
-def use(service: Service, grader: Grader | None = None) -> None:
+def use(service: Handles, grader: Grader | None = None) -> None:
     """Set the process's service (tests, and `grader worker` after it migrated the schema)."""
     global _service, _grader
     _service, _grader = service, grader or Grader(service.settings)
@@ -69,7 +69,7 @@ def release() -> None:
 
 # --- grading ---------------------------------------------------------------------------------
 class _Lease(threading.Thread):
-    def __init__(self, svc: Service, claim: subs.Claim):
+    def __init__(self, svc: Handles, claim: subs.Claim):
         super().__init__(daemon=True, name=f"lease-{claim.submission_id}")
         self.svc, self.claim = svc, claim
         self.stop = threading.Event()
@@ -205,13 +205,13 @@ def grade_submission(submission_id: str) -> str:
     return result.verdict.value
 
 
-def _masked(svc: Service, task_id: str, result: Result, patch: bytes | None) -> dict[str, Any] | None:
+def _masked(svc: Handles, task_id: str, result: Result, patch: bytes | None) -> dict[str, Any] | None:
     """The result as each viewer may see it, masked once as the verdict is written
-    (grader/views: masked), so that no read reaches the task's repository. Should masking
+    (grader/serializers: masked), so that no read reaches the task's repository. Should masking
     itself fail, the verdict is written all the same, without it: the row is then masked as
     it is read, as rows written before this were."""
     try:
-        return views.masked(svc, task_id, result.model_dump(mode="json"), patch)
+        return serializers.masked(svc, task_id, result.model_dump(mode="json"), patch)
     except Exception:  # noqa: BLE001 - the verdict must not be lost to its view; logged, and masked on read
         log.exception("masking the result of task %s failed; it is masked when read", task_id)
         return None
@@ -225,7 +225,7 @@ def _epoch(t: dt.datetime | None) -> float | None:
     return t.timestamp()
 
 
-def _settle(svc: Service, grader: Grader, task: Task | None, facts: Facts, policy: Policy) -> Final | Retry:
+def _settle(svc: Handles, grader: Grader, task: Task | None, facts: Facts, policy: Policy) -> Final | Retry:
     """Adjudicate (grader/grading/adjudicate.py) until it decides, fetching each fact it asks
     for: the retry budget (counted in Redis, service-wide), the gold patch's answer (graded
     here, or a recent one from the gold cache). Judging that fails in the machinery leaves
@@ -258,12 +258,12 @@ def _host() -> str:
     return host_name().rpartition(":")[0]
 
 
-def _gold_cache(svc: Service) -> blame.GoldCache:
+def _gold_cache(svc: Handles) -> blame.GoldCache:
     return blame.GoldCache(svc.redis, f"{svc.settings.queue_name}:gold:", svc.settings.gold_ttl)
 
 
 def _gold(
-    svc: Service, grader: Grader, task: Task, image_id: str | None, since: float | None
+    svc: Handles, grader: Grader, task: Task, image_id: str | None, since: float | None
 ) -> blame.GoldAnswer | None:
     """The gold patch's answer on this host's machinery (grader/blame.py), graded through
     the same Grader, or a recent one; None if the task has no gold patch."""
@@ -301,7 +301,7 @@ def deliver_webhook(submission_id: str, attempt: int = 0) -> str:
 
 
 # --- the reconciler --------------------------------------------------------------------------
-def reconcile(svc: Service, *, grace: float = 10.0) -> dict[str, int]:
+def reconcile(svc: Handles, *, grace: float = 10.0) -> dict[str, int]:
     """One pass: re-enqueue queued submissions whose job is gone, re-queue running ones whose
     lease ran out, and restart callbacks left pending. Safe to run anywhere, any number of
     times at once: every move is a compare-and-set.

@@ -3,7 +3,7 @@
 `after_finish` runs wherever a submission finishes (a grading job, the reconciler). The
 callback is a job of its own on the webhook queue (RQ calls jobs.deliver_webhook, which
 hands it to `deliver` here): its body is what the API shows the submitting team
-(grader/views/), signed and sent by grader/webhooks.py; every attempt is recorded, and a
+(grader/serializers/), signed and sent by grader/webhooks.py; every attempt is recorded, and a
 failed one is retried with backoff up to settings.webhook_retries times.
 """
 
@@ -16,14 +16,14 @@ from sqlalchemy.orm import object_session
 
 from grader import webhooks
 from grader.errors import StoreError
-from grader.service import Service
+from grader.handles import Handles
+from grader.serializers import shown_to
 from grader.store.models import Submission, Team, WebhookDelivery
-from grader.views import shown_to
 
 log = logging.getLogger(__name__)
 
 
-def after_finish(svc: Service, submission_id: str) -> None:
+def after_finish(svc: Handles, submission_id: str) -> None:
     """Wake the requests held for its verdict, and start the callback of a finished
     submission, if it asked for one."""
     svc.announce_done(submission_id)
@@ -39,7 +39,7 @@ def after_finish(svc: Service, submission_id: str) -> None:
         log.warning("queueing the callback of %s failed (%s); the reconciler will", submission_id, exc)
 
 
-def webhook_body(svc: Service, sub: Submission) -> bytes:
+def webhook_body(svc: Handles, sub: Submission) -> bytes:
     """The same JSON the API gives its team for GET: the callback URL is the submitter's,
     so the body is what the task's feedback policy shows them (all of it when the
     submitting team is a host), secrets masked the same way."""
@@ -53,7 +53,7 @@ def webhook_body(svc: Service, sub: Submission) -> bytes:
     return json.dumps({"event": "submission.done", "submission": view}, sort_keys=True).encode()
 
 
-def deliver(svc: Service, submission_id: str, attempt: int = 0) -> str:
+def deliver(svc: Handles, submission_id: str, attempt: int = 0) -> str:
     """One attempt at a finished submission's callback; the next one is queued with
     backoff while it may still succeed. Returns what happened, for RQ's job result."""
     st = svc.settings

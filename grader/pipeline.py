@@ -2,7 +2,7 @@
 
 validate the patch (unidiff) -> PATCH FAILED on a refusal
 find / build the instance image (images.py)
-the container's job (grading/spec.py, the runner's plan)
+the container's order (grading/spec.py, the runner's plan)
 one container run: the supervisor applies, restores, runs (grader/box/)
 the decision (grading/decide.py): PASS, FAIL, PATCH FAILED, TIMED OUT
 any fault of the machinery on the way -> ERROR (never FAIL, never charged)
@@ -20,7 +20,7 @@ from grader.config import Settings, get_settings
 from grader.errors import GraderError
 from grader.grading.decide import Expected, decide
 from grader.grading.ship import archive
-from grader.grading.spec import job_for, run_spec
+from grader.grading.spec import container_spec, order_for
 from grader.images import Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
@@ -107,7 +107,7 @@ class Grader:
             audit = audit_patch(patch, task.metadata.language)
             expected = self._expected(task, prepared)
             try:
-                job = job_for(
+                order = order_for(
                     task,
                     prepared.hidden_manifest(),
                     info,
@@ -118,7 +118,7 @@ class Grader:
             except ValueError as exc:
                 raise GraderError(str(exc)) from None
             t = time.monotonic()
-            out = self.sandbox.run(run_spec(task, job, image_id, patch, archive()))
+            out = self.sandbox.run(container_spec(task, order, image_id, patch, archive()))
             durations["container"] = time.monotonic() - t
             durations.update({f"container_{k}": v for k, v in out.durations.items()})
             result = decide(

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from grader import metrics
 from grader.errors import TaskError
-from grader.service import Service
+from grader.handles import Handles
 from grader.store import runs as store_runs
 from grader.store.models import Run, Status, Submission, Team
 
@@ -105,7 +105,7 @@ class Graded(Protocol):
     def audit_flagged(self) -> bool | None: ...
 
 
-def attempts_of(svc: Service, rows: Sequence[Graded]) -> tuple[list[metrics.Attempt], int]:
+def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Attempt], int]:
     """The finished submissions as metric attempts, and how many are still queued or
     running. The localization figures were stored with the verdict; the task's metadata
     (suite, difficulty, language, date) is the task's as it is now, from the task set in
@@ -173,7 +173,7 @@ def integrity_of(rows: Sequence[Graded]) -> dict[str, int]:
     }
 
 
-def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) -> tuple[list[str], set[str]]:
+def task_set(svc: Handles, attempts: list[metrics.Attempt], filters: Filters) -> tuple[list[str], set[str]]:
     """The suites a run is measured over and their tasks: the filter's suite, else every
     suite its attempts belong to; only tasks created inside the filter's window (and in the
     filter's language)."""
@@ -188,7 +188,7 @@ def task_set(svc: Service, attempts: list[metrics.Attempt], filters: Filters) ->
     return sorted(suites), ids
 
 
-def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:
+def run_view(svc: Handles, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:
     """A run and its metrics (over the tasks it has valid trials of, and in `task_set`
     over its suites' whole task sets); `host` adds the integrity counts."""
     with svc.db.read() as s:
@@ -199,7 +199,7 @@ def run_view(svc: Service, run: Run, filters: Filters | None = None, *, host: bo
 
 
 def _view(
-    svc: Service, run: Run, team: Team, rows: Sequence[Graded], filters: Filters, *, host: bool = False
+    svc: Handles, run: Run, team: Team, rows: Sequence[Graded], filters: Filters, *, host: bool = False
 ) -> dict[str, Any]:
     attempts, pending = attempts_of(svc, rows)
     attempts = [a for a in attempts if filters.keep(a)]
@@ -221,7 +221,7 @@ def _view(
     return view
 
 
-def leaderboard(svc: Service, filters: Filters, *, include_incomplete: bool = False) -> list[dict[str, Any]]:
+def leaderboard(svc: Handles, filters: Filters, *, include_incomplete: bool = False) -> list[dict[str, Any]]:
     """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
     whole task set they resolve (a task not submitted is not resolved), then by solve rate
     over that set; so a run over one task cannot outrank a run that resolves more.
@@ -252,7 +252,7 @@ def rank_key(view: dict[str, Any]) -> tuple[float, float]:
     return (ts.get("resolved") or {}).get("numerator") or 0, solve if solve is not None else -1.0
 
 
-def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dict[str, Any]:
+def compare(svc: Handles, a: Run, b: Run, filters: Filters | None = None) -> dict[str, Any]:
     filters = filters or Filters()
     out: dict[str, Any] = {}
     atts: list[list[metrics.Attempt]] = []
@@ -270,7 +270,7 @@ def compare(svc: Service, a: Run, b: Run, filters: Filters | None = None) -> dic
     return out
 
 
-def suite_tasks(svc: Service, rows: list[Submission]) -> set[str]:
+def suite_tasks(svc: Handles, rows: list[Submission]) -> set[str]:
     """The whole task set of the suites a run's submissions belong to: the report's
     total_instances, as SWE-bench's is the dataset's size."""
     suites: set[str] = set()

@@ -26,18 +26,18 @@ from rq import SimpleWorker
 from grader import jobs
 from grader.config import Settings
 from grader.errors import GraderError, StoreError
-from grader.service import DOCKER_KEY, Service, host_name
+from grader.handles import DOCKER_KEY, Handles, host_name
 
 log = logging.getLogger(__name__)
 
 
-def run_worker(svc: Service, *, burst: bool = False, name: str | None = None) -> None:
+def run_worker(svc: Handles, *, burst: bool = False, name: str | None = None) -> None:
     jobs.use(svc)
     worker = SimpleWorker([svc.queue, svc.webhook_queue], connection=svc.redis, name=name)
     worker.work(burst=burst, with_scheduler=True, logging_level="INFO")
 
 
-def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None) -> None:
+def run_workers(svc: Handles, count: int, *, stop: threading.Event | None = None) -> None:
     """`grader worker`: `count` worker processes, restarted when one dies, and the reconciler
     in this parent, once at start and then every `reconcile_interval` seconds."""
     ctx = mp.get_context("fork")
@@ -80,7 +80,7 @@ def run_workers(svc: Service, count: int, *, stop: threading.Event | None = None
         p.join(timeout=svc.settings.job_timeout_margin)
 
 
-def report_docker(svc: Service) -> None:
+def report_docker(svc: Handles) -> None:
     """Tell the API (/readyz) whether this host's engine answers; the report expires with us."""
     from grader.sandbox.docker import DockerEngine
 
@@ -94,7 +94,7 @@ def report_docker(svc: Service) -> None:
 
 def _worker_main(settings: Settings, index: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; SIGTERM is RQ's warm shutdown
-    svc = Service(settings)
+    svc = Handles(settings)
     name = f"{host_name()}-{index}"
     try:
         run_worker(svc, name=name)

@@ -26,11 +26,11 @@ from sqlalchemy import select
 from grader.api import auth
 from grader.api.errors import ApiError
 from grader.api.runs import own_run
+from grader.serializers import shown_to
 from grader.store.models import Run, Submission
-from grader.views import shown_to
 
 if TYPE_CHECKING:
-    from grader.service import Service
+    from grader.handles import Handles
 
 bp = Blueprint("logs", __name__)
 FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
@@ -45,7 +45,7 @@ def safe_name(text: str) -> str:
     return name[:120]
 
 
-def entries(svc: Service, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
+def entries(svc: Handles, run: Run, *, host: bool) -> Iterator[tuple[str, bytes]]:
     """(path, content) of every file of the archive, index.json last; the run's
     submissions are read a page at a time, so a large run is never in memory whole."""
     root = safe_name(run.name)
@@ -140,7 +140,7 @@ def download(run: str) -> Response:
     fmt = request.args.get("format", "tar.gz")
     if fmt not in FORMATS:
         raise ApiError(422, "invalid_fields", f"format must be one of {list(FORMATS)}, not {fmt!r}")
-    svc: Service = current_app.extensions["grader"]
+    svc: Handles = current_app.extensions["grader"]
     found = own_run(run)
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
     try:

@@ -12,15 +12,15 @@ from grader import runs as R
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import RunPatch
-from grader.service import Service
+from grader.handles import Handles
 from grader.store import runs as store_runs
 from grader.store.models import Run, Team
 
 bp = Blueprint("runs", __name__)
 
 
-def _svc() -> Service:
-    svc: Service = current_app.extensions["grader"]
+def _svc() -> Handles:
+    svc: Handles = current_app.extensions["grader"]
     return svc
 
 

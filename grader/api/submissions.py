@@ -23,19 +23,19 @@ from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, refused, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.waiting import Refused
+from grader.handles import Handles
 from grader.intake import Refusal
-from grader.service import Service
+from grader.serializers import shown_to, submission_view
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission
-from grader.views import shown_to, submission_view
 
 log = logging.getLogger(__name__)
 bp = Blueprint("submissions", __name__, url_prefix="/v1/submissions")
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-jsonlines")
 
 
-def _svc() -> Service:
-    svc: Service = current_app.extensions["grader"]
+def _svc() -> Handles:
+    svc: Handles = current_app.extensions["grader"]
     return svc
 
 
@@ -83,7 +83,7 @@ def _idempotency_key() -> str | None:
     return intake.idempotency_key(request.headers.get("Idempotency-Key"))
 
 
-def _hold(svc: Service, team_id: str, ids: list[str], seconds: float) -> str | None:
+def _hold(svc: Handles, team_id: str, ids: list[str], seconds: float) -> str | None:
     """Hold the request until these submissions are done, or `seconds` pass; the reason it
     was not held, if a bound of grader/api/waiting.py refused it."""
 
@@ -104,7 +104,7 @@ def _hold(svc: Service, team_id: str, ids: list[str], seconds: float) -> str | N
     return None
 
 
-def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
+def _load(svc: Handles, submission_id: str, caller: auth.Caller) -> Submission:
     with svc.db.read() as s:
         sub = s.get(Submission, submission_id) if len(submission_id) <= 32 else None
     if sub is None or (sub.team_id != caller.team_id and not caller.admin):
@@ -113,8 +113,8 @@ def _load(svc: Service, submission_id: str, caller: auth.Caller) -> Submission:
     return sub
 
 
-def _full(svc: Service, sub: Submission) -> dict[str, Any]:
-    """The submission with its result as the caller may see it (grader/views/feedback.py)."""
+def _full(svc: Handles, sub: Submission) -> dict[str, Any]:
+    """The submission with its result as the caller may see it (grader/serializers/feedback.py)."""
     return shown_to(svc, sub, host=g.caller.admin)
 
 
@@ -157,7 +157,7 @@ def create() -> Response:
 ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
 
 
-def _batch_items(svc: Service) -> tuple[list[Any], str | None, dict[str, Any]]:
+def _batch_items(svc: Handles) -> tuple[list[Any], str | None, dict[str, Any]]:
     """The items, the run and the batch's defaults for what an item does not say."""
     defaults: dict[str, Any] = {}
     if request.mimetype in JSONL_TYPES:

@@ -18,7 +18,7 @@ from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import TeamIn
 from grader.errors import StoreError
-from grader.service import DOCKER_KEY, Service
+from grader.handles import DOCKER_KEY, Handles
 from grader.store import submissions as subs
 from grader.store.keys import create_key
 from grader.store.models import Team
@@ -27,8 +27,8 @@ bp = Blueprint("system", __name__)
 DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800]
 
 
-def _svc() -> Service:
-    svc: Service = current_app.extensions["grader"]
+def _svc() -> Handles:
+    svc: Handles = current_app.extensions["grader"]
     return svc
 
 
@@ -37,7 +37,7 @@ def healthz() -> Response:
     return jsonify({"status": "ok"})
 
 
-def docker_status(svc: Service) -> tuple[bool, str]:
+def docker_status(svc: Handles) -> tuple[bool, str]:
     """Whether a Docker engine that can grade answers: this host's, or one a live worker reports."""
     from grader.sandbox.docker import DockerEngine
 
@@ -104,7 +104,7 @@ def readyz() -> ResponseReturnValue:
     return jsonify({"status": "ready" if ready else "not ready", "checks": checks}), 200 if ready else 503
 
 
-def _queue_depth(svc: Service) -> dict[str, int]:
+def _queue_depth(svc: Handles) -> dict[str, int]:
     from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
     with svc.db.read() as s:
@@ -157,7 +157,7 @@ class _Collector:
     """Figures read from the database and Redis at scrape time: the same on every API
     process and host, and exact after restarts (no per-process counters to lose)."""
 
-    def __init__(self, svc: Service):
+    def __init__(self, svc: Handles):
         self.svc = svc
 
     def collect(self) -> Iterator[Metric]:

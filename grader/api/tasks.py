@@ -14,7 +14,7 @@ from grader.tasks.bundle import repository_bundle
 from grader.tasks.model import Task
 
 if TYPE_CHECKING:
-    from grader.service import Service
+    from grader.handles import Handles
 
 bp = Blueprint("tasks", __name__, url_prefix="/v1/tasks")
 log = logging.getLogger(__name__)
@@ -24,12 +24,12 @@ BUNDLE_TYPE = "application/x-git-bundle"
 @bp.get("")
 @auth.required
 def index() -> Response:
-    svc: Service = current_app.extensions["grader"]
+    svc: Handles = current_app.extensions["grader"]
     return jsonify({"items": [t.public_view() for t in sorted(svc.tasks, key=lambda t: t.id)]})
 
 
 def _task(task_id: str) -> Task:
-    svc: Service = current_app.extensions["grader"]
+    svc: Handles = current_app.extensions["grader"]
     try:
         return svc.task(task_id)
     except TaskNotFound:
@@ -49,7 +49,7 @@ def repository(task_id: str) -> Response:
     ETag, so a client that has it asks with If-None-Match and gets 304; `no-cache` makes
     every use ask, since a reloaded task may start elsewhere under the same URL."""
     task = _task(task_id)
-    svc: Service = current_app.extensions["grader"]
+    svc: Handles = current_app.extensions["grader"]
     try:
         bundle = repository_bundle(task, svc.settings.cache_dir, svc.task_hash(task_id))
     except TaskError as exc:  # the task's repository source is broken or gone: the host's to fix

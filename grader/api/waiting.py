@@ -14,7 +14,7 @@ with the queued submission), with a `Grader-Wait` header saying why it was not h
 `Retry-After`: the client polls GET instead. The verdict is never refused, only the hold.
 
 A held request sleeps on a notification, not on the database: the worker publishes each
-finished submission's id on a Redis channel (`Service.announce_done`), and one listener
+finished submission's id on a Redis channel (`Handles.announce_done`), and one listener
 thread per process wakes the requests waiting for it. The database is read once when the
 wait begins and again every `RECHECK` seconds, so a notification lost (Redis restarted,
 the listener reconnecting) delays a verdict by at most that long, and never loses it.

@@ -7,7 +7,7 @@ import os
 import stat
 from typing import Any
 
-from .job import JobSpec
+from .order import Order
 from .proc import remaining, run_as_user, text
 from .tree import Tree, rel_ok
 
@@ -47,21 +47,21 @@ def restore_snapshot(tree: Tree, snap: dict[str, Any]) -> None:
             tree.write(rel, data, mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
 
 
-def apply_patch(job: JobSpec, tree: Tree, result: dict[str, Any]) -> bool:
-    with open(job.patch, "rb") as f:
+def apply_patch(order: Order, tree: Tree, result: dict[str, Any]) -> bool:
+    with open(order.patch, "rb") as f:
         if not f.read().strip():
             result["apply"] = {"method": "empty", "attempts": []}
             return True
-    touched = [p for p in job.touched if rel_ok(p)]
+    touched = [p for p in order.touched if rel_ok(p)]
     snap = snapshot(tree, touched)
-    index = os.path.join(job.repo, ".git", "index")
+    index = os.path.join(order.repo, ".git", "index")
     with open(index, "rb") as f:
         index_data = f.read()
     attempts = []
-    for method, argv in job.apply_chain:
+    for method, argv in order.apply_chain:
         # the patch reaches the user's process on stdin: no copy of it is left where a test could read it
         run = run_as_user(
-            job, argv, timeout=max(1.0, remaining(job)), stdout_limit=job.output_limit, stdin_path=job.patch
+            order, argv, timeout=max(1.0, remaining(order)), stdout_limit=order.output_limit, stdin_path=order.patch
         )
         attempts.append(
             {
@@ -75,7 +75,7 @@ def apply_patch(job: JobSpec, tree: Tree, result: dict[str, Any]) -> bool:
             result["apply"] = {"method": method, "attempts": attempts}
             return True
         restore_snapshot(tree, snap)
-        tree.write(".git/index", index_data, mode=0o644, owner=(job.uid, job.gid))
+        tree.write(".git/index", index_data, mode=0o644, owner=(order.uid, order.gid))
         if run["timed_out"]:
             result["timed_out"] = True
             break

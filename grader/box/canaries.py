@@ -10,7 +10,7 @@ import re
 import secrets
 from typing import Any
 
-from .job import CheckSpec
+from .order import CheckSpec
 from .tree import Tree
 
 # pytest options that would stop the run early or deselect by name: with them the canaries

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any
 
 from . import resource
-from .job import JobSpec
+from .order import Order
 from .paths import RUN_DIR
 from .proc import Capture
 
@@ -131,7 +131,7 @@ def read_report(data: bytes, key: bytes) -> dict[str, Any]:
     return rep
 
 
-def write_plugin(job: JobSpec) -> tuple[str, str]:
+def write_plugin(order: Order) -> tuple[str, str]:
     """The report plugin under a module name of this run only, in a root-owned directory
     on the environment's own sys.path (its site-packages, where this interpreter finds
     it too), so a command that sets PYTHONPATH still loads it; also returned as a
@@ -158,7 +158,7 @@ class Channel:
     """The report channel of one check: the secret (and the plugin's settings) in a
     root-only file the test process gets only as a descriptor, the report on a pipe."""
 
-    def __init__(self, job: JobSpec, settings: dict[str, Any]):
+    def __init__(self, order: Order, settings: dict[str, Any]):
         self.key = secrets.token_bytes(32)
         fd, path = tempfile.mkstemp(prefix=".grader-key-", dir=RUN_DIR)
         os.write(fd, self.key + json.dumps(settings).encode())
@@ -166,8 +166,8 @@ class Channel:
         self.key_fd = os.open(path, os.O_RDONLY)
         os.unlink(path)
         self.rep_r, self.rep_w = os.pipe()
-        self.report = Capture(self.rep_r, job.report_limit)
-        self.limit = job.report_limit
+        self.report = Capture(self.rep_r, order.report_limit)
+        self.limit = order.report_limit
 
     def env(self) -> dict[str, Any]:
         return {"GRADER_REPORT_FD": str(self.rep_w), "GRADER_KEY_FD": str(self.key_fd)}
@@ -189,12 +189,12 @@ class Channel:
         return rep
 
 
-def plugin_settings(job: JobSpec, canaries: dict[str, Any] | None) -> dict[str, Any]:
-    tests = sorted(set(job.check.trusted_tests))
+def plugin_settings(order: Order, canaries: dict[str, Any] | None) -> dict[str, Any]:
+    tests = sorted(set(order.check.trusted_tests))
     return {
-        "repo": job.repo,
+        "repo": order.repo,
         "tests": tests,
         # never empty: an empty list would make every repository file the submission's
-        "changed": job.check.submitted or ["\0none"],
+        "changed": order.check.submitted or ["\0none"],
         "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
     }

@@ -36,7 +36,7 @@ import re
 import tokenize
 from typing import Any
 
-from .job import CheckSpec
+from .order import CheckSpec
 from .tree import Tree
 
 # An unrelated builtin exception for a clone of `pytest.raises(X)`: none of them is a

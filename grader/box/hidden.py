@@ -9,7 +9,7 @@ import os
 import stat
 from typing import Any
 
-from .job import JobSpec
+from .order import Order
 from .tree import Tree, rel_ok
 
 
@@ -24,8 +24,8 @@ def canary_files(canaries: dict[str, Any] | None) -> dict[str, str]:
     return dict(files)
 
 
-def hidden_manifest(job: JobSpec) -> dict[str, Any]:
-    path = os.path.join(job.hidden_dir, "manifest.json")
+def hidden_manifest(order: Order) -> dict[str, Any]:
+    path = os.path.join(order.hidden_dir, "manifest.json")
     if not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -33,14 +33,14 @@ def hidden_manifest(job: JobSpec) -> dict[str, Any]:
         return manifest
 
 
-def restore_hidden(job: JobSpec, tree: Tree, manifest: dict[str, Any]) -> list[str]:
+def restore_hidden(order: Order, tree: Tree, manifest: dict[str, Any]) -> list[str]:
     for rel, digest in sorted(manifest.items()):
         if not rel_ok(rel):
             raise ValueError(f"hidden test path {rel!r} is unsafe")
         if digest is None:  # the test patch deletes this file
             tree.remove(rel)
             continue
-        with open(os.path.join(job.hidden_dir, "files", rel), "rb") as f:
+        with open(os.path.join(order.hidden_dir, "files", rel), "rb") as f:
             data = f.read()
         tree.write(rel, data, mode=0o444, owner=(0, 0))
     return sorted(manifest)
@@ -73,7 +73,7 @@ def moved(tree: Tree, identity: dict[str, tuple[Any, ...]]) -> list[str]:
     return bad
 
 
-def lock_test_dirs(job: JobSpec, tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+def lock_test_dirs(order: Order, tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     """The directories holding the hidden tests and the canaries (up to, not including,
     the repository's root) become root's, 0755, for the run: nothing can be renamed,
     swapped or added beside the tests while pytest collects them, and a directory that is

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from .job import JobSpec
+from .order import Order
 
 START = time.monotonic()
 
@@ -60,8 +60,8 @@ class Capture:
         return self.total <= len(self.head) + len(self.tail)
 
 
-def remaining(job: JobSpec) -> float:
-    return max(0.0, job.deadline - (time.monotonic() - START))
+def remaining(order: Order) -> float:
+    return max(0.0, order.deadline - (time.monotonic() - START))
 
 
 def kill_everything_else() -> None:
@@ -86,7 +86,7 @@ def kill_everything_else() -> None:
 
 
 def run_as_user(
-    job: JobSpec,
+    order: Order,
     argv: list[str],
     *,
     timeout: float,
@@ -103,17 +103,17 @@ def run_as_user(
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
-        cwd=job.repo,
+        cwd=order.repo,
         stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
         stdout=out_w,
         stderr=err_w if separate_stderr else out_w,
-        user=job.uid,
-        group=job.gid,
+        user=order.uid,
+        group=order.gid,
         extra_groups=[],
         umask=0o022,
         start_new_session=True,
         pass_fds=pass_fds,
-        env={**os.environ, **job.env, **(env or {})},
+        env={**os.environ, **order.env, **(env or {})},
     )
     os.close(out_w)
     if stdin_file is not None:
@@ -121,7 +121,7 @@ def run_as_user(
     if err_w is not None:
         os.close(err_w)
     out = Capture(out_r, stdout_limit)
-    err = Capture(err_r, job.output_limit) if err_r is not None else None
+    err = Capture(err_r, order.output_limit) if err_r is not None else None
     timed_out = False
     try:
         code = proc.wait(timeout=timeout)

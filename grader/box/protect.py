@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any
 
-from .job import ProtectSpec
+from .order import ProtectSpec
 from .paths import STAGE_DIR
 from .tree import Tree, shown
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import resource, resource_names
 from .channel import Channel
-from .job import JobSpec
+from .order import Order
 from .proc import remaining, run_as_user, text
 
 
@@ -44,7 +44,7 @@ def install_reporters(directory: str) -> str:
 
 
 def run_signed(
-    job: JobSpec,
+    order: Order,
     argv: list[str],
     *,
     settings: dict[str, Any],
@@ -54,13 +54,13 @@ def run_signed(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run `argv` as the unprivileged user with a report channel of its own: (the run, the
     verified report). The report's canary outcomes are left in it (see `merge`)."""
-    channel = Channel(job, settings)
+    channel = Channel(order, settings)
     try:
         run = run_as_user(
-            job,
+            order,
             argv,
-            timeout=remaining(job) if timeout is None else min(timeout, remaining(job)),
-            stdout_limit=stdout_limit or job.output_limit,
+            timeout=remaining(order) if timeout is None else min(timeout, remaining(order)),
+            stdout_limit=stdout_limit or order.output_limit,
             pass_fds=channel.fds(),
             env={**(env or {}), **channel.env()},
         )

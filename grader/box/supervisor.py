@@ -1,9 +1,9 @@
 """The in-container half of a grading run: the supervisor. Standard library only,
 Python 3.9+.
 
-The host copies this package (as one archive, paths.ARCHIVE) and the job (paths.JOB_PATH,
-a job.JobSpec) into a fresh container and starts it as PID 1, as root with the few
-capabilities of SUPERVISOR_CAPS (grader/sandbox/docker/runs.py says why each) under
+The host copies this package (as one archive, paths.ARCHIVE) and the order (paths.ORDER_PATH,
+a order.Order) into a fresh container and starts it as PID 1, as root with the few
+capabilities of SUPERVISOR_CAPS (grader/sandbox/docker/containers.py says why each) under
 no-new-privileges. It never executes submitted code itself, and it trusts nothing the
 submission could have touched:
 
@@ -43,8 +43,8 @@ from typing import Any
 
 from .apply import apply_patch
 from .hidden import canary_files, hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
-from .job import JobSpec
-from .paths import JOB_PATH
+from .order import Order
+from .paths import ORDER_PATH
 from .proc import START, kill_everything_else
 from .protect import Protection, changes, import_roots, restore_protected, stage, unnamed_changes
 from .runners import runner
@@ -98,24 +98,24 @@ class Stage:
 def main() -> int:
     result: dict[str, Any] = {"durations": {}}
     try:
-        with open(JOB_PATH) as f:
-            job = JobSpec.from_json(f.read())
-        if job.nproc_limit:
+        with open(ORDER_PATH) as f:
+            order = Order.from_json(f.read())
+        if order.nproc_limit:
             # Inherited by every child; counted per user, so it binds the unprivileged
             # user's processes only (root, which this is, is exempt). Set only where the
             # kernel is the sandbox's own: on a shared kernel the count is host-wide.
-            resource.setrlimit(resource.RLIMIT_NPROC, (job.nproc_limit, job.nproc_limit))
-        tree = Tree(job.repo, job.uid, job.gid)
-        manifest = hidden_manifest(job)
+            resource.setrlimit(resource.RLIMIT_NPROC, (order.nproc_limit, order.nproc_limit))
+        tree = Tree(order.repo, order.uid, order.gid)
+        manifest = hidden_manifest(order)
         t = time.monotonic()
-        check = runner(job.check.kind)
+        check = runner(order.check.kind)
         if hasattr(check, "before_patch"):
-            check.before_patch(job, tree)
+            check.before_patch(order, tree)
         before = tree.walk()
-        roots, shadowed = import_roots(job.repo)
-        protection = Protection(job.protect, before, roots=roots, shadowed=shadowed)
+        roots, shadowed = import_roots(order.repo)
+        protection = Protection(order.protect, before, roots=roots, shadowed=shadowed)
         # the task's own test code, trusted by the report plugin's watch: restored to the base
-        job.check.trusted_tests = sorted(
+        order.check.trusted_tests = sorted(
             protection.files
             | {rel for rel in before if rel.endswith("conftest.py")}
             | {d + "/" for d in protection.test_dirs}
@@ -125,32 +125,32 @@ def main() -> int:
 
         applied = False
         with Stage(result, "apply"):
-            applied = apply_patch(job, tree, result)
+            applied = apply_patch(order, tree, result)
         if applied and "tree_error" not in result:
             with Stage(result, "place_tests"):
                 after = tree.walk()
                 changed = changes(before, after)
-                stray = unnamed_changes(changed, before, after, set(job.touched))
+                stray = unnamed_changes(changed, before, after, set(order.touched))
                 if stray:
                     applied = False
                     listed = ", ".join(shown(r) for r in stray[:5]) + (" ..." if len(stray) > 5 else "")
                     result["apply_refused"] = f"it wrote files its headers do not name: {listed}"
                 else:
                     result["bytecode_removed"], result["protected_restored"] = restore_protected(
-                        (job.uid, job.gid), tree, before, after, changed, protection, staged
+                        (order.uid, order.gid), tree, before, after, changed, protection, staged
                     )
-                    result["restored"] = restore_hidden(job, tree, manifest)
+                    result["restored"] = restore_hidden(order, tree, manifest)
                     # the submission's own code, to which the report plugin attributes reflection
-                    job.check.submitted = [rel for rel in changed if rel in after and rel.endswith(".py")]
+                    order.check.submitted = [rel for rel in changed if rel in after and rel.endswith(".py")]
         result["applied"] = applied
         if applied and "tree_error" not in result and not result.get("timed_out"):
             canaries = None
             with Stage(result, "check"):
                 if hasattr(check, "make_canaries"):
-                    canaries = check.make_canaries(job, tree)
+                    canaries = check.make_canaries(order, tree)
                 identity = placed_identity(tree, manifest, canaries)
-                lock_test_dirs(job, tree, manifest, canaries)
-                check.run(job, tree, result, canaries)
+                lock_test_dirs(order, tree, manifest, canaries)
+                check.run(order, tree, result, canaries)
             kill_everything_else()
             if "tree_error" not in result:
                 with Stage(result, "verify"):

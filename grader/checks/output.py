@@ -5,7 +5,7 @@ The ratio is reported to 3 decimals: 2·matches / (len(actual) + len(expected)) 
 decimals gives away the expected output's length from one probe (print a single
 character), and more, probe by probe. Under a feedback policy short of `full` it is not
 reported at all: `hide_ratio` takes it out of the explanation, and the result's `check`
-keeps only whether the output passed (grader/views/feedback.py)."""
+keeps only whether the output passed (grader/serializers/feedback.py)."""
 
 from __future__ import annotations
 

@@ -16,14 +16,14 @@ from grader.config import API_BIND, Settings
 if TYPE_CHECKING:
     from flask import Flask
 
-    from grader.service import Service
+    from grader.handles import Handles
 
 
-def _service(settings: Settings) -> Service:
-    from grader.service import Service
+def _service(settings: Settings) -> Handles:
+    from grader.handles import Handles
 
     settings.require_production_secrets()
-    svc = Service(settings)
+    svc = Handles(settings)
     svc.db.migrate()
     return svc
 

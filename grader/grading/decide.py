@@ -26,7 +26,7 @@ from grader.checks.integrity import Report, read_test_report
 from grader.checks.tests import ExitRule, ReportError
 from grader.errors import SandboxError
 from grader.grading.report import BoxReport, ReportShapeError
-from grader.sandbox import RunOutput
+from grader.sandbox import ContainerOutput
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
@@ -53,7 +53,7 @@ def exit_rule(name: str) -> ExitRule | None:
 
 def decide(
     task: Task,
-    out: RunOutput,
+    out: ContainerOutput,
     *,
     provenance: Provenance,
     localization: Localization | None,

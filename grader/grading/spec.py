@@ -1,5 +1,5 @@
-"""The spec step: a task, its prepared files and a vetted patch in; the container's job
-(grader.box.job.JobSpec) and the sandbox's RunSpec out. Pure: nothing here runs, reads a
+"""The spec step: a task, its prepared files and a vetted patch in; the container's order
+(grader.box.order.Order) and the sandbox's ContainerSpec out. Pure: nothing here runs, reads a
 repository or talks to Docker, so every rule is tested without them."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from grader.box import paths
-from grader.box.job import JobSpec, ProtectSpec
+from grader.box.order import Order, ProtectSpec
 from grader.box.runners import runner
 from grader.box.runners.common import test_file
 from grader.patch import PatchInfo
-from grader.sandbox import Limits, RunSpec
+from grader.sandbox import ContainerSpec, Limits
 from grader.tasks.model import Task, TestsCheck
 
 # Deterministic: the same patch sees the same clock zone, locale, hash seed and git identity.
@@ -59,7 +59,7 @@ def margin(timeout: float) -> float:
     return min(2.0, max(0.3, timeout * 0.05))
 
 
-def job_for(
+def order_for(
     task: Task,
     hidden: dict[str, str | None],
     info: PatchInfo,
@@ -67,8 +67,8 @@ def job_for(
     output_limit: int,
     report_limit: int,
     private_kernel: bool,
-) -> JobSpec:
-    """The container's job for grading `info`'s patch on `task`, whose hidden files are
+) -> Order:
+    """The container's order for grading `info`'s patch on `task`, whose hidden files are
     `hidden` (repository path -> sha256, None for a file the test patch deletes)."""
     check: dict[str, Any] = task.check.model_dump(mode="json")
     module = runner(runner_name(task))
@@ -92,7 +92,7 @@ def job_for(
         test_dir_names=list(rules["test_dir_names"]),
         globs=task.protect.paths,
     )
-    return JobSpec(
+    return Order(
         repo=paths.REPO_DIR,
         patch=paths.PATCH_PATH,
         touched=sorted(info.touched()),
@@ -111,14 +111,14 @@ def job_for(
     )
 
 
-def run_spec(task: Task, job: JobSpec, image_id: str, patch: bytes, archive: bytes) -> RunSpec:
-    """One container run of the supervisor (the archive) on `job`."""
+def container_spec(task: Task, order: Order, image_id: str, patch: bytes, archive: bytes) -> ContainerSpec:
+    """One container run of the supervisor (the archive) on `order`."""
     root = paths.GRADER_DIR + "/"
-    return RunSpec(
+    return ContainerSpec(
         image=image_id,
         command=["python3", "-I", paths.ARCHIVE],
         files={
-            paths.JOB_PATH.removeprefix(root): job.to_json().encode(),
+            paths.ORDER_PATH.removeprefix(root): order.to_json().encode(),
             paths.ARCHIVE.removeprefix(root): archive,
             paths.PATCH_PATH.removeprefix(root): patch,
         },

@@ -29,11 +29,11 @@ from sqlalchemy import select
 
 from grader import runs as R
 from grader.errors import TaskNotFound
-from grader.service import Service
+from grader.handles import Handles
+from grader.serializers import shown_to, submission_view
 from grader.store import runs as store_runs
 from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Run, Submission, Team
-from grader.views import shown_to, submission_view
 
 log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
@@ -48,8 +48,8 @@ SORTS = {
 }
 
 
-def _svc() -> Service:
-    svc: Service = current_app.extensions["grader"]
+def _svc() -> Handles:
+    svc: Handles = current_app.extensions["grader"]
     return svc
 
 
@@ -189,7 +189,7 @@ def _no_run(ref: str) -> str:
     )
 
 
-def _grid(svc: Service, run: Run) -> dict[str, list[dict[str, Any]]]:
+def _grid(svc: Handles, run: Run) -> dict[str, list[dict[str, Any]]]:
     """task -> trial -> (verdict, submission id): the team's own links to each submission."""
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, run)

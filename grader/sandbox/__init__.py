@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from grader.errors import GraderError
-from grader.sandbox.base import Limits, RunOutput, RunSpec, Sandbox, registered, sandbox_provider
+from grader.sandbox.base import ContainerOutput, ContainerSpec, Limits, Sandbox, registered, sandbox_provider
 
 # The module that registers each built-in provider.
 BUILTIN = {"docker": "grader.sandbox.docker", "gvisor": "grader.sandbox.docker", "fake": "grader.sandbox.fake"}
@@ -51,8 +51,8 @@ __all__ = [
     "BUILTIN",
     "RUNTIME_PROVIDERS",
     "Limits",
-    "RunOutput",
-    "RunSpec",
+    "ContainerOutput",
+    "ContainerSpec",
     "Sandbox",
     "get_sandbox",
     "provider_names",

@@ -24,7 +24,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class ContainerSpec:
     image: str
     command: list[str]
     # Placed before start, root-owned (directories 0700, files 0600), under `files_root`,
@@ -39,7 +39,7 @@ class RunSpec:
 
 
 @dataclass
-class RunOutput:
+class ContainerOutput:
     exit_code: int | None
     stdout: bytes
     stderr: bytes
@@ -71,7 +71,7 @@ class Sandbox(ABC):
     """
 
     name: str = "abstract"
-    runtime: str = "abstract"  # what RunOutput.runtime, and so a result's provenance, says
+    runtime: str = "abstract"  # what ContainerOutput.runtime, and so a result's provenance, says
     # True when the sandbox runs its own kernel (gVisor): per-user counts such as
     # RLIMIT_NPROC are then the sandbox's alone, and the process limit is enforced inside
     # it (the host's pids cgroup only bounds the sandbox kernel's own threads, and a run
@@ -79,7 +79,7 @@ class Sandbox(ABC):
     private_kernel: bool = False
 
     @abstractmethod
-    def run(self, spec: RunSpec) -> RunOutput:
+    def run(self, spec: ContainerSpec) -> ContainerOutput:
         """Run `spec.command` in a new container from `spec.image` and always remove it."""
 
     def reap_orphans(self) -> int:

@@ -1,9 +1,9 @@
 """The fake provider: scripted run outputs, no engine (as httpx ships MockTransport).
 
-A handler is given each run's RunSpec and answers with what the container would have
+A handler is given each run's ContainerSpec and answers with what the container would have
 done: a `FakeRun` (the supervisor's report, or raw stdout, an exit status, a run that
 outlived its timeout or was killed for memory, a SandboxError or ImageError to raise),
-or a finished RunOutput. So the pipeline's verdict is tested without Docker:
+or a finished ContainerOutput. So the pipeline's verdict is tested without Docker:
 
     sandbox = FakeSandbox(lambda spec: FakeRun(report={"applied": True, ...}))
     Grader(settings, sandbox=sandbox, images=...).grade(task, patch)
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.errors import ImageError
-from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
+from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
 
 
 @dataclass
@@ -42,10 +42,10 @@ class FakeRun:
     raises: BaseException | None = None  # a fault of the sandbox itself (SandboxError, ImageError)
 
 
-Handler = Callable[[RunSpec], "FakeRun | RunOutput"]
+Handler = Callable[[ContainerSpec], "FakeRun | ContainerOutput"]
 
 
-def _echo(spec: RunSpec) -> FakeRun:
+def _echo(spec: ContainerSpec) -> FakeRun:
     return FakeRun()
 
 
@@ -59,17 +59,17 @@ class FakeSandbox(Sandbox):
     images: dict[str, str] | None = None
     private_kernel: bool = False
     runtime: str = "fake"
-    runs: list[RunSpec] = field(default_factory=list)
+    runs: list[ContainerSpec] = field(default_factory=list)
     closed: bool = False
 
     name = "fake"
 
-    def run(self, spec: RunSpec) -> RunOutput:
+    def run(self, spec: ContainerSpec) -> ContainerOutput:
         if self.images is not None and spec.image not in self.images:
             raise ImageError(f"image {spec.image} is missing")
         self.runs.append(spec)
         answer = self.handler(spec)
-        if isinstance(answer, RunOutput):
+        if isinstance(answer, ContainerOutput):
             return answer
         if answer.raises is not None:
             raise answer.raises
@@ -79,7 +79,7 @@ class FakeSandbox(Sandbox):
             stdout = (report.to_json() if hasattr(report, "to_json") else json.dumps(report)).encode()
         timed_out = answer.timed_out or answer.seconds > spec.timeout
         image_id = (self.images or {}).get(spec.image) or "sha256:" + hashlib.sha256(spec.image.encode()).hexdigest()
-        return RunOutput(
+        return ContainerOutput(
             exit_code=None if timed_out else answer.exit_code,
             stdout=stdout,
             stderr=answer.stderr,

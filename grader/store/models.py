@@ -122,7 +122,7 @@ class Submission(Base):
     duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds of grading (the result's total)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Written with the verdict, so that no read needs more (migration 0006). `shown`: the
-    # result as each viewer may see it, masked (grader/views: masked; None on rows written
+    # result as each viewer may see it, masked (grader/serializers: masked; None on rows written
     # before, which are masked as they are read). The attempt's metric inputs: the
     # localization figures, and for hosts whether the run was tampered with or flagged.
     shown: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

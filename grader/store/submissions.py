@@ -127,7 +127,7 @@ def renew(db: Database, c: Claim, lease: float) -> bool:
 def _done(result: Result, *, cached: bool, errored: bool, shown: dict[str, Any] | None = None) -> dict[str, Any]:
     """The columns of a finished submission. `errored`: this attempt ERRORed even if the
     final verdict is not ERROR (a submission judged to have broken the grading harness).
-    `shown`: the result as each viewer may see it (grader/views: masked), made by the
+    `shown`: the result as each viewer may see it (grader/serializers: masked), made by the
     caller, which has the task; with the metric inputs below, what every later read needs."""
     p = result.provenance
     errored = errored or result.verdict is Verdict.ERROR

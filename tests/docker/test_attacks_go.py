@@ -257,7 +257,7 @@ def test_canaries_of_every_shape_build_and_say_what_they_must(tmp_path, go_tasks
         clause = f"p{n}" if n % 2 else f"p{n}_test"
         tree = gm.FakeTree({f"p{n}/x_test.go": f"package {clause}\n".encode()})
         check = go.plan({"fail_to_pass": ["TestParseZoneOffset", "TestTableValue/one"]}, {f"p{n}/x_test.go": "d"})
-        canaries = go.make_canaries(gm.job_for(check, tmp_path), tree)
+        canaries = go.make_canaries(gm.order_for(check, tmp_path), tree)
         (module / f"p{n}").mkdir()
         (module / f"p{n}" / f"p{n}.go").write_text(f"package p{n}\n")
         (module / canaries["path"]).write_bytes(tree.files[canaries["path"]])

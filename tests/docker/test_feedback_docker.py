@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from grader.views.redact import MASK
+from grader.serializers.redact import MASK
 
 LEAK_STDOUT = """\
 import base64
@@ -320,8 +320,8 @@ def _expected_lines() -> set[str]:
 
 @pytest.mark.parametrize("attack", ["empty", "near-miss"])
 def test_expected_files_from_a_commit_are_masked_under_full(world, attack):
+    from grader.serializers.redact import own_lines
     from grader.store.models import Submission
-    from grader.views.redact import own_lines
 
     sid = world["ids"][("exact", attack)]
     # what the submitter wrote itself is its own to read (the near miss wrote all but one expected line)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from grader.errors import ImageError
-from grader.sandbox import Limits, RunSpec, Sandbox, get_sandbox, provider_names
+from grader.sandbox import ContainerSpec, Limits, Sandbox, get_sandbox, provider_names
 from grader.sandbox.fake import FakeRun
 
 FAKE_IMAGE = "sha256:" + "fa" * 32
@@ -44,10 +44,10 @@ class Probe:
     def real(self) -> bool:
         return self.name != "fake"
 
-    def spec(self, command: list[str], **fields) -> RunSpec:
+    def spec(self, command: list[str], **fields) -> ContainerSpec:
         fields.setdefault("limits", Limits(memory="256m", cpus=1.0, pids=64))
         fields.setdefault("timeout", 30.0)
-        return RunSpec(
+        return ContainerSpec(
             image=self.image, command=command, workdir="/work/repo", labels={"grader.task": "conformance"}, **fields
         )
 
@@ -129,10 +129,10 @@ def test_a_missing_image_raises_image_error(probe):
 
 
 def test_files_are_in_place_before_the_start_root_owned_under_files_root(probe):
-    files = {"run/job.json": b'{"a": 1}', "run/deep/er/data.bin": bytes(range(256)), "top.txt": b"top"}
+    files = {"run/order.json": b'{"a": 1}', "run/deep/er/data.bin": bytes(range(256)), "top.txt": b"top"}
     script = (
         "import os, hashlib\n"
-        "for rel in ['run', 'run/deep', 'run/deep/er', 'run/job.json', 'run/deep/er/data.bin', 'top.txt']:\n"
+        "for rel in ['run', 'run/deep', 'run/deep/er', 'run/order.json', 'run/deep/er/data.bin', 'top.txt']:\n"
         "    st = os.lstat('/opt/grader/' + rel)\n"
         "    print(rel, st.st_uid, st.st_gid, oct(st.st_mode & 0o777))\n"
         "print(hashlib.sha256(open('/opt/grader/run/deep/er/data.bin', 'rb').read()).hexdigest())\n"
@@ -140,7 +140,7 @@ def test_files_are_in_place_before_the_start_root_owned_under_files_root(probe):
     import hashlib
 
     expected = (
-        "run 0 0 0o700\nrun/deep 0 0 0o700\nrun/deep/er 0 0 0o700\nrun/job.json 0 0 0o600\n"
+        "run 0 0 0o700\nrun/deep 0 0 0o700\nrun/deep/er 0 0 0o700\nrun/order.json 0 0 0o600\n"
         "run/deep/er/data.bin 0 0 0o600\ntop.txt 0 0 0o600\n"
         f"{hashlib.sha256(bytes(range(256))).hexdigest()}\n"
     )

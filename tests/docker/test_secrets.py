@@ -18,8 +18,8 @@ from grader import jobs
 from grader.api.openapi import query_names
 from grader.app import create_app
 from grader.pipeline import Grader
+from grader.serializers.redact import MASK
 from grader.store.models import Run, Submission
-from grader.views.redact import MASK
 from helpers.service import Api, Receiver, make_service, new_key, work
 
 pytestmark = [pytest.mark.docker, pytest.mark.service]

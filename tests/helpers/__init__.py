@@ -3,7 +3,7 @@ on sys.path: pytest puts the root conftest's directory there).
 
 - `mini`: the mini task's repository and definition (the hostile patches are made against it)
 - `servers`: real Redis and PostgreSQL servers, started by the tests themselves
-- `service`: a Service over a test's database and Redis, the Flask test client's wrapper,
+- `service`: a Handles over a test's database and Redis, the Flask test client's wrapper,
   the service as real processes (`Stack`), the fault tests' `Ledger`, an in-process RQ worker
 - `fake_api`: a scripted HTTP server for the client's tests
 - `attack_patches`: the hostile code of the attack tests

@@ -25,7 +25,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 
 MODULE = "example.com/calc"
@@ -548,11 +548,11 @@ class FakeTree:
         return None
 
 
-def job_for(check: CheckSpec, tmp_path: Path) -> JobSpec:
+def order_for(check: CheckSpec, tmp_path: Path) -> Order:
     hidden = tmp_path / "hidden"
     hidden.mkdir(exist_ok=True)
     (hidden / "manifest.json").write_text(json.dumps({"calc/mean_test.go": "d"}))
-    return JobSpec(
+    return Order(
         repo="/work/repo",
         patch="/p",
         touched=[],

@@ -209,11 +209,13 @@ AIMED_FLIP = textwrap.dedent("""\
         forge(&|_| true);
     }
     """)
-# The limit: every remaining test is run for real in a child of this binary, and only
-# `empty` is lied about; the canaries and the copies get their true outcomes.
+# The limit: every remaining test is run for real in a child of this binary, and only the
+# test named exactly `empty` (the hidden test, and its copy in the canary target) is lied
+# about; the canaries get their true outcomes. (A lie about every name ending in "empty"
+# was caught whenever a canary's drawn name ended so: the canaries borrow the tests' words.)
 TRUTHFUL_CHILD_ITEMS = textwrap.dedent("""\
     fn truly_passes(name: &str) -> bool {
-        if name.ends_with("empty") {
+        if name == "empty" {
             return true;
         }
         std::process::Command::new("/proc/self/exe")

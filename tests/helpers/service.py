@@ -1,4 +1,4 @@
-"""Shared by the service tests: a Service over a test's database and Redis, a small
+"""Shared by the service tests: a Handles over a test's database and Redis, a small
 authenticated wrapper around Flask's test client, an RQ worker in this process (`work`),
 a webhook receiver (`Receiver`), the whole service as real processes (`Stack`), and what
 the fault tests watch it with (`Ledger`, the containers it left)."""
@@ -21,7 +21,7 @@ import requests
 from rq import SimpleWorker
 
 from grader.config import get_settings
-from grader.service import Service
+from grader.handles import Handles
 from grader.store.keys import create_key
 from helpers import ROOT
 
@@ -30,7 +30,7 @@ BIN = Path(sys.executable).parent / "grader"
 
 def make_service(
     database_url: str, redis_url: str, tasks_dir: Path = ROOT / "tasks" / "examples", **overrides
-) -> Service:
+) -> Handles:
     overrides = {"callback_allow_private": True, **overrides}
     settings = get_settings(
         tasks_dir=tasks_dir,
@@ -39,12 +39,12 @@ def make_service(
         redis_url=redis_url,
         **overrides,
     )
-    svc = Service(settings)
+    svc = Handles(settings)
     svc.db.migrate()
     return svc
 
 
-def new_key(svc: Service, team: str, **kw) -> str:
+def new_key(svc: Handles, team: str, **kw) -> str:
     with svc.db.write() as s:
         return create_key(s, team, **kw)
 
@@ -71,7 +71,7 @@ class Api:
         return self.client.delete(path, headers=self._h(headers))
 
 
-def work(svc: Service) -> None:
+def work(svc: Handles) -> None:
     """Run every queued job (grading and webhooks) to the end, in this process."""
     SimpleWorker([svc.queue, svc.webhook_queue], connection=svc.redis).work(burst=True, logging_level="WARNING")
 
@@ -372,9 +372,9 @@ class Ledger:
     def assert_database_agrees(self, db_url: str, final: dict[str, dict]) -> None:
         """What the database holds is what the API reported: status, verdict, attempts,
         retries, who graded it, when, and the grade's duration."""
+        from grader.serializers import _iso
         from grader.store.db import Database
         from grader.store.models import Submission
-        from grader.views import _iso
 
         db = Database(db_url)
         try:

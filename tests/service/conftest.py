@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from grader.app import create_app
-from grader.service import Service
+from grader.handles import Handles
 from helpers.service import Api, make_service, new_key
 
 
@@ -29,14 +29,14 @@ def service_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-def svc(database_url: str, redis_url: str, service_options: dict[str, Any]) -> Iterator[Service]:
+def svc(database_url: str, redis_url: str, service_options: dict[str, Any]) -> Iterator[Handles]:
     s = make_service(database_url, redis_url, **service_options)
     yield s
     s.close()
 
 
 @pytest.fixture
-def app(svc: Service):
+def app(svc: Handles):
     return create_app(service=svc, migrate=False)
 
 
@@ -47,7 +47,7 @@ def team() -> str:
 
 
 @pytest.fixture
-def api(app, svc: Service, team: str) -> Api:
+def api(app, svc: Handles, team: str) -> Api:
     return Api(app.test_client(), new_key(svc, team))
 
 

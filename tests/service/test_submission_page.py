@@ -1,6 +1,6 @@
 """The submission page through Flask's test client, over a real database (SQLite and
 PostgreSQL) and Redis: failures first, grouped by FAIL_TO_PASS / PASS_TO_PASS, the
-submitted diff shown, the timings folded away; and masking (grader/views/redact.py) never
+submitted diff shown, the timings folded away; and masking (grader/serializers/redact.py) never
 hides a line of the submitter's own patch, on the page as in the API, while the same
 secret line in another submission's result stays masked."""
 
@@ -11,11 +11,11 @@ import re
 
 import pytest
 
+from grader.serializers.redact import MASK, own_lines, redact
 from grader.store import submissions as subs
 from grader.store.models import Submission
 from grader.verdict import Provenance, Result, Verdict
 from grader.verdict import TestOutcomes as Outcomes
-from grader.views.redact import MASK, own_lines, redact
 from helpers.service import Api, new_key
 
 pytestmark = pytest.mark.service

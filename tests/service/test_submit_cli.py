@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from grader.app import create_app
 from grader.cli import main
+from grader.serializers.redact import MASK
 from grader.store import submissions as subs
 from grader.store.models import Run, Submission
 from grader.verdict import Provenance, Result, Verdict
-from grader.views.redact import MASK
 from helpers.service import Api, new_key
 
 pytestmark = pytest.mark.service

@@ -15,7 +15,7 @@ from sqlalchemy import event, select
 from sqlalchemy import text as sql
 
 from grader import runs as R
-from grader import views
+from grader import serializers
 from grader.store import submissions as subs
 from grader.store.models import Run, Submission
 from grader.verdict import Localization, Provenance, Result, Verdict
@@ -47,7 +47,7 @@ def finish(svc, ids: dict[str, str], **over) -> None:
     for row in rows:
         result = _result(row, ids[row.id], **over)
         c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-        shown = views.masked(svc, row.task_id, result.model_dump(mode="json"), row.patch)
+        shown = serializers.masked(svc, row.task_id, result.model_dump(mode="json"), row.patch)
         assert subs.finish(svc.db, c, result, shown=shown)
 
 
@@ -61,7 +61,7 @@ def test_a_read_reaches_no_task_repository(app, svc, monkeypatch):
     with svc.db.read() as s:
         row = s.get(Submission, sid)
         assert row.shown is not None and (row.loc_precision, row.loc_f1, row.tampered) == (0.5, 0.667, False)
-    monkeypatch.setattr(views, "task_secrets", lambda *a: pytest.fail("a read reached the task's secrets"))
+    monkeypatch.setattr(serializers, "task_secrets", lambda *a: pytest.fail("a read reached the task's secrets"))
     got = api.get(f"/v1/submissions/{sid}").json
     assert got == before
     if got["feedback"] == "full":  # its expected files could be read: full, without the gold's files
@@ -80,8 +80,8 @@ def test_a_row_written_before_is_masked_as_it_is_read(app, svc, monkeypatch):
     with svc.db.write() as s:
         s.get(Submission, sid).shown = None  # as a row graded before migration 0006
     calls = []
-    real = views.task_secrets
-    monkeypatch.setattr(views, "task_secrets", lambda *a: calls.append(a) or real(*a))
+    real = serializers.task_secrets
+    monkeypatch.setattr(serializers, "task_secrets", lambda *a: calls.append(a) or real(*a))
     assert api.get(f"/v1/submissions/{sid}").json == written and calls
 
 

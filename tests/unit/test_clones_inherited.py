@@ -21,7 +21,7 @@ import pytest
 
 from grader.box import tree as boxtree
 from grader.box.clones import fold, make_clone_canaries
-from grader.box.job import CheckSpec
+from grader.box.order import CheckSpec
 from grader.box.runners.common import words
 from grader.checks.integrity import Report, _judge_clones
 

@@ -42,12 +42,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.box.job import JobSpec
+from grader.box.order import Order
 from grader.config import get_settings
 from grader.errors import ImageError, SandboxError
 from grader.grading.ship import archive
 from grader.pipeline import Grader
-from grader.sandbox import RunOutput, get_sandbox
+from grader.sandbox import ContainerOutput, get_sandbox
 from grader.sandbox.fake import FakeRun, FakeSandbox
 from grader.tasks.loader import TaskSet
 from grader.tasks.prepare import prepare
@@ -707,18 +707,21 @@ def test_the_run_spec_carries_the_supervisor_the_job_and_the_patch(tasks, cache,
     assert spec.command == ["python3", "-I", "/opt/grader/run/box.zip"]
     assert spec.files["run/submission.patch"] == gold
     assert spec.files["run/box.zip"] == archive() and archive().startswith(b"PK")
-    assert JobSpec.from_json(spec.files["run/job.json"]).check.kind == "pytest"
+    assert Order.from_json(spec.files["run/order.json"]).check.kind == "pytest"
     assert (spec.limits.memory, spec.limits.pids, spec.timeout) == ("256m", 64, 20)
     assert spec.env["TZ"] == "UTC" and spec.labels == {"grader.task": "d-pytest"}
-    job = json.loads(spec.files["run/job.json"])
-    assert job["check"]["kind"] == "pytest" and job["check"]["args"] == ["tests/test_basic.py", "tests/test_mean.py"]
-    assert job["touched"] == ["calc/__init__.py"] and job["nproc_limit"] is None
-    assert 0.5 <= job["deadline"] < spec.timeout
+    order = json.loads(spec.files["run/order.json"])
+    assert order["check"]["kind"] == "pytest" and order["check"]["args"] == [
+        "tests/test_basic.py",
+        "tests/test_mean.py",
+    ]
+    assert order["touched"] == ["calc/__init__.py"] and order["nproc_limit"] is None
+    assert 0.5 <= order["deadline"] < spec.timeout
 
 
 def test_a_private_kernel_gets_the_process_limit_inside(tasks, cache, gold):
     _, sandbox = grade(tasks, cache, "d-pytest", gold, pytest_report(ALL_PASS), private_kernel=True)
-    assert json.loads(sandbox.runs[0].files["run/job.json"])["nproc_limit"] == 64
+    assert json.loads(sandbox.runs[0].files["run/order.json"])["nproc_limit"] == 64
 
 
 def test_the_fake_is_a_registered_provider(tasks, cache, gold):
@@ -728,7 +731,7 @@ def test_the_fake_is_a_registered_provider(tasks, cache, gold):
 
 
 def test_a_finished_run_output_is_taken_as_it_is(tasks, cache, gold):
-    out = RunOutput(
+    out = ContainerOutput(
         exit_code=0,
         stdout=json.dumps(pytest_report(ALL_PASS)).encode(),
         stderr=b"",

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from grader.api.schemas import SubmissionOut, VerdictOnly
+from grader.serializers.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
+from grader.serializers.redact import MASK, redact, secret_lines
 from grader.verdict import Result
-from grader.views.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
-from grader.views.redact import MASK, redact, secret_lines
 
 F2P = "tests/test_mean.py::test_empty"
 P2P = ["tests/test_mean.py::test_two", "tests/test_basic.py::test_one"]
@@ -435,7 +435,7 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
     import datetime as dt
     from types import SimpleNamespace
 
-    from grader import views
+    from grader import serializers
 
     task = examples.get("notes-merge-release")
     assert task.feedback == "full"
@@ -468,10 +468,10 @@ def test_when_some_secrets_cannot_be_read_full_shows_no_more_than_tests(examples
         result=full_result(tampered=[], output="CHANGELOG quoted here"),
         shown=None,  # graded before masking was stored with the verdict: masked as it is read
     )
-    assert not views.task_secrets(svc, task.id).complete
-    shown = views.shown_to(svc, sub, host=False)
+    assert not serializers.task_secrets(svc, task.id).complete
+    shown = serializers.shown_to(svc, sub, host=False)
     assert shown["feedback"] == "tests" and "output" not in shown["result"]
-    assert views.shown_to(svc, sub, host=True)["result"]["output"] == "CHANGELOG quoted here"
+    assert serializers.shown_to(svc, sub, host=True)["result"]["output"] == "CHANGELOG quoted here"
 
 
 # --- the CLI prints what the API gives, and makes up nothing --------------------------------------

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
+from grader.serializers.feedback import feedback_view
 from grader.verdict import Result
-from grader.views.feedback import feedback_view
 
 PUSHED_INT = 173  # an exit status the submission chose
 PUSHED_FLOAT = 17.3  # a duration it slept

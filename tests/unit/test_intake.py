@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import func, select
 
 from grader import intake
+from grader.handles import Handles
 from grader.intake import Accepted, Item, Refusal
-from grader.service import Service
 from grader.store.keys import create_key
 from grader.store.models import Status, Submission, Team, utcnow
 from grader.version import GRADER_VERSION
@@ -43,7 +43,7 @@ def svc(settings, tmp_path, monkeypatch):
             "queue_max": 1000,
         }
     )
-    s = Service(st)
+    s = Handles(st)
     s.db.migrate()
     s.queued, s.callbacks = [], []
     monkeypatch.setattr(s, "enqueue_many", lambda items: s.queued.extend(items))
@@ -52,7 +52,7 @@ def svc(settings, tmp_path, monkeypatch):
     s.close()
 
 
-def team(svc: Service, name: str = "team-a", **quotas) -> Team_:
+def team(svc: Handles, name: str = "team-a", **quotas) -> Team_:
     with svc.db.write() as s:
         create_key(s, name)
         t = s.scalar(select(Team).where(Team.name == name))
@@ -63,7 +63,7 @@ def item(n: int = 0, **kw) -> Item:
     return Item(task_id="mini", patch=f"--- a/x\n+++ b/x\n@@ -0,0 +1 @@\n+{n}\n", **kw)
 
 
-def stored(svc: Service) -> int:
+def stored(svc: Handles) -> int:
     with svc.db.read() as s:
         return s.scalar(select(func.count()).select_from(Submission)) or 0
 
@@ -202,7 +202,7 @@ def test_a_batch_is_stored_chunk_by_chunk_in_order(svc, monkeypatch):
 
 
 # --- the cache ------------------------------------------------------------------------------------
-def finished(svc: Service, t: Team_, it: Item, image: str = "sha256:img") -> str:
+def finished(svc: Handles, t: Team_, it: Item, image: str = "sha256:img") -> str:
     """A grade of `it` as a worker leaves it, for the cache to find."""
     (a,) = intake.accept(svc, t, [it], [None])
     result = {"task_id": it.task_id, "verdict": "FAIL", "explanation": "no", "provenance": {"image_id": image}}

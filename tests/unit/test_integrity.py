@@ -19,7 +19,7 @@ import pytest
 from grader.audit import audit_patch
 from grader.box import canaries, channel, protect
 from grader.box import tree as boxtree
-from grader.box.job import CheckSpec, ProtectSpec
+from grader.box.order import CheckSpec, ProtectSpec
 from grader.box.runners.common import PYTHON_PROTECT
 from grader.checks.integrity import read_test_report
 from grader.grading.report import TestReport

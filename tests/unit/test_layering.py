@@ -11,7 +11,7 @@ is written. The test fails when
   knowing nothing of each other), or to a higher layer;
 - modules import each other, directly or round a longer cycle (within one entry too).
 
-Imports by name that Python does not see as imports (RQ's job names in service.py,
+Imports by name that Python does not see as imports (RQ's job names in handles.py,
 the sandbox providers' modules in sandbox/__init__.py) are not read; the document says
 where they are.
 """

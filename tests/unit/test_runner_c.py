@@ -196,7 +196,7 @@ def test_canaries_renamed_like_the_projects_tests():
 
 
 def test_protected_paths():
-    from grader.box.job import ProtectSpec
+    from grader.box.order import ProtectSpec
     from grader.box.protect import Protection
 
     rules = ctest.PROTECT

@@ -11,11 +11,11 @@ import re
 import pytest
 
 from grader.box import runners
-from grader.box.job import ProtectSpec
+from grader.box.order import ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import go
 from grader.tasks import model
-from helpers.go_mini import FakeTree, job_for
+from helpers.go_mini import FakeTree, order_for
 
 HIDDEN = {"calc/mean_test.go": "d1", "calc/testdata/in_test.go": "d2", "calc/old_test.go": None, "README.md": "d3"}
 
@@ -219,7 +219,7 @@ def test_canaries_are_a_test_file_of_the_hidden_tests_package(tmp_path, clause):
     for _ in range(30):  # random shapes and names: every draw holds the rules
         tree = FakeTree({"calc/mean_test.go": f"package {clause}\n".encode(), "calc/old_test.go": TAKEN})
         check = plan(fail_to_pass=["TestParseEmpty"], pass_to_pass=["TestTableValue/one"])
-        canaries = go.make_canaries(job_for(check, tmp_path), tree)
+        canaries = go.make_canaries(order_for(check, tmp_path), tree)
         assert canaries is not None and "expect" in canaries
         rel = canaries["path"]
         data, mode, owner = tree.written[rel]
@@ -241,10 +241,10 @@ def test_canaries_are_a_test_file_of_the_hidden_tests_package(tmp_path, clause):
 
 def test_no_canaries_where_the_flags_deselect_or_nothing_gives_the_package(tmp_path):
     tree = FakeTree({"calc/mean_test.go": b"package calc\n"})
-    blocked = go.make_canaries(job_for(plan(args=["-run", "TestA"]), tmp_path), tree)
+    blocked = go.make_canaries(order_for(plan(args=["-run", "TestA"]), tmp_path), tree)
     assert blocked == {"skipped": "the task's go test flag -test.run=TestA could stop the run early or deselect them"}
-    assert go.make_canaries(job_for(plan(canaries=False), tmp_path), tree) is None
-    unreadable = go.make_canaries(job_for(plan(), tmp_path), FakeTree({"calc/mean_test.go": b"// nothing\n"}))
+    assert go.make_canaries(order_for(plan(canaries=False), tmp_path), tree) is None
+    unreadable = go.make_canaries(order_for(plan(), tmp_path), FakeTree({"calc/mean_test.go": b"// nothing\n"}))
     assert unreadable == {"skipped": "no hidden test file to take the package clause from"}
     assert not tree.written
 

@@ -21,7 +21,7 @@ import pytest
 import helpers.java_mini as jm
 from grader.audit_rules import java as rules
 from grader.box import runners
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import junit
 from grader.box.tree import Tree
@@ -331,9 +331,9 @@ class FakeTree:
         self.modes[rel] = (mode, owner)
 
 
-def job_for(check: CheckSpec) -> JobSpec:
+def order_for(check: CheckSpec) -> Order:
     protect = ProtectSpec([], [], [], [], [], True, [], [], [])
-    return JobSpec(
+    return Order(
         repo="/work/repo",
         patch="/p",
         touched=[],
@@ -354,7 +354,7 @@ def job_for(check: CheckSpec) -> JobSpec:
 def test_the_canary_class_sits_in_the_hidden_tests_package_and_looks_like_them():
     spec = plan(hidden={jm.HIDDEN_PATH: "d"}, paths=[jm.HIDDEN_PATH], fail_to_pass=jm.F2P, pass_to_pass=jm.P2P)
     tree = FakeTree({jm.HIDDEN_PATH: jm.HIDDEN_TEST.encode()})
-    canaries = junit.make_canaries(job_for(spec), tree)
+    canaries = junit.make_canaries(order_for(spec), tree)
     assert canaries is not None and "expect" in canaries
     rel, cls = canaries["path"], canaries["class"]
     assert rel == f"src/test/java/calc/{cls}.java" and cls.endswith("Test") and cls[0].isupper()
@@ -372,9 +372,9 @@ def test_the_canary_class_sits_in_the_hidden_tests_package_and_looks_like_them()
 
 
 def test_no_canaries_when_turned_off_or_outside_the_layout():
-    assert junit.make_canaries(job_for(plan(canaries=False)), FakeTree({})) is None
+    assert junit.make_canaries(order_for(plan(canaries=False)), FakeTree({})) is None
     odd = CheckSpec(kind="junit", paths=["x"], canaries=True, canary_dir="tests/x")
-    assert "skipped" in junit.make_canaries(job_for(odd), FakeTree({}))
+    assert "skipped" in junit.make_canaries(order_for(odd), FakeTree({}))
 
 
 # --- the test tree goes back to the base, and becomes root's ------------------------------------------
@@ -391,10 +391,10 @@ def test_the_test_tree_goes_back_to_the_base_but_the_hidden_tests(tmp_path):
     for rel, data in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_bytes(data)
-    job = job_for(CheckSpec(kind="junit"))
-    job.repo, job.uid, job.gid = str(repo), os.getuid(), os.getgid()
+    order = order_for(CheckSpec(kind="junit"))
+    order.repo, order.uid, order.gid = str(repo), os.getuid(), os.getgid()
     tree = Tree(str(repo), os.getuid(), os.getgid())
-    junit.before_patch(job, tree)
+    junit.before_patch(order, tree)
     (repo / "src/test/java/p/Helper.java").write_bytes(b"class Helper { static { System.exit(0); } }")
     (repo / "src/test/resources/META-INF/services/x.Y").unlink()
     (repo / "src/test/resources/META-INF/services/org.junit.platform.launcher.TestExecutionListener").write_text(
@@ -402,7 +402,7 @@ def test_the_test_tree_goes_back_to_the_base_but_the_hidden_tests(tmp_path):
     )
     (repo / "src/test/java/p/NewTest.java").write_bytes(b"hidden")
     (repo / "src/main/java/p/A.java").write_bytes(b"class A { int x; }")
-    done = junit.restore_tests(job, tree, keep={"src/test/java/p/NewTest.java"})
+    done = junit.restore_tests(order, tree, keep={"src/test/java/p/NewTest.java"})
     assert done == [
         "src/test/java/p/Helper.java",
         "src/test/resources/META-INF/services/org.junit.platform.launcher.TestExecutionListener",
@@ -415,9 +415,9 @@ def test_the_test_tree_goes_back_to_the_base_but_the_hidden_tests(tmp_path):
     ).exists()
     assert (repo / "src/test/java/p/NewTest.java").read_bytes() == b"hidden"
     assert (repo / "src/main/java/p/A.java").read_bytes() == b"class A { int x; }"  # not the runner's to restore
-    job.protect.tests = False
+    order.protect.tests = False
     (repo / "src/test/java/p/Helper.java").write_bytes(b"changed")
-    assert junit.restore_tests(job, tree, keep=set()) == []
+    assert junit.restore_tests(order, tree, keep=set()) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making files root's needs root (the grading container's supervisor is)")

@@ -16,7 +16,7 @@ import pytest
 
 from grader.box import runners as box_runners
 from grader.box import tree as boxtree
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import jest, mocha, node_test, nodejs, tap
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
@@ -201,8 +201,8 @@ def make_tree(root: Path, files: dict[str, str]) -> boxtree.Tree:
     return boxtree.Tree(str(root), os.getuid(), os.getgid())
 
 
-def job(tmp_path: Path, check: CheckSpec) -> JobSpec:
-    return JobSpec(
+def order(tmp_path: Path, check: CheckSpec) -> Order:
+    return Order(
         repo=str(tmp_path),
         patch="/opt/grader/run/submission.patch",
         touched=[],
@@ -236,14 +236,14 @@ HIDDEN_TAPE = (
 )
 
 
-def tape_job(tmp_path: Path, extra: dict[str, str] | None = None) -> tuple[JobSpec, boxtree.Tree]:
+def tape_job(tmp_path: Path, extra: dict[str, str] | None = None) -> tuple[Order, boxtree.Tree]:
     files = {"package.json": '{"name": "qs"}', "test/parse.js": HIDDEN_TAPE, "test/utils.js": "", **(extra or {})}
     tree = make_tree(tmp_path, files)
     spec = tap.plan(
         {"paths": ["test/parse.js", "test/utils.js"], "fail_to_pass": ["test/parse.js::parse() > strict merge"]},
         {"test/parse.js": "d", "test/utils.js": "d"},
     )
-    return job(tmp_path, spec), tree
+    return order(tmp_path, spec), tree
 
 
 def test_canaries_run_in_each_test_files_process_named_as_its_tests(tmp_path):
@@ -273,7 +273,7 @@ def test_canaries_run_in_each_test_files_process_named_as_its_tests(tmp_path):
 def test_canaries_of_jest_are_one_more_test_file_of_its_run(tmp_path):
     tree = make_tree(tmp_path, {"package.json": "{}", "__tests__/mean.test.js": "const m = require('../calc');\n"})
     spec = jest.plan({"paths": ["__tests__/mean.test.js"]}, {"__tests__/mean.test.js": "d"})
-    c = jest.make_canaries(job(tmp_path, spec), tree)
+    c = jest.make_canaries(order(tmp_path, spec), tree)
     assert re.fullmatch(r"__tests__/[a-z0-9-]+\.test\.js", c["path"])
     assert all(tid.startswith(c["path"] + "::") for tid in c["expect"])
     source = (tmp_path / c["path"]).read_text()
@@ -286,7 +286,7 @@ def test_canaries_follow_the_module_kind_of_their_place(tmp_path):
         {"package.json": '{"type": "module"}', "test/a.test.js": "import { x } from '../index.js';\n"},
     )
     spec = node_test.plan({"paths": ["test/a.test.js"]}, {"test/a.test.js": "d"})
-    c = node_test.make_canaries(job(tmp_path, spec), tree)
+    c = node_test.make_canaries(order(tmp_path, spec), tree)
     source = (tmp_path / c["path"]).read_text()
     assert source.startswith("import test from 'node:test';")
     assert 'await import("../index.js")' in source and "require(" not in source
@@ -294,13 +294,13 @@ def test_canaries_follow_the_module_kind_of_their_place(tmp_path):
     assert nodejs.module_kind(tree, "test/a.test.cjs") == "cjs"
     # tape requires its canaries: an ES module place has none, and says why
     spec = tap.plan({"paths": ["test/a.test.js"]}, {"test/a.test.js": "d"})
-    assert "skipped" in tap.make_canaries(job(tmp_path, spec), tree)
+    assert "skipped" in tap.make_canaries(order(tmp_path, spec), tree)
 
 
 def test_a_build_command_defers_the_canary_file_until_it_ran(tmp_path):
     tree = make_tree(tmp_path, {"package.json": '{"type": "module"}', "src/tests/api.ts": ""})
     spec = mocha.plan({"paths": [".build/tests/api.js"], "command": "tsc"}, {"src/tests/api.ts": "d"})
-    c = mocha.make_canaries(job(tmp_path, spec), tree)
+    c = mocha.make_canaries(order(tmp_path, spec), tree)
     assert c["digest"] is None and not (tmp_path / c["path"]).exists()
     (tmp_path / ".build").mkdir()
     (tmp_path / ".build" / "package.json").write_text('{"type": "commonjs"}')  # what the command wrote
@@ -317,13 +317,13 @@ def test_a_build_command_defers_the_canary_file_until_it_ran(tmp_path):
 def test_options_that_stop_early_or_select_by_name_turn_the_canaries_off(tmp_path, name, arg):
     tree = make_tree(tmp_path, {"test/a.js": ""})
     spec = RUNNERS[name].plan({"paths": ["test/a.js"], "args": [arg]}, {})
-    assert "skipped" in RUNNERS[name].make_canaries(job(tmp_path, spec), tree)
+    assert "skipped" in RUNNERS[name].make_canaries(order(tmp_path, spec), tree)
 
 
 def test_no_canaries_when_the_task_turns_them_off(tmp_path):
     tree = make_tree(tmp_path, {"test/a.js": ""})
     spec = tap.plan({"paths": ["test/a.js"], "canaries": False}, {})
-    assert tap.make_canaries(job(tmp_path, spec), tree) is None
+    assert tap.make_canaries(order(tmp_path, spec), tree) is None
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -491,7 +491,7 @@ def test_node_modules_and_configuration_changed_while_running_are_seen(tmp_path)
         },
     )
     spec = tap.plan({"paths": ["test/a.js"]}, {})
-    j = job(tmp_path, spec)
+    j = order(tmp_path, spec)
     before = nodejs.watched(j)
     assert set(before) == {"package.json", "node_modules/tape/index.js"}
     (tmp_path / "node_modules/.cache/x").write_text("changed")  # a cache: not watched
@@ -512,7 +512,7 @@ def test_a_file_rewritten_or_moved_back_in_place_is_seen_and_a_new_lookups_stamp
         tmp_path,
         {"package.json": "{}", "test/a.js": "t", "node_modules/jest/a.js": "aaaa", "node_modules/jest/b.js": "bbbb"},
     )
-    j = job(tmp_path, tap.plan({"paths": ["test/a.js"]}, {}))
+    j = order(tmp_path, tap.plan({"paths": ["test/a.js"]}, {}))
     before = nodejs.watched(j)
     a = tmp_path / "node_modules/jest/a.js"
     st = a.stat()
@@ -563,7 +563,7 @@ def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
             os.chown(p, 1000, 1000)
     spec = tap.plan({"paths": ["test/a.js"]}, {})
     spec.trusted_tests = ["test/", "test/a.js"]
-    j = job(tmp_path, spec)
+    j = order(tmp_path, spec)
     (tmp_path / ".hidden").mkdir()
     nodejs.seal(j, tree, [])
     for rel in ("test/a.js", "test/helpers.js", "test/sub/fixture.json"):

@@ -1,5 +1,5 @@
 """The unittest runner (grader/box/runners/unittest.py) without Docker: how a task's
-command, paths and ids become the job's check, which files it protects, the canaries it
+command, paths and ids become the order's check, which files it protects, the canaries it
 writes, the ids it renames, and its reporter (grader/box/reporters/python/
 unittest_report.py) run on this interpreter against a signed channel of a temporary file:
 the canaries' failures recorded and kept out of the exit status, SWE-bench's docstring ids
@@ -22,7 +22,7 @@ import pytest
 
 from grader.box import runners
 from grader.box.channel import read_report
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.runners import unittest as ut
 from grader.box.tree import Tree
 from grader.grading.decide import exit_rule
@@ -180,7 +180,7 @@ def test_the_task_model_takes_the_runner_with_or_without_a_command():
 # --- the container's side, without a container ----------------------------------------------
 
 
-def job_for(repo: Path, check: CheckSpec, hidden: list[str]) -> JobSpec:
+def order_for(repo: Path, check: CheckSpec, hidden: list[str]) -> Order:
     protect = ProtectSpec(
         files=sorted(hidden),
         names=[],
@@ -192,7 +192,7 @@ def job_for(repo: Path, check: CheckSpec, hidden: list[str]) -> JobSpec:
         test_dir_names=[],
         globs=[],
     )
-    return JobSpec(
+    return Order(
         repo=str(repo),
         patch="/dev/null",
         touched=[],
@@ -236,9 +236,9 @@ def test_before_patch_protects_the_script_the_listed_modules_and_the_hidden_test
         },
         {"tests/auth_tests/test_views.py": "x"},
     )
-    job = job_for(tmp_path, check, ["tests/auth_tests/test_views.py"])
-    ut.before_patch(job, Tree(str(tmp_path), os.getuid(), os.getgid()))
-    assert job.protect.files == [
+    order = order_for(tmp_path, check, ["tests/auth_tests/test_views.py"])
+    ut.before_patch(order, Tree(str(tmp_path), os.getuid(), os.getgid()))
+    assert order.protect.files == [
         "tests/auth_tests/__init__.py",
         "tests/auth_tests/test_views.py",
         "tests/basic/tests.py",
@@ -249,9 +249,9 @@ def test_before_patch_protects_the_script_the_listed_modules_and_the_hidden_test
 def test_canaries_are_a_testcase_first_among_the_labels_and_skipped_where_they_cannot_run(tmp_path):
     write(tmp_path, {"tests/__init__.py": "", "tests/test_mean.py": "import os\nfrom calc import mean\n"})
     check = ut.plan({"fail_to_pass": ["test_empty (tests.test_mean.MeanTests)"]}, {"tests/test_mean.py": "x"})
-    job = job_for(tmp_path, check, ["tests/test_mean.py"])
+    order = order_for(tmp_path, check, ["tests/test_mean.py"])
     tree = Tree(str(tmp_path), os.getuid(), os.getgid())
-    c = ut.make_canaries(job, tree)
+    c = ut.make_canaries(order, tree)
     assert c is not None and c["path"].startswith("tests/test_") and c["module"] == c["path"][:-3].replace("/", ".")
     source = (tmp_path / c["path"]).read_text()
     assert "class " in source and "(unittest.TestCase)" in source and "def load_tests(" in source
@@ -263,8 +263,8 @@ def test_canaries_are_a_testcase_first_among_the_labels_and_skipped_where_they_c
         ("python -m unittest -k empty", "option -k"),
         (DJANGO_CMD + " --tag fast", "option --tag"),
     ):
-        job.check = ut.plan({"command": command, "paths": ["tests/test_mean.py"]}, {"tests/test_mean.py": "x"})
-        assert why in ut.make_canaries(job, tree)["skipped"]
+        order.check = ut.plan({"command": command, "paths": ["tests/test_mean.py"]}, {"tests/test_mean.py": "x"})
+        assert why in ut.make_canaries(order, tree)["skipped"]
 
 
 # --- the reporter, on this interpreter ------------------------------------------------------
@@ -317,8 +317,8 @@ MEAN = """\
 def test_the_canaries_fail_in_the_report_and_not_in_the_exit_status(tmp_path):
     write(tmp_path, {"tests/__init__.py": "", "tests/test_mean.py": MEAN})
     check = ut.plan({"fail_to_pass": ["test_empty (tests.test_mean.MeanTests)"]}, {"tests/test_mean.py": "x"})
-    job = job_for(tmp_path, check, ["tests/test_mean.py"])
-    c = ut.make_canaries(job, Tree(str(tmp_path), os.getuid(), os.getgid()))
+    order = order_for(tmp_path, check, ["tests/test_mean.py"])
+    c = ut.make_canaries(order, Tree(str(tmp_path), os.getuid(), os.getgid()))
     status, rep, output = report_of(
         tmp_path,
         ["-m", "unittest", "-v", c["module"], "tests.test_mean"],

@@ -18,7 +18,7 @@ import pytest
 
 from grader.audit_rules import rust as rust_rules
 from grader.box import libtest
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.protect import Protection
 from grader.box.runners import cargo, runner
 from grader.box.runners import test_runners as registered_test_runners
@@ -384,8 +384,8 @@ class FakeTree:
         self.written[rel] = (data, mode, owner)
 
 
-def job_for(check: CheckSpec) -> JobSpec:
-    return JobSpec(
+def order_for(check: CheckSpec) -> Order:
+    return Order(
         repo="/work/repo",
         patch="/p",
         touched=[],
@@ -406,7 +406,7 @@ def job_for(check: CheckSpec) -> JobSpec:
 def test_the_canary_target_copies_the_hidden_tests_and_adds_tests_named_like_the_tasks():
     check = plan(fail_to_pass=["mean::empty_slice"], pass_to_pass=["mean::two_values"])
     tree = FakeTree({"Cargo.toml": rm.CARGO_TOML.encode(), "tests/mean.rs": rm.HIDDEN_TEST.encode()})
-    can = cargo.make_canaries(job_for(check), tree)
+    can = cargo.make_canaries(order_for(check), tree)
     assert can is not None and can["copy_of"] == "mean"
     rel = can["path"]
     target = rel[len("tests/") : -len(".rs")]
@@ -427,13 +427,13 @@ def test_the_canary_target_copies_the_hidden_tests_and_adds_tests_named_like_the
 def test_no_copy_where_no_one_file_hidden_target_and_none_where_autotests_is_off():
     check = plan(hidden={"src/tests.rs": "d"})
     tree = FakeTree({"Cargo.toml": rm.CARGO_TOML.encode()})
-    can = cargo.make_canaries(job_for(check), tree)
+    can = cargo.make_canaries(order_for(check), tree)
     assert can is not None and can["copy_of"] is None and len(can["expect"]) >= 4
     off = FakeTree(
         {"Cargo.toml": (rm.CARGO_TOML.replace("[dependencies]", "autotests = false\n\n[dependencies]")).encode()}
     )
-    assert "autotests" in cargo.make_canaries(job_for(check), off)["skipped"]
-    assert cargo.make_canaries(job_for(plan(canaries=False)), tree) is None
+    assert "autotests" in cargo.make_canaries(order_for(check), off)["skipped"]
+    assert cargo.make_canaries(order_for(plan(canaries=False)), tree) is None
 
 
 def test_canary_bodies_hold_exactly_when_they_must_pass():
@@ -470,15 +470,15 @@ def rust_assertion_holds(body: str) -> bool:
 
 
 def test_the_report_is_framed_and_its_end_is_the_runners_status():
-    job = job_for(plan())
+    order = order_for(plan())
     result: dict[str, Any] = {}
-    cargo.finish(job, result, 1, ["x" * 100_000], {"mean::empty": "failed"}, [], ["c"], 0.0)
+    cargo.finish(order, result, 1, ["x" * 100_000], {"mean::empty": "failed"}, [], ["c"], 0.0)
     rep = result["report"]
     assert rep["channel"] == "framed" and rep["end"]["exit"] == 1 and rep["integrity"] == ["c"]
     assert rep["sessions"] == rep["ends"] == 1 and not rep["forged"]
     assert len(result["output"]) < 66_000 and result["exit_code"] == 1
     timed: dict[str, Any] = {}
-    cargo.finish(job, timed, None, [], {}, [], [], 0.0, timed_out=True)
+    cargo.finish(order, timed, None, [], {}, [], [], 0.0, timed_out=True)
     assert timed["timed_out"] and timed["report"]["end"] is None and timed["report"]["ends"] == 0
 
 

@@ -1,5 +1,5 @@
 """The result as each viewer may see it, masked once when the verdict is written
-(grader/views: masked, stored_view, shown_to): what a read picks from it is what masking
+(grader/serializers: masked, stored_view, shown_to): what a read picks from it is what masking
 on every read gave, under every policy, for hosts and submitters; a read of a stored
 result needs no task secrets; the worker writes its verdict even if masking fails. The
 same through the API and the database: tests/service/test_written_once.py."""
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import views
-from grader.views.redact import MASK, Secrets
+from grader import serializers
+from grader.serializers.redact import MASK, Secrets
 
 SECRET = "assert merge(left, right) == expected_release_notes"
 OWN = "return sorted(set(lines))  # the team's own line"
@@ -80,7 +80,7 @@ def service(policy: str) -> SimpleNamespace:
 def secrets(monkeypatch):
     """The task's secrets, as task_secrets would read them; `complete` set by the test."""
     known = {"secrets": Secrets(frozenset({SECRET, SECRET_OTHER}))}
-    monkeypatch.setattr(views, "task_secrets", lambda svc, task_id: known["secrets"])
+    monkeypatch.setattr(serializers, "task_secrets", lambda svc, task_id: known["secrets"])
     return known
 
 
@@ -91,26 +91,26 @@ def test_a_stored_view_is_what_masking_on_read_gave(secrets, monkeypatch, policy
     if not complete:
         secrets["secrets"] = Secrets(frozenset({SECRET, SECRET_OTHER}), ("an expected file: unreadable",))
     svc = service(policy)
-    on_read = views.shown_to(svc, sub(), host=host)  # a row written before: masked as it is read
-    stored = views.masked(svc, "t", result(), PATCH)
-    monkeypatch.setattr(views, "task_secrets", lambda *a: pytest.fail("a stored view read the task's secrets"))
-    assert views.shown_to(svc, sub(shown=stored), host=host) == on_read
+    on_read = serializers.shown_to(svc, sub(), host=host)  # a row written before: masked as it is read
+    stored = serializers.masked(svc, "t", result(), PATCH)
+    monkeypatch.setattr(serializers, "task_secrets", lambda *a: pytest.fail("a stored view read the task's secrets"))
+    assert serializers.shown_to(svc, sub(shown=stored), host=host) == on_read
     if on_read["result"] and "output" in on_read["result"]:
         out = on_read["result"]["output"]
         assert SECRET not in out and SECRET_OTHER not in out and OWN in out and MASK in out
 
 
 def test_a_policy_tightened_after_the_grade_still_holds(secrets):
-    stored = views.masked(service("full"), "t", result(), PATCH)
-    later = views.shown_to(service("verdict"), sub(shown=stored), host=False)
+    stored = serializers.masked(service("full"), "t", result(), PATCH)
+    later = serializers.shown_to(service("verdict"), sub(shown=stored), host=False)
     assert later["feedback"] == "verdict" and set(later["result"]) == {"task_id", "verdict", "explanation"}
 
 
 def test_a_submission_without_a_result_needs_no_secrets(monkeypatch):
-    monkeypatch.setattr(views, "task_secrets", lambda *a: pytest.fail("read the task's secrets"))
-    view = views.shown_to(service("tests"), sub(status="queued", verdict=None, result=None), host=False)
+    monkeypatch.setattr(serializers, "task_secrets", lambda *a: pytest.fail("read the task's secrets"))
+    view = serializers.shown_to(service("tests"), sub(status="queued", verdict=None, result=None), host=False)
     assert (view["result"], view["feedback"]) == (None, "tests")
-    assert views.masked(service("tests"), "t", None, PATCH) is None
+    assert serializers.masked(service("tests"), "t", None, PATCH) is None
 
 
 def test_the_worker_writes_its_verdict_when_masking_fails(monkeypatch, caplog):
@@ -120,7 +120,7 @@ def test_the_worker_writes_its_verdict_when_masking_fails(monkeypatch, caplog):
     def broken(*a):
         raise RuntimeError("the task's repository is gone")
 
-    monkeypatch.setattr(views, "task_secrets", broken)
+    monkeypatch.setattr(serializers, "task_secrets", broken)
     r = Result(
         task_id="t", verdict=Verdict.PASS, explanation="", provenance=Provenance(patch_sha256="", grader_version="v")
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.config import get_settings
-from grader.service import Service
+from grader.handles import Handles
 from grader.tasks.leaks import blob_id, find_leaks, unchosen
 from grader.tasks.loader import TaskSet, serve_together
 
@@ -107,7 +107,7 @@ def test_the_host_chooses_and_the_default_refuses(history, tmp_path):
     # the service: the answered task is refused, with the reason, the others serve
     settings = get_settings(tasks_dir=history, cache_dir=tmp_path)
     tasks = TaskSet(history, strict=False)
-    Service._refuse_answered_tasks(types.SimpleNamespace(settings=settings), tasks)
+    Handles._refuse_answered_tasks(types.SimpleNamespace(settings=settings), tasks)
     assert "early" not in tasks.ids() and {"late", "other"} <= set(tasks.ids())
     assert any("serve_together" in why and "late" in why for why in tasks.refused.values())
     # with the choice written in suite.yaml, all three serve
@@ -115,7 +115,7 @@ def test_the_host_chooses_and_the_default_refuses(history, tmp_path):
     try:
         assert serve_together(history) == [["late", "early"]]
         tasks = TaskSet(history, strict=False)
-        Service._refuse_answered_tasks(types.SimpleNamespace(settings=settings), tasks)
+        Handles._refuse_answered_tasks(types.SimpleNamespace(settings=settings), tasks)
         assert set(tasks.ids()) == {"early", "late", "other"}
     finally:
         (history / "suite.yaml").unlink()

@@ -2,13 +2,13 @@
 
 A runner module defines, in one place, everything about its runner on both sides:
 
-- `plan(check, hidden) -> CheckSpec` (on the host): the job's check from the task's
+- `plan(check, hidden) -> CheckSpec` (on the host): the order's check from the task's
   (a dict of its fields) and the hidden files it places;
-- `run(job, tree, result, canaries)` (in the container): runs the check as the
+- `run(order, tree, result, canaries)` (in the container): runs the check as the
   unprivileged user and records in `result` what the host needs to decide (the exit
-  status, the output, the verified report); optionally `before_patch(job, tree)` (read
+  status, the output, the verified report); optionally `before_patch(order, tree)` (read
   what must come from the base commit, before the patch can change it) and
-  `make_canaries(job, tree)` (hidden tests of this run that must fail and must pass);
+  `make_canaries(order, tree)` (hidden tests of this run that must fail and must pass);
 - `PROTECT`: the paths of its ecosystem the patch may not change (test locations,
   runner configuration, what the toolchain loads by itself);
 - for a tests runner (`TESTS = True`): `COMMAND` ("required", "optional" or "none":

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from .. import native
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining
 from ..signed import install_reporters
 from ..tree import Tree
@@ -82,40 +82,40 @@ def listed_files(ids: list[str]) -> list[str]:
     return []
 
 
-def build_dir(job: JobSpec) -> str | None:
-    args = job.check.args or []
+def build_dir(order: Order) -> str | None:
+    args = order.check.args or []
     return parse_args(args)["build_dir"] if any(a.startswith("--build-dir") for a in args) else None
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     """A separate build directory the image configured (a VPATH build) is set aside as ctest's
     is; an in-source build's generated files are protected by name."""
-    if build_dir(job) is not None:
-        _set_aside(job, tree)
+    if build_dir(order) is not None:
+        _set_aside(order, tree)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    opts = parse_args(job.check.args or [])
-    rel = build_dir(job)
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    opts = parse_args(order.check.args or [])
+    rel = build_dir(order)
     if rel is not None:
-        restore_prepared(job, tree, rel)
-    build = os.path.join(job.repo, rel) if rel else job.repo
+        restore_prepared(order, tree, rel)
+    build = os.path.join(order.repo, rel) if rel else order.repo
     opts["build_dir"] = rel or "."
     parts: list[str] = []
     try:
-        if job.check.command and not build_step(job, job.check.command, result, parts):
+        if order.check.command and not build_step(order, order.check.command, result, parts):
             return
         driver = os.path.join(install_reporters("c"), "am_record_driver.py")
 
         def lister(env: dict[str, str]) -> list[native.Test]:
             tests, out, timed_out = native.list_automake(
-                build, driver, job.uid, job.gid, dict(env, HOME="/tmp"), remaining(job), opts["make_args"]
+                build, driver, order.uid, order.gid, dict(env, HOME="/tmp"), remaining(order), opts["make_args"]
             )
             parts.append(f"== make check (building and listing)\n{out[-64 * 1024 :].decode('utf-8', 'replace')}")
             if timed_out:
                 result["timed_out"] = True
             return tests
 
-        run_listed(job, result, None, parts, build=build, opts=opts, lister=lister, list_first=True)
+        run_listed(order, result, None, parts, build=build, opts=opts, lister=lister, list_first=True)
     finally:
-        result["output"] = cut(parts, job.output_limit)
+        result["output"] = cut(parts, order.output_limit)

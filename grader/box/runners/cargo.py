@@ -53,7 +53,7 @@ import time
 from typing import Any
 
 from .. import libtest
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
 
@@ -108,7 +108,7 @@ CANARY_FILLER = (
 ).split()
 
 
-# --- on the host: the task's check -> the job's ---------------------------------------
+# --- on the host: the task's check -> the order's ---------------------------------------
 
 
 def listed_files(ids: list[str]) -> list[str]:
@@ -188,7 +188,7 @@ def words(test_ids: list[str]) -> list[str]:
 
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
-    """The job's check from the task's: cargo test's arguments (the task's, then the
+    """The order's check from the task's: cargo test's arguments (the task's, then the
     targets of `paths`, or of the hidden test files, unless the task's arguments select
     targets themselves), and canaries beside the hidden tests."""
     args = cargo_args(list(check.get("args") or []))
@@ -275,13 +275,13 @@ def protect_globs(args: list[str], manifest: str) -> list[str]:
     return globs
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     # a patch may not bring build artifacts: target/ is root's while it is applied (the
     # apply chain runs as the user), so a patch that writes there does not apply
-    chown_tree(os.path.join(job.repo, "target"), 0, 0)
-    if job.protect.tests:
+    chown_tree(os.path.join(order.repo, "target"), 0, 0)
+    if order.protect.tests:
         manifest = (tree.read("Cargo.toml") or b"").decode("utf-8", errors="replace")
-        job.protect.globs = list(job.protect.globs) + protect_globs(list(job.check.args or []), manifest)
+        order.protect.globs = list(order.protect.globs) + protect_globs(list(order.check.args or []), manifest)
 
 
 # --- canaries ---------------------------------------------------------------------------------
@@ -326,12 +326,12 @@ def manifest_value(manifest: str, section: str, key: str) -> str | None:
     return None
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """A test target of this run only, tests/<drawn>.rs, root-owned: a copy of the first
     one-file hidden test target (so it calls the library as the task's tests do, and its
     tests must pass wherever their originals passed) and tests named like the task's, some
     that must fail and some that must pass. Returns what the report must say of each."""
-    check = job.check
+    check = order.check
     if not check.canaries:
         return None
     manifest = (tree.read("Cargo.toml") or b"").decode("utf-8", errors="replace")
@@ -403,7 +403,7 @@ def relative(path: str, root: str) -> str:
     return os.path.relpath(path, root) if path.startswith(root.rstrip("/") + "/") else path
 
 
-def cargo_env(job: JobSpec) -> dict[str, str]:
+def cargo_env(order: Order) -> dict[str, str]:
     return {
         "CARGO_NET_OFFLINE": "true",
         "CARGO_TERM_COLOR": "never",
@@ -435,17 +435,17 @@ class Build:
         self.stderr = ""
 
 
-def cargo_build(job: JobSpec, args: list[str], hide: str | None, into: Build) -> bool:
+def cargo_build(order: Order, args: list[str], hide: str | None, into: Build) -> bool:
     """`cargo test --no-run` as the user; the test binaries it built go into `into`, the
     compiler's messages (not those of the target named `hide`) too. Returns success."""
     argv = [CARGO, "test", "--no-run", "--offline", "-q", "--message-format=json", *args]
     run = run_as_user(
-        job,
+        order,
         argv,
-        timeout=remaining(job),
+        timeout=remaining(order),
         stdout_limit=BUILD_LIMIT,
         separate_stderr=True,
-        env=cargo_env(job),
+        env=cargo_env(order),
     )
     into.seconds += run["seconds"]
     into.timed_out = into.timed_out or run["timed_out"]
@@ -460,7 +460,7 @@ def cargo_build(job: JobSpec, args: list[str], hide: str | None, into: Build) ->
             continue
         key = Target(name, kinds, "").key()
         if reason == "compiler-artifact" and (msg.get("profile") or {}).get("test") and msg.get("executable"):
-            into.targets[key] = Target(name, kinds, relative(str(t.get("src_path", "")), job.repo), msg["executable"])
+            into.targets[key] = Target(name, kinds, relative(str(t.get("src_path", "")), order.repo), msg["executable"])
         elif reason == "compiler-message":
             message = msg.get("message") or {}
             if message.get("level") in ("error", "error: internal compiler error"):
@@ -479,22 +479,22 @@ def cargo_build(job: JobSpec, args: list[str], hide: str | None, into: Build) ->
     return ok and run["exit_code"] == 0
 
 
-def metadata_targets(job: JobSpec) -> list[Target]:
+def metadata_targets(order: Order) -> list[Target]:
     """The package's targets cargo test can build as test binaries (cargo metadata)."""
     run = run_as_user(
-        job,
+        order,
         [CARGO, "metadata", "--no-deps", "--offline", "--format-version", "1"],
-        timeout=min(60.0, remaining(job)),
+        timeout=min(60.0, remaining(order)),
         stdout_limit=BUILD_LIMIT,
         separate_stderr=True,
-        env=cargo_env(job),
+        env=cargo_env(order),
     )
     try:
         meta = json.loads(run["out"].data())
         packages = meta["packages"]
     except (ValueError, KeyError, TypeError):
         return []
-    manifest = os.path.realpath(os.path.join(job.repo, "Cargo.toml"))
+    manifest = os.path.realpath(os.path.join(order.repo, "Cargo.toml"))
     out = []
     for pkg in packages:
         if not isinstance(pkg, dict) or os.path.realpath(str(pkg.get("manifest_path", ""))) != manifest:
@@ -502,7 +502,7 @@ def metadata_targets(job: JobSpec) -> list[Target]:
         for t in pkg.get("targets") or []:
             kinds = [str(k) for k in t.get("kind") or []]
             if set(kinds) & TEST_KINDS:
-                out.append(Target(str(t.get("name")), kinds, relative(str(t.get("src_path", "")), job.repo)))
+                out.append(Target(str(t.get("name")), kinds, relative(str(t.get("src_path", "")), order.repo)))
                 out[-1].tested = t.get("test") is True
     return out
 
@@ -535,19 +535,19 @@ def selected(targets: list[Target], args: list[str]) -> list[Target]:
     return [t for t in targets if any(picked(t, k, n) for k, n in picks)]
 
 
-def build(job: JobSpec, args: list[str], canary: str | None) -> tuple[Build, list[Target]]:
+def build(order: Order, args: list[str], canary: str | None) -> tuple[Build, list[Target]]:
     """Every selected test binary built; the selected targets that did not build."""
     b = Build()
-    b.ok = cargo_build(job, args, canary, b)
+    b.ok = cargo_build(order, args, canary, b)
     failed: list[Target] = []
     if b.ok or b.timed_out:
         return b, failed
-    for t in selected(metadata_targets(job), args):
+    for t in selected(metadata_targets(order), args):
         if t.key() in b.targets or t.name == canary:
             continue
-        if not b.lib_failed and t.key() not in b.errors and remaining(job) > 0:
+        if not b.lib_failed and t.key() not in b.errors and remaining(order) > 0:
             # cargo stops at the first target that does not compile: the others alone
-            cargo_build(job, [*without_selectors(args), *t.selector()], canary, b)
+            cargo_build(order, [*without_selectors(args), *t.selector()], canary, b)
         if t.key() not in b.targets:
             failed.append(t)
     return b, failed
@@ -570,24 +570,24 @@ def snapshot(path: str) -> int:
     return fd
 
 
-def binary_env(job: JobSpec, cargo_path: str) -> dict[str, str]:
+def binary_env(order: Order, cargo_path: str) -> dict[str, str]:
     """What `cargo test` gives a test binary, less LD_LIBRARY_PATH: cargo points it at
     target/, which the tests can write, and a library dropped there by one binary would be
     loaded into the next (crates with dylib dependencies are not supported)."""
     return {
         "CARGO": cargo_path,
-        "CARGO_MANIFEST_DIR": job.repo,
-        "CARGO_MANIFEST_PATH": os.path.join(job.repo, "Cargo.toml"),
+        "CARGO_MANIFEST_DIR": order.repo,
+        "CARGO_MANIFEST_PATH": os.path.join(order.repo, "Cargo.toml"),
         "LD_LIBRARY_PATH": "",
     }
 
 
-def run_binary(job: JobSpec, t: Target, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+def run_binary(order: Order, t: Target, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     assert t.fd is not None
     return run_as_user(
-        job,
+        order,
         [f"/proc/self/fd/{t.fd}", *argv],
-        timeout=remaining(job),
+        timeout=remaining(order),
         stdout_limit=RUN_LIMIT,
         separate_stderr=True,
         pass_fds=(t.fd,),
@@ -599,17 +599,17 @@ def cut(s: str, limit: int) -> str:
     return s if len(s) <= limit else s[: limit // 2] + "\n[...]\n" + s[-limit // 2 :]
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     started = time.monotonic()
-    args = list(job.check.args or [])
-    chown_tree(os.path.join(job.repo, "target"), job.uid, job.gid)
+    args = list(order.check.args or [])
+    chown_tree(os.path.join(order.repo, "target"), order.uid, order.gid)
     canary = None
     if canaries and "expect" in canaries:
         canary = canaries["path"].rsplit("/", 1)[-1][:-3]
         if selects(args) and not ({"--tests", "--all-targets"} & set(args)):
             args += ["--test", canary]
     parts: list[str] = []
-    b, failed = build(job, args, canary)
+    b, failed = build(order, args, canary)
     parts.append(f"== cargo test --no-run ({b.seconds:.1f} s)")
     parts += b.messages
     if b.stderr.strip():
@@ -618,13 +618,13 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     for t in failed:
         parts.append(f"collect error: {t.src} ({t.name}) did not compile")
     if b.timed_out:
-        finish(job, result, None, parts, {}, collect, [], started, timed_out=True)
+        finish(order, result, None, parts, {}, collect, [], started, timed_out=True)
         return
     try:
         for t in b.targets.values():
             assert t.exe is not None
             t.fd = snapshot(t.exe)  # every binary copied before any of them runs
-        run_binaries(job, result, b, canary, canaries, parts, collect, started)
+        run_binaries(order, result, b, canary, canaries, parts, collect, started)
     finally:
         for t in b.targets.values():
             if t.fd is not None:
@@ -632,7 +632,7 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
 
 
 def run_binaries(
-    job: JobSpec,
+    order: Order,
     result: dict[str, Any],
     b: Build,
     canary: str | None,
@@ -647,13 +647,13 @@ def run_binaries(
     copies: dict[str, str] = {}  # the canary target's copies of the hidden tests: name -> outcome
     originals: dict[str, str] = {}  # the copied target's own outcomes: name -> outcome
     cargo_path = shutil.which(CARGO) or CARGO
-    order = sorted(b.targets.values(), key=lambda t: (t.name == canary, t.prefix != "", t.name))
-    for t in order:
+    sequence = sorted(b.targets.values(), key=lambda t: (t.name == canary, t.prefix != "", t.name))
+    for t in sequence:
         mine = t.name == canary
-        env = binary_env(job, cargo_path)
-        listing = run_binary(job, t, libtest.list_args(), env)
+        env = binary_env(order, cargo_path)
+        listing = run_binary(order, t, libtest.list_args(), env)
         if listing["timed_out"]:
-            finish(job, result, None, parts, outcomes, collect, integrity, started, timed_out=True)
+            finish(order, result, None, parts, outcomes, collect, integrity, started, timed_out=True)
             return
         listed, why = libtest.parse_list(listing["out"].data(), listing["exit_code"])
         if listed is None or not listing["out"].complete():
@@ -661,9 +661,9 @@ def run_binaries(
                 collect.append(t.src)
                 parts.append(f"collect error: {t.src}: {why or 'its test list was too long'}")
             continue
-        ran = run_binary(job, t, libtest.run_args(), {**env, "RUSTC_BOOTSTRAP": "1"})
+        ran = run_binary(order, t, libtest.run_args(), {**env, "RUSTC_BOOTSTRAP": "1"})
         if ran["timed_out"]:
-            finish(job, result, None, parts, outcomes, collect, integrity, started, timed_out=True)
+            finish(order, result, None, parts, outcomes, collect, integrity, started, timed_out=True)
             return
         reading = libtest.parse_json(ran["out"].data(), listed, ran["exit_code"], t.src)
         if not ran["out"].complete():
@@ -709,11 +709,11 @@ def run_binaries(
         status = EXIT_BUILD
     else:
         status = EXIT_PASSED
-    finish(job, result, status, parts, outcomes, collect, integrity, started)
+    finish(order, result, status, parts, outcomes, collect, integrity, started)
 
 
 def finish(
-    job: JobSpec,
+    order: Order,
     result: dict[str, Any],
     status: int | None,
     parts: list[str],
@@ -727,7 +727,7 @@ def finish(
     result["exit_code"] = status
     result["timed_out"] = result.get("timed_out", False) or timed_out
     result["check_seconds"] = round(time.monotonic() - started, 4)
-    result["output"] = cut("\n".join(parts), job.output_limit)
+    result["output"] = cut("\n".join(parts), order.output_limit)
     result["report"] = {
         "channel": "framed",
         "forged": None,

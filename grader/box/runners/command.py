@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import canaries as canary
 from ..channel import Channel, plugin_settings, write_plugin
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
 from .common import (
@@ -41,30 +41,30 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     )
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
-    return canary.make_canaries(job.check, tree)
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
+    return canary.make_canaries(order.check, tree)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     """A `runner: command` check. If the command runs pytest, pytest loads the report
     plugin too (through PYTEST_ADDOPTS) and runs the canaries: its signed report then
     decides, as for the pytest runner; a command that runs no pytest is decided by its
     JUnit file, or its exit status alone (the task's public view says which)."""
-    check = job.check
+    check = order.check
     if check.command is None:
         raise ValueError("a command check needs its command")
-    plugin_dir, module = write_plugin(job)
-    channel = Channel(job, plugin_settings(job, canaries))
+    plugin_dir, module = write_plugin(order)
+    channel = Channel(order, plugin_settings(order, canaries))
     addopts = ["-p", "no:cacheprovider", "-p", module]
     if canaries and "expect" in canaries:
         addopts.append(canaries["path"])
-    env = {**python_env(job), "PYTEST_ADDOPTS": " ".join(addopts), "PYTHONPATH": plugin_dir, **channel.env()}
+    env = {**python_env(order), "PYTEST_ADDOPTS": " ".join(addopts), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
         run = run_as_user(
-            job,
+            order,
             ["sh", "-c", check.command],
-            timeout=remaining(job),
-            stdout_limit=job.output_limit,
+            timeout=remaining(order),
+            stdout_limit=order.output_limit,
             pass_fds=channel.fds(),
             env=env,
         )
@@ -76,5 +76,5 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     if rep.get("sessions") or rep.get("forged") or rep.get("problem"):
         result["report"] = rep
     if check.junit:
-        junit = read_files(tree, [check.junit], job.report_limit).get(check.junit)
+        junit = read_files(tree, [check.junit], order.report_limit).get(check.junit)
         result["junit"] = text(base64.b64decode(junit)) if junit else None

@@ -7,7 +7,7 @@ import base64
 import os
 from typing import Any
 
-from ..job import JobSpec
+from ..order import Order
 from ..tree import Tree, rel_ok
 
 # What a Python runner or the interpreter loads by itself from the repository: restored to
@@ -66,14 +66,14 @@ def canary_fields(check: dict[str, Any], hidden: list[str], named: set[str], lis
     }
 
 
-def python_env(job: JobSpec) -> dict[str, Any]:
+def python_env(order: Order) -> dict[str, Any]:
     """What every check command runs with: no plugin auto-loading, and bytecode read only
     from a root-owned cache (never from the repository's __pycache__, never written)."""
-    os.makedirs(job.pycache, 0o755, exist_ok=True)
+    os.makedirs(order.pycache, 0o755, exist_ok=True)
     return {
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         "PYTEST_ADDOPTS": "",
-        "PYTHONPYCACHEPREFIX": job.pycache,
+        "PYTHONPYCACHEPREFIX": order.pycache,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from .. import native
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
 
@@ -142,7 +142,7 @@ def plan_check(kind: str, check: dict[str, Any], hidden: dict[str, str | None]) 
 
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
-    """The job's check from the task's: `command` builds (default: CMake's, in --build-dir),
+    """The order's check from the task's: `command` builds (default: CMake's, in --build-dir),
     `args` are the runner's options, `paths` (optional) the ctest names to run."""
     return plan_check("ctest", check, hidden)
 
@@ -155,16 +155,16 @@ def listed_files(ids: list[str]) -> list[str]:
 # --- the build tree the image prepared ------------------------------------------------------
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     """A build tree the instance image configured (its CMakeCache.txt is there) is handed to
     root for the patch: the patch can neither change nor add a file in it (a patch that tries
     does not apply). It goes back to the unprivileged user for the build."""
-    rel = parse_args(job.check.args or [])["build_dir"]
+    rel = parse_args(order.check.args or [])["build_dir"]
     if tree.lstat(rel) is None:
         return
     if tree.lstat(rel + "/CMakeCache.txt") is None and tree.lstat(rel + "/Makefile") is None:
         raise ValueError(f"the base commit has {rel}/ but it is not a configured build tree: choose --build-dir")
-    native.freeze([os.path.join(job.repo, rel)])
+    native.freeze([os.path.join(order.repo, rel)])
 
 
 def unlink_outputs(build: str) -> list[str]:
@@ -193,7 +193,7 @@ def unlink_outputs(build: str) -> list[str]:
     return removed
 
 
-def restore_prepared(job: JobSpec, tree: Tree, rel: str) -> bool:
+def restore_prepared(order: Order, tree: Tree, rel: str) -> bool:
     """The image's build tree given back to the unprivileged user (True), or whatever the
     patch left at its place removed (False)."""
     parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
@@ -201,8 +201,8 @@ def restore_prepared(job: JobSpec, tree: Tree, rel: str) -> bool:
         tree.mkdir(parent)  # real directories all the way: a link the patch made is replaced
     st = tree.lstat(rel)
     if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
-        native.thaw([os.path.join(job.repo, rel)], job.uid, job.gid)
-        unlink_outputs(os.path.join(job.repo, rel))
+        native.thaw([os.path.join(order.repo, rel)], order.uid, order.gid)
+        unlink_outputs(os.path.join(order.repo, rel))
         return True
     tree.remove(rel)
     return False
@@ -256,12 +256,12 @@ def _canary_case(rng: random.Random, must_pass: bool) -> str:
     return "".join(f"        {line}\n" for line in lines)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """One C source of this run, beside the hidden tests, named like the task's tests: each
     canary is a ctest test running its executable with a token of this run; some must fail
     (exit status, exit(), abort(), SIGSEGV), some must pass. The executable is linked with a
     hidden test's own link line, so the library under test is loaded in it as in the tests."""
-    check = job.check
+    check = order.check
     if not check.canaries:
         return None
     rng = random.SystemRandom()
@@ -347,13 +347,13 @@ def canary_link(link_txt: str, obj: str, exe: str) -> list[str] | None:
 
 
 def build_canaries(
-    job: JobSpec, canaries: dict[str, Any], build: str, prefer: list[str], env: dict[str, str]
+    order: Order, canaries: dict[str, Any], build: str, prefer: list[str], env: dict[str, str]
 ) -> tuple[list[native.Test], str]:
     """Compile and link the canary program as the unprivileged user: its tests to add to the
     list, and what the compiler said."""
-    src = os.path.join(job.repo, canaries["path"])
+    src = os.path.join(order.repo, canaries["path"])
     stem = os.path.basename(src).rsplit(".", 1)[0]
-    home = job.check.canary_dir
+    home = order.check.canary_dir
     where = os.path.join(build, home) if home and os.path.isdir(os.path.join(build, home)) else build
     for link_txt in link_lines(build, home, prefer)[:3]:
         cwd = os.path.dirname(os.path.dirname(os.path.dirname(link_txt)))  # the target's build directory
@@ -369,7 +369,7 @@ def build_canaries(
         said = b""
         for step, cmd_cwd in ((["cc", "-O0", "-c", src, "-o", obj], where), (argv, cwd)):
             rc, out, _, _ = native.run_as(
-                step, uid=job.uid, gid=job.gid, cwd=cmd_cwd, env=env, timeout=min(120.0, remaining(job))
+                step, uid=order.uid, gid=order.gid, cwd=cmd_cwd, env=env, timeout=min(120.0, remaining(order))
             )
             said += out
             if rc != 0:
@@ -430,10 +430,10 @@ def cut(parts: list[str], limit: int) -> str:
     return joined[:half] + f"\n[... {len(joined) - limit:,} characters omitted ...]\n" + joined[-half:]
 
 
-def build_step(job: JobSpec, command: str, result: dict[str, Any], parts: list[str]) -> bool:
+def build_step(order: Order, command: str, result: dict[str, Any], parts: list[str]) -> bool:
     """Run the build as the unprivileged user. Its failure is the submission's (what did not
     build fails its tests); False only when the run's time ran out."""
-    b = run_as_user(job, ["sh", "-c", command], timeout=remaining(job), stdout_limit=job.output_limit)
+    b = run_as_user(order, ["sh", "-c", command], timeout=remaining(order), stdout_limit=order.output_limit)
     result["build_seconds"] = b["seconds"]
     parts.append(f"== build: {command} (exit status {b['exit_code']}, {b['seconds']:.1f} s)\n{text(b['out'].data())}")
     if b["timed_out"]:
@@ -444,7 +444,7 @@ def build_step(job: JobSpec, command: str, result: dict[str, Any], parts: list[s
 
 
 def run_listed(
-    job: JobSpec,
+    order: Order,
     result: dict[str, Any],
     canaries: dict[str, Any] | None,
     parts: list[str],
@@ -456,7 +456,7 @@ def run_listed(
 ) -> None:
     """Canaries built, the tree frozen, the tests listed by `lister(env)` (before the freeze
     where listing builds, as make check does), run and judged."""
-    env = native.base_env({**os.environ, **job.env})
+    env = native.base_env({**os.environ, **order.env})
     started = time.monotonic()
     collect_errors: list[str] = []
     tests: list[native.Test] = []
@@ -473,26 +473,26 @@ def run_listed(
         listing()
     extra: list[native.Test] = []
     if canaries and "expect" in canaries:
-        extra, said = build_canaries(job, canaries, build, job.check.paths, env)
+        extra, said = build_canaries(order, canaries, build, order.check.paths, env)
         if not extra:
             parts.append(f"== canaries\n{said}")
-    roots = [] if opts["no_freeze"] else sorted({job.repo, build})
+    roots = [] if opts["no_freeze"] else sorted({order.repo, build})
     native.freeze(roots)
     if not list_first:
         listing()
-    if job.check.paths:
-        wanted = set(job.check.paths)
+    if order.check.paths:
+        wanted = set(order.check.paths)
         tests = [t for t in tests if t["name"] in wanted]
     if canaries and "expect" in canaries:
         tests = add_canaries(tests, extra, canaries)
     workdirs = [] if opts["no_freeze"] else native.open_workdirs(tests, roots)
-    deadline = time.monotonic() + remaining(job)
+    deadline = time.monotonic() + remaining(order)
     outcomes, shown, stopped = native.run_tests(
         tests,
-        uid=job.uid,
-        gid=job.gid,
+        uid=order.uid,
+        gid=order.gid,
         env=env,
-        timeout=opts["timeout"] or remaining(job),
+        timeout=opts["timeout"] or remaining(order),
         deadline=deadline,
         workdirs=workdirs,
     )
@@ -508,16 +508,16 @@ def run_listed(
     result["report"] = report_of(outcomes, status, collect_errors)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    opts = parse_args(job.check.args or [])
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    opts = parse_args(order.check.args or [])
     rel = opts["build_dir"]
-    build = os.path.join(job.repo, rel)
-    prepared = restore_prepared(job, tree, rel)
+    build = os.path.join(order.repo, rel)
+    prepared = restore_prepared(order, tree, rel)
     configure = "" if prepared else f"cmake -S . -B {shlex.quote(rel)} && "
-    command = job.check.command or f"{configure}cmake --build {shlex.quote(rel)} --parallel 2 -- -k"
+    command = order.check.command or f"{configure}cmake --build {shlex.quote(rel)} --parallel 2 -- -k"
     parts: list[str] = []
     try:
-        if not build_step(job, command, result, parts):
+        if not build_step(order, command, result, parts):
             if canaries is not None:
                 canaries.pop("tokens", None)
             return
@@ -527,9 +527,11 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         def lister(env: dict[str, str]) -> list[native.Test]:
             if not os.path.isdir(build):
                 raise native.ListError(f"the build left no {rel}/ directory")
-            tests, _ = native.list_ctest(build, job.uid, job.gid, dict(env, HOME="/tmp"), min(300.0, remaining(job)))
+            tests, _ = native.list_ctest(
+                build, order.uid, order.gid, dict(env, HOME="/tmp"), min(300.0, remaining(order))
+            )
             return tests
 
-        run_listed(job, result, canaries, parts, build=build, opts=opts, lister=lister)
+        run_listed(order, result, canaries, parts, build=build, opts=opts, lister=lister)
     finally:
-        result["output"] = cut(parts, job.output_limit)
+        result["output"] = cut(parts, order.output_limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..tree import Tree
 from .common import PYTHON_PROTECT, read_files
 
@@ -17,5 +17,5 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return CheckSpec(kind="exact_match", paths=sorted(files) if files else sorted(check.get("paths") or []))
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    result["files"] = read_files(tree, job.check.paths, job.report_limit)
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    result["files"] = read_files(tree, order.check.paths, order.report_limit)

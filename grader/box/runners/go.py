@@ -39,7 +39,7 @@ from typing import Any
 
 from .. import signed
 from ..hidden import hidden_manifest
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
 
@@ -109,7 +109,7 @@ BIN_PARENTS = ("/var/tmp",)
 MAX_RERUNS = 20  # processes of a package after a panic, for the tests it left unrun
 
 
-# --- on the host: the task's check -> the job's ---------------------------------------
+# --- on the host: the task's check -> the order's ---------------------------------------
 
 
 def is_go_test(rel: str) -> bool:
@@ -195,7 +195,7 @@ def words(test_ids: list[str]) -> list[str]:
 
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
-    """The job's check from the task's: the packages of `paths` (default: those of the
+    """The order's check from the task's: the packages of `paths` (default: those of the
     hidden test files), the task's flags, the form of the ids it reports, and canaries
     in the package of the hidden tests."""
     fail_to_pass = list(check.get("fail_to_pass") or [])
@@ -335,13 +335,13 @@ def pin(tree: Tree, paths: list[str]) -> None:
             os.close(fd)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """A _test.go file of this run only, in the package of the hidden tests (its package
     clause theirs), with tests that must fail and tests that must pass, named like the
     task's own tests. Returns what the report must say of each, or None. Called before the
     supervisor records the placed files' identity: they are pinned here (see `pin`)."""
-    check = job.check
-    pin(tree, sorted(rel for rel, digest in hidden_manifest(job).items() if digest is not None))
+    check = order.check
+    pin(tree, sorted(rel for rel, digest in hidden_manifest(order).items() if digest is not None))
     if not check.canaries:
         return None
     flags = check.args or []
@@ -396,7 +396,7 @@ def goroot() -> str | None:
 
 
 def split_args(args: list[str]) -> tuple[bool, list[str], list[str]]:
-    """(ids qualified, build flags, test binary flags) from the job's args."""
+    """(ids qualified, build flags, test binary flags) from the order's args."""
     qualified = IDS_QUALIFIED in args
     build = [a for a in args if a.startswith("-tags=")]
     run = [a for a in args if a.startswith("-test.")]
@@ -448,13 +448,13 @@ def groups(packages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
-def bin_parent(job: JobSpec) -> str:
+def bin_parent(order: Order) -> str:
     """Where the test binaries are built: on the container's own file system (its /tmp is
     a tmpfs mounted noexec), outside the repository."""
     for candidate in BIN_PARENTS:
         if os.path.isdir(candidate):
             return candidate
-    return os.path.dirname(job.repo.rstrip("/")) or "/"
+    return os.path.dirname(order.repo.rstrip("/")) or "/"
 
 
 def panicked(rep: dict[str, Any]) -> bool:
@@ -465,15 +465,15 @@ def panicked(rep: dict[str, Any]) -> bool:
     return bool(end.get("exit") == 2)
 
 
-def top_level_tests(job: JobSpec, directory: str, binary: str, env: dict[str, str]) -> list[str]:
+def top_level_tests(order: Order, directory: str, binary: str, env: dict[str, str]) -> list[str]:
     """The binary's top-level tests and examples, as `-test.list` prints them (run with no
     report channel: it writes no record). Code under test can print more names: a name
     that is no test selects nothing."""
     listing = run_as_user(
-        job,
+        order,
         ["/usr/bin/env", "-C", directory, binary, "-test.list", ".*"],
-        timeout=min(60.0, remaining(job)),
-        stdout_limit=job.report_limit,
+        timeout=min(60.0, remaining(order)),
+        stdout_limit=order.report_limit,
         separate_stderr=True,
         env=env,
     )
@@ -545,8 +545,8 @@ def take_back_canaries(run: dict[str, Any], rep: dict[str, Any], canary_ids: set
     return False
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     if check.args is None or not check.paths:
         raise ValueError("a go check needs its packages and flags")
     if goroot() is None:
@@ -556,14 +556,14 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     output: list[tuple[str, bytes]] = []
 
     def stop(timed_out: bool) -> None:
-        signed.finish(result, None, _joined(output, job.output_limit), {"problem": "the run was stopped"}, timed_out)
+        signed.finish(result, None, _joined(output, order.output_limit), {"problem": "the run was stopped"}, timed_out)
 
     # 1. the packages
     listing = run_as_user(
-        job,
+        order,
         ["go", "list", "-e", "-json=ImportPath,Dir,Name,TestGoFiles,XTestGoFiles,Error", *build_flags, *check.paths],
-        timeout=remaining(job),
-        stdout_limit=job.report_limit,
+        timeout=remaining(order),
+        stdout_limit=order.report_limit,
         separate_stderr=True,
         env=env,
     )
@@ -598,18 +598,18 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     testable.sort(key=lambda p: p["ImportPath"])
 
     # 2. every test binary, before any test runs
-    bin_dir = tempfile.mkdtemp(prefix=".grader-go-", dir=bin_parent(job))
-    os.chown(bin_dir, job.uid, job.gid)
+    bin_dir = tempfile.mkdtemp(prefix=".grader-go-", dir=bin_parent(order))
+    os.chown(bin_dir, order.uid, order.gid)
     binaries: dict[str, str] = {}
     for n, group in enumerate(groups(testable)):
         out_dir = os.path.join(bin_dir, f"g{n}")
         os.mkdir(out_dir, 0o755)
-        os.chown(out_dir, job.uid, job.gid)
+        os.chown(out_dir, order.uid, order.gid)
         build = run_as_user(
-            job,
+            order,
             ["go", "test", "-c", "-vet=off", "-o", out_dir + "/", *build_flags, *[p["ImportPath"] for p in group]],
-            timeout=remaining(job),
-            stdout_limit=job.output_limit,
+            timeout=remaining(order),
+            stdout_limit=order.output_limit,
             env=env,
         )
         output.append((f"go test -c ({len(group)} package{'s' if len(group) > 1 else ''})", build["out"].data()))
@@ -622,10 +622,10 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     # 3. each binary in its package's directory, a report channel each
     canary_dir = None
     if canaries and "expect" in canaries:
-        canary_dir = os.path.normpath(os.path.join(job.repo, canaries.get("dir", "")))
+        canary_dir = os.path.normpath(os.path.join(order.repo, canaries.get("dir", "")))
     canary_pkg = None
     units: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-    settings = {"repo": job.repo}
+    settings = {"repo": order.repo}
     # the task's own selection is left as it is: no test runs again outside it
     selecting = any(f.startswith(CANARY_BLOCKERS) for f in run_flags)
     for pkg in testable:
@@ -639,7 +639,7 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         pending: list[str] | None = None
         for attempt in range(MAX_RERUNS + 1):
             selected = [f"-test.run=^({'|'.join(pending)})$"] if pending else []
-            unit_run, rep = signed.run_signed(job, base + selected, settings=settings, env=env)
+            unit_run, rep = signed.run_signed(order, base + selected, settings=settings, env=env)
             shown = unit_run["out"].data()
             if here and canaries is not None:
                 taken_back = take_back_canaries(unit_run, rep, set(canaries["expect"]))
@@ -650,13 +650,13 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
             label = path if attempt == 0 else f"{path} (run again after a panic, {attempt}: the tests it left unrun)"
             units.append((label, unit_run, rep))
             output.append((label, shown))
-            if unit_run["timed_out"] or not panicked(rep) or remaining(job) <= 0:
+            if unit_run["timed_out"] or not panicked(rep) or remaining(order) <= 0:
                 break
             # a test panicked: the process ended there (its end says 2), the tests after it
             # never ran. They run again, in a process of their own, for their own outcomes;
             # the panic keeps this package's status failed.
             if pending is None:
-                pending = top_level_tests(job, pkg["Dir"], binary, env)
+                pending = top_level_tests(order, pkg["Dir"], binary, env)
             pending = [name for name in pending or [] if name not in reported]
             if not pending or selecting:
                 break
@@ -686,4 +686,4 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     if report.get("end") is not None and status is not None:
         report["end"] = {"t": "end", "exit": status}
     signed.split_canaries(report, canaries)
-    signed.finish(result, status, _joined(output, job.output_limit), report, timed_out)
+    signed.finish(result, status, _joined(output, order.output_limit), report, timed_out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..tree import Tree
 from . import nodejs
 
@@ -84,15 +84,15 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return nodejs.plan_check("jest", check, hidden, REFUSED)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
-    return nodejs.make_canaries(job, tree, "jest", BLOCKERS, per_unit=False)
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
+    return nodejs.make_canaries(order, tree, "jest", BLOCKERS, per_unit=False)
 
 
-def config(job: JobSpec, reporters: str) -> dict[str, Any]:
+def config(order: Order, reporters: str) -> dict[str, Any]:
     """The whole configuration, inline: node's environment, no transform (no babel config
     of the repository is read), the signed reporter beside jest's default one."""
     return {
-        "rootDir": job.repo,
+        "rootDir": order.repo,
         "testEnvironment": "node",
         "transform": {},
         "reporters": ["default", f"{reporters}/jest-reporter.cjs"],
@@ -103,15 +103,15 @@ def config(job: JobSpec, reporters: str) -> dict[str, Any]:
     }
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     jest = next((b for b in JEST_BINS if tree.lstat(b) is not None), None)
     if jest is None:
         raise ValueError(
             "jest is not installed in the repository (node_modules/jest): the task's install must bring it"
         )
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(job, tree, result, canaries)
+    prelude, made = nodejs.prepare(order, tree, result, canaries)
     extra = [canaries["path"]] if canaries and "expect" in canaries else []
     argv = [
         "node",
@@ -120,12 +120,12 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         "-i",
         "--no-cache",
         "--config",
-        json.dumps(config(job, reporters)),
+        json.dumps(config(order, reporters)),
         *(check.args or []),
         "--runTestsByPath",
         *extra,
         *check.paths,
     ]
     nodejs.run_units(
-        job, tree, result, canaries, [("jest", list(check.paths), argv)], "jest", prelude=prelude, extra_sealed=made
+        order, tree, result, canaries, [("jest", list(check.paths), argv)], "jest", prelude=prelude, extra_sealed=made
     )

@@ -44,7 +44,7 @@ from typing import Any
 
 from .. import signed
 from ..hidden import hidden_manifest
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
 
@@ -146,7 +146,7 @@ GRADER_ID = "--grader-id="  # the runner's own word in CheckSpec.args: a listed 
 OPTIONS = ("--jvm-arg=", "--encoding=")
 
 
-# --- on the host: the task's check -> the job's ------------------------------------------
+# --- on the host: the task's check -> the order's ------------------------------------------
 
 
 def class_of(test_id: str) -> tuple[str, str]:
@@ -416,7 +416,7 @@ def reporter_listing(directory: str) -> bytes:
     return "".join(lines).encode()
 
 
-def reporter(job: JobSpec) -> tuple[str, str, str]:
+def reporter(order: Order) -> tuple[str, str, str]:
     """(report module jar, listener jar, launch.py) of the reporter this archive ships,
     installed root-owned for this run: the environment's jars when they were built from the
     same files, else built here (as root, from our own sources)."""
@@ -434,7 +434,7 @@ def reporter(job: JobSpec) -> tuple[str, str, str]:
         ["sh", os.path.join(d, "build.sh"), out],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        timeout=max(1.0, remaining(job)),
+        timeout=max(1.0, remaining(order)),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8"},
     )
     if proc.returncode:
@@ -447,17 +447,17 @@ def reporter(job: JobSpec) -> tuple[str, str, str]:
 _BASE_TESTS: dict[str, tuple[int, bytes] | str] = {}  # before_patch: src/test/ as it was
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     """src/test/ at the base (every file: sources, resources, service registrations), to put
     back after the patch whatever the supervisor's protected names do not cover."""
     _BASE_TESTS.clear()
-    top = os.path.join(job.repo, TEST_TREE)
+    top = os.path.join(order.repo, TEST_TREE)
     if not os.path.isdir(top) or os.path.islink(top):
         return
     for here, dirs, files in os.walk(top, followlinks=False):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
             path = os.path.join(here, name)
-            rel = os.path.relpath(path, job.repo)
+            rel = os.path.relpath(path, order.repo)
             st = os.lstat(path)
             if stat.S_ISLNK(st.st_mode):
                 _BASE_TESTS[rel] = os.readlink(path)
@@ -467,13 +467,13 @@ def before_patch(job: JobSpec, tree: Tree) -> None:
                     _BASE_TESTS[rel] = (stat.S_IMODE(st.st_mode), data)
 
 
-def restore_tests(job: JobSpec, tree: Tree, keep: set[str]) -> list[str]:
+def restore_tests(order: Order, tree: Tree, keep: set[str]) -> list[str]:
     """Every file under src/test/ back to the base but `keep` (the hidden tests, the
     canaries): returns the paths put back or removed."""
-    if not job.protect.tests:
+    if not order.protect.tests:
         return []
-    owner = (job.uid, job.gid)
-    now = files_under(job.repo, TEST_TREE, None)
+    owner = (order.uid, order.gid)
+    now = files_under(order.repo, TEST_TREE, None)
     done = []
     for rel in sorted(set(now) | set(_BASE_TESTS)):
         if rel in keep:
@@ -482,7 +482,7 @@ def restore_tests(job: JobSpec, tree: Tree, keep: set[str]) -> list[str]:
         if base is None:
             tree.remove(rel)
         elif isinstance(base, str):
-            if rel in now and now[rel] is None and os.readlink(os.path.join(job.repo, rel)) == base:
+            if rel in now and now[rel] is None and os.readlink(os.path.join(order.repo, rel)) == base:
                 continue
             tree.symlink(rel, base, owner=owner)
         else:
@@ -556,8 +556,8 @@ class Build:
     """What one grade compiles: the main sources to recompile (with the base's classes
     copied less what they replace) and the test classes, in one javac."""
 
-    def __init__(self, job: JobSpec, tree: Tree, work: str, encoding: str):
-        self.job, self.tree, self.work = job, tree, work
+    def __init__(self, order: Order, tree: Tree, work: str, encoding: str):
+        self.order, self.tree, self.work = order, tree, work
         self.encoding = encoding
         self.info = prebuilt()
         listing = os.listdir(DEPS) if os.path.isdir(DEPS) else []
@@ -573,10 +573,10 @@ class Build:
         """Decide which main sources to recompile; copy the base's classes less the stale ones
         when anything of main changed."""
         info = self.info or {"sources": {}, "resources": {}}
-        now = files_under(self.job.repo, MAIN, True)
+        now = files_under(self.order.repo, MAIN, True)
         changed = {rel for rel, digest in now.items() if info["sources"].get(rel) != digest}
         deleted = set(info["sources"]) - set(now)
-        res_now = files_under(self.job.repo, MAIN_RESOURCES, False)
+        res_now = files_under(self.order.repo, MAIN_RESOURCES, False)
         res_changed = res_now != {k: v for k, v in info["resources"].items()}
         if not changed and not deleted and not res_changed and self.info:
             self.log.append("main: unchanged since the base, its prebuilt classes are used as they are")
@@ -603,7 +603,7 @@ class Build:
                         continue  # a class file we cannot attribute: recompiled if needed
                     os.makedirs(os.path.dirname(os.path.join(self.main, rel)), exist_ok=True)
                     shutil.copyfile(path, os.path.join(self.main, rel))
-        copy_resources(self.job.repo, MAIN_RESOURCES, self.main)
+        copy_resources(self.order.repo, MAIN_RESOURCES, self.main)
         self.log.append(
             f"main: {len(changed)} changed and {len(deleted)} deleted source(s); "
             f"{len(self.recompile)} recompiled against the base's classes"
@@ -613,7 +613,7 @@ class Build:
     def javac(self, files: list[str]) -> dict[str, Any]:
         shutil.rmtree(self.classes, ignore_errors=True)
         os.makedirs(self.classes)
-        os.chown(self.classes, self.job.uid, self.job.gid)
+        os.chown(self.classes, self.order.uid, self.order.gid)
         options = list(self.info["javac"]) if self.info else list(JAVAC_OPTIONS)
         release = str(self.info.get("release") or "") if self.info else ""
         cp = [self.main, *self.deps, *(f"{JAVA_SHARE}/{j}" for j in API_JARS)]
@@ -639,7 +639,9 @@ class Build:
             "@" + argfile,
         ]
         before = children_cpu()
-        run = run_as_user(self.job, argv, timeout=max(0.5, remaining(self.job)), stdout_limit=self.job.output_limit)
+        run = run_as_user(
+            self.order, argv, timeout=max(0.5, remaining(self.order)), stdout_limit=self.order.output_limit
+        )
         self.javac_runs += 1
         self.javac_cpu += children_cpu() - before
         return run
@@ -784,21 +786,21 @@ def hide_canaries(output: str, canaries: dict[str, Any] | None) -> str:
     return "\n".join(keep) + ("\n" if output.endswith("\n") else "")
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     ids, jvm_args, encoding = parse_args(list(check.args or []))
-    keep = set(hidden_manifest(job))  # placed, or removed when the test patch deletes them
+    keep = set(hidden_manifest(order))  # placed, or removed when the test patch deletes them
     if canaries and "expect" in canaries:
         keep.add(canaries["path"])
-    restored = restore_tests(job, tree, keep)
+    restored = restore_tests(order, tree, keep)
     if restored:
         result["protected_restored"] = sorted(set(result.get("protected_restored") or []) | set(restored))
-    seal(os.path.join(job.repo, TEST_TREE))
-    report_jar, listener_jar, launch = reporter(job)
+    seal(os.path.join(order.repo, TEST_TREE))
+    report_jar, listener_jar, launch = reporter(order)
 
     work = tempfile.mkdtemp(prefix=".grader-junit-", dir="/tmp")
     os.chmod(work, 0o755)
-    build = Build(job, tree, work, encoding or source_encoding(tree))
+    build = Build(order, tree, work, encoding or source_encoding(tree))
     build.prepare_main()
     selected = [p for p in check.paths if p != (canaries or {}).get("path")]
     present = [p for p in selected if is_file(tree, p)]
@@ -825,9 +827,9 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         signed.finish(result, EXIT_MAIN, output, report, False)
         return
     if build.info:  # the base's test classes, for what a test loads by name only
-        copy_changed_test_resources(job, build)
+        copy_changed_test_resources(order, build)
     else:
-        copy_resources(job.repo, TEST_RESOURCES, build.classes)
+        copy_resources(order.repo, TEST_RESOURCES, build.classes)
     seal(work)
 
     missing = [p for p in selected if p not in present]
@@ -876,7 +878,7 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         *selectors,
     ]
     before = children_cpu()
-    run_, rep = signed.run_signed(job, argv, settings={"repo": job.repo}, env={})
+    run_, rep = signed.run_signed(order, argv, settings={"repo": order.repo}, env={})
     prelude += f"junit: the launcher: {children_cpu() - before:.1f} s of CPU\n"
     canary_ids = set(canaries["expect"]) if canaries and "expect" in canaries else set()
     code = without_canaries(run_["exit_code"], rep, canary_ids)
@@ -891,15 +893,15 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     result["check_seconds"] = run_["seconds"]
 
 
-def copy_changed_test_resources(job: JobSpec, build: Build) -> None:
+def copy_changed_test_resources(order: Order, build: Build) -> None:
     """The test resources that differ from the base's (the hidden tests may bring some): the
     base's are on the class path with its prebuilt test classes."""
     info = build.info or {}
     base = info.get("test_resource_files") or {}
-    now = files_under(job.repo, TEST_RESOURCES, None)
+    now = files_under(order.repo, TEST_RESOURCES, None)
     changed = [rel for rel, digest in now.items() if digest is not None and base.get(rel) != digest]
     if changed:
-        copy_resources(job.repo, TEST_RESOURCES, build.classes, changed)
+        copy_resources(order.repo, TEST_RESOURCES, build.classes, changed)
 
 
 # --- canaries ---------------------------------------------------------------------------------
@@ -962,12 +964,12 @@ def canary_assertion(rng: random.Random, must_pass: bool) -> str:
     )
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """A test class of this run in the package of the first hidden test (its directory),
     named like the task's test classes, with test methods named like theirs: some must fail,
     some must pass. It imports what that hidden test imports, so it compiles exactly when the
     hidden test's imports do."""
-    check = job.check
+    check = order.check
     if not check.canaries:
         return None
     folder = check.canary_dir

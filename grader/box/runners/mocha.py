@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..tree import Tree
 from . import nodejs
 
@@ -35,7 +35,7 @@ REFUSED = nodejs.NODE_REFUSED + (
     "--reporter-options",
     "-O",
     "--parallel",
-    "--jobs",
+    "--orders",
     "-j",
     "--file",
     "--node-option",
@@ -60,20 +60,22 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return nodejs.plan_check("mocha", check, hidden, REFUSED)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
-    return nodejs.make_canaries(job, tree, "mocha", BLOCKERS, per_unit=True)
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
+    return nodejs.make_canaries(order, tree, "mocha", BLOCKERS, per_unit=True)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     mocha = next((b for b in MOCHA_BINS if tree.lstat(b) is not None), None)
     if mocha is None:
         raise ValueError(
             "mocha is not installed in the repository (node_modules/mocha): the task's install must bring it"
         )
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(job, tree, result, canaries)
+    prelude, made = nodejs.prepare(order, tree, result, canaries)
     extra = [canaries["path"]] if canaries and "expect" in canaries else []
     base = ["node", mocha, "--no-config", "--no-package", "--reporter", f"{reporters}/mocha-reporter.cjs"]
     commands = [(path, [path], [*base, *(check.args or []), *extra, path]) for path in check.paths]
-    nodejs.run_units(job, tree, result, canaries, commands, "mocha", by_count=True, prelude=prelude, extra_sealed=made)
+    nodejs.run_units(
+        order, tree, result, canaries, commands, "mocha", by_count=True, prelude=prelude, extra_sealed=made
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..tree import Tree
 from . import nodejs
 
@@ -31,14 +31,14 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return nodejs.plan_check("node-test", check, hidden, nodejs.NODE_REFUSED)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
-    return nodejs.make_canaries(job, tree, "node-test", (), per_unit=True)
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
+    return nodejs.make_canaries(order, tree, "node-test", (), per_unit=True)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     r = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(job, tree, result, canaries)
+    prelude, made = nodejs.prepare(order, tree, result, canaries)
     flags = [
         "--import",
         f"{r}/node-test-preload.mjs",
@@ -48,4 +48,4 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         "--test-reporter-destination=stderr",
     ]
     commands = [(path, [path], ["node", *(check.args or []), *flags, path]) for path in check.paths]
-    nodejs.run_units(job, tree, result, canaries, commands, "node:test", prelude=prelude, extra_sealed=made)
+    nodejs.run_units(order, tree, result, canaries, commands, "node:test", prelude=prelude, extra_sealed=made)

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import signed
 from ..hidden import hidden_manifest
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
 from .common import test_file
@@ -175,7 +175,7 @@ def plan_check(
     hidden: dict[str, str | None],
     refused_args: tuple[str, ...],
 ) -> CheckSpec:
-    """The job's check of a Node.js runner: the test files to run (`paths`, default the
+    """The order's check of a Node.js runner: the test files to run (`paths`, default the
     hidden test files and the files the lists name), the task's args, an optional command
     run first (a build step: tsc, say), and where the canaries go."""
     listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])
@@ -209,17 +209,17 @@ def node_env() -> dict[str, str]:
     return dict(NODE_ENV)
 
 
-def settings(job: JobSpec, canaries: dict[str, Any] | None, unit: str | None) -> dict[str, Any]:
+def settings(order: Order, canaries: dict[str, Any] | None, unit: str | None) -> dict[str, Any]:
     """What a unit's reporter reads from its key descriptor: the repository, this run's
     canary files, the test file the unit runs."""
     return {
-        "repo": job.repo,
+        "repo": order.repo,
         "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
         "unit": unit,
     }
 
 
-def lock_dirs(job: JobSpec, tree: Tree, rels: list[str]) -> None:
+def lock_dirs(order: Order, tree: Tree, rels: list[str]) -> None:
     """The directories holding `rels` (up to, not including, the repository's root) become
     root's, 0755, for the run: nothing can be added, renamed or swapped beside them (a
     node_modules/ beside a test file, a test file swapped between two units)."""
@@ -238,20 +238,20 @@ def lock_dirs(job: JobSpec, tree: Tree, rels: list[str]) -> None:
             os.close(fd)
 
 
-def seal(job: JobSpec, tree: Tree, extra: list[str]) -> None:
+def seal(order: Order, tree: Tree, extra: list[str]) -> None:
     """The task's own test code made root's and read-only for the run (the hidden tests are
     already), so that one unit's process cannot rewrite what a later unit loads: every
     regular file the supervisor trusts as the task's tests (listed test files, every file of
     the test directories) and `extra` (files the check's command wrote); their directories
     and those of the hidden tests locked (lock_dirs)."""
     files: set[str] = set(extra)
-    dirs = [d.rstrip("/") for d in job.check.trusted_tests if d.endswith("/")]
-    files |= {f for f in job.check.trusted_tests if not f.endswith("/")}
+    dirs = [d.rstrip("/") for d in order.check.trusted_tests if d.endswith("/")]
+    files |= {f for f in order.check.trusted_tests if not f.endswith("/")}
     for d in dirs:
-        base = os.path.join(job.repo, d)
+        base = os.path.join(order.repo, d)
         for root, subdirs, names in os.walk(base, followlinks=False):
             subdirs[:] = [s for s in subdirs if s != "node_modules"]
-            rel_root = os.path.relpath(root, job.repo)
+            rel_root = os.path.relpath(root, order.repo)
             files |= {posixpath.join(rel_root, n) for n in names}
     for rel in sorted(files):
         if not rel_ok(rel):
@@ -272,19 +272,19 @@ def seal(job: JobSpec, tree: Tree, extra: list[str]) -> None:
                 os.fchmod(ffd, stat.S_IMODE(st.st_mode) & 0o555)
         finally:
             os.close(ffd)
-    manifest = hidden_manifest(job)
-    lock_dirs(job, tree, [r for r, d in manifest.items() if d is not None] + list(job.check.paths) + list(extra))
+    manifest = hidden_manifest(order)
+    lock_dirs(order, tree, [r for r, d in manifest.items() if d is not None] + list(order.check.paths) + list(extra))
 
 
-def watched(job: JobSpec) -> dict[str, tuple[int, int, int]]:
+def watched(order: Order) -> dict[str, tuple[int, int, int]]:
     """What node loads by itself that the test processes could rewrite between units: every
     file of every node_modules/ (its .cache/ aside) and the runner configuration the patch
     may not change (package.json, ...), by inode, size, modification and change time."""
     names = set(NODE_PROTECT["names"])
     prefixes = tuple(NODE_PROTECT["prefixes"])
     out: dict[str, tuple[int, int, int]] = {}
-    for root, subdirs, files in os.walk(job.repo, followlinks=False):
-        rel_root = os.path.relpath(root, job.repo)
+    for root, subdirs, files in os.walk(order.repo, followlinks=False):
+        rel_root = os.path.relpath(root, order.repo)
         if rel_root == ".":
             subdirs[:] = [s for s in subdirs if s != ".git"]
         parts = [] if rel_root == "." else rel_root.split(os.sep)
@@ -321,21 +321,21 @@ def changed_while_running(before: dict[str, Any], after: dict[str, Any]) -> list
     return sorted(out)
 
 
-def run_command(job: JobSpec, result: dict[str, Any]) -> str:
+def run_command(order: Order, result: dict[str, Any]) -> str:
     """The check's command (a build step before the tests, such as tsc), as the
     unprivileged user with sh. Its exit status does not decide (the tests do); its output
     goes first in the check's output."""
-    assert job.check.command is not None
+    assert order.check.command is not None
     run = run_as_user(
-        job,
-        ["sh", "-c", job.check.command],
-        timeout=remaining(job),
-        stdout_limit=job.output_limit,
+        order,
+        ["sh", "-c", order.check.command],
+        timeout=remaining(order),
+        stdout_limit=order.output_limit,
         env=node_env(),
     )
     result["timed_out"] = result.get("timed_out", False) or run["timed_out"]
     result["command_exit_code"] = run["exit_code"]
-    return f"== {job.check.command} (exit status {run['exit_code']})\n{text(run['out'].data())}\n"
+    return f"== {order.check.command} (exit status {run['exit_code']})\n{text(run['out'].data())}\n"
 
 
 # --- the units' reports -----------------------------------------------------------------------
@@ -417,7 +417,7 @@ def fold(
 
 
 def run_units(
-    job: JobSpec,
+    order: Order,
     tree: Tree,
     result: dict[str, Any],
     canaries: dict[str, Any] | None,
@@ -430,28 +430,28 @@ def run_units(
 ) -> None:
     """Run each (label, test files, argv) as a unit with a channel of its own, one after the
     other, and record the folded report in `result`. Stops early when the time is up."""
-    seal(job, tree, list(extra_sealed or []))
-    before = watched(job)
+    seal(order, tree, list(extra_sealed or []))
+    before = watched(order)
     units: list[Unit] = []
     seconds = 0.0
     if result.get("timed_out"):  # the command used the time up
         commands = []
     for label, _, argv in commands:
-        if remaining(job) <= 0:
+        if remaining(order) <= 0:
             break
-        run, rep = signed.run_signed(job, argv, settings=settings(job, canaries, label), env=node_env())
+        run, rep = signed.run_signed(order, argv, settings=settings(order, canaries, label), env=node_env())
         units.append((label, run, rep))
         seconds += run["seconds"]
         if run["timed_out"]:
             break
     files = {label: list(tests) for label, tests, _ in commands}
     exit_code, report = fold(units, canaries, runner, by_count=by_count, files=files)
-    moved = changed_while_running(before, watched(job))
+    moved = changed_while_running(before, watched(order))
     if moved and not report.get("problem"):
         shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
         report.setdefault("integrity", []).append(f"{shown}: loaded by node or the runner, changed while the tests ran")
     timed_out = any(run["timed_out"] for _, run, _ in units) or (len(units) < len(commands))
-    output = prelude + signed.output_of(units, job.output_limit)
+    output = prelude + signed.output_of(units, order.output_limit)
     signed.finish(result, exit_code, output, report, timed_out)
     result["check_seconds"] = round(seconds, 4)
 
@@ -650,7 +650,7 @@ def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str
 
 
 def make_canaries(
-    job: JobSpec, tree: Tree, style: str, blockers: tuple[str, ...], *, per_unit: bool
+    order: Order, tree: Tree, style: str, blockers: tuple[str, ...], *, per_unit: bool
 ) -> dict[str, Any] | None:
     """This run's canary file beside the tests, named like them: tests in the runner's own
     style that must fail and tests that must pass, loading what the hidden tests load.
@@ -658,7 +658,7 @@ def make_canaries(
     (tape, node:test, mocha), else they are one more test file of the run (jest). With a
     command (a build step that may remove and rewrite the test directory) the file is
     written by `write_canaries` after it; its digest is known then."""
-    check = job.check
+    check = order.check
     if not check.canaries:
         return None
     for arg in check.args or []:
@@ -716,14 +716,14 @@ def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
     return True
 
 
-def prepare(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> tuple[str, list[str]]:
+def prepare(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> tuple[str, list[str]]:
     """Before the units: the check's command, if any, then the canary file it would have
     removed. Returns the command's output and the files it made that the units run (sealed
     like the task's tests)."""
-    if not job.check.command:
+    if not order.check.command:
         return "", []
-    prelude = run_command(job, result)
-    made = [p for p in job.check.paths if tree.lstat(p) is not None]
+    prelude = run_command(order, result)
+    made = [p for p in order.check.paths if tree.lstat(p) is not None]
     if canaries and "expect" in canaries:
         if write_canaries(tree, canaries):
             made.append(canaries["path"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
 from .common import PYTHON_PROTECT, finish_run, python_env
@@ -18,17 +18,17 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return CheckSpec(kind="output", command=check["command"])
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     if check.command is None:
         raise ValueError("an output check needs its command")
     run = run_as_user(
-        job,
+        order,
         ["sh", "-c", check.command],
-        timeout=remaining(job),
-        stdout_limit=job.report_limit,
+        timeout=remaining(order),
+        stdout_limit=order.report_limit,
         separate_stderr=True,
-        env=python_env(job),
+        env=python_env(order),
     )
     finish_run(result, run)
     result["stdout"] = base64.b64encode(run["out"].data()).decode()

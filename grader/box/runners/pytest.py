@@ -11,7 +11,7 @@ from typing import Any
 from .. import canaries as canary
 from .. import clones
 from ..channel import Channel, plugin_settings, write_plugin
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
 from .common import (
@@ -39,7 +39,7 @@ DECIDED_BY = "test report"
 
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
-    """The job's check from the task's: pytest on `paths` (default: the hidden test modules
+    """The order's check from the task's: pytest on `paths` (default: the hidden test modules
     and the files the lists name), with canaries beside the hidden tests."""
     listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])
     modules = hidden_python_tests(hidden)
@@ -78,15 +78,15 @@ def base_pytest_config(tree: Tree) -> tuple[str, bytes]:
     return ".ini", b"[pytest]\n"
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     suffix, data = base_pytest_config(tree)
-    job.pytest_config = (suffix, base64.b64encode(data).decode())
+    order.pytest_config = (suffix, base64.b64encode(data).decode())
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """Clones of the hidden tests inside their own modules, every test renamed for this
     run (clones.py); a task whose hidden tests offer no clone gets none."""
-    check = job.check
+    check = order.check
     if not check.canaries or check.args is None:
         return None
     for arg in check.args:
@@ -121,15 +121,15 @@ def fold_clones(result: dict[str, Any], rep: dict[str, Any], canaries: dict[str,
     result["output"] = clones.rename_in_text(output, canaries)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
-    if job.pytest_config is None or check.args is None:
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
+    if order.pytest_config is None or check.args is None:
         raise ValueError("a pytest check needs its arguments and the base commit's configuration")
-    suffix, data = job.pytest_config
+    suffix, data = order.pytest_config
     cfg = TRUSTED_CONFIG + suffix
     tree.write(cfg, base64.b64decode(data), mode=0o444, owner=(0, 0))
-    plugin_dir, module = write_plugin(job)
-    channel = Channel(job, plugin_settings(job, canaries))
+    plugin_dir, module = write_plugin(order)
+    channel = Channel(order, plugin_settings(order, canaries))
     args = list(check.args)
     if canaries and "expect" in canaries:
         args = [canaries["path"]] + args  # first: imported before any module of the submission's
@@ -140,7 +140,7 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         "-c",
         cfg,
         "--rootdir",
-        job.repo,
+        order.repo,
         "-p",
         "no:cacheprovider",
         "-p",
@@ -150,10 +150,15 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     ]
     for plugin in check.plugins:
         argv += ["-p", plugin]
-    env = {**python_env(job), "PYTHONPATH": plugin_dir, **channel.env()}
+    env = {**python_env(order), "PYTHONPATH": plugin_dir, **channel.env()}
     try:
         run = run_as_user(
-            job, argv + args, timeout=remaining(job), stdout_limit=job.output_limit, pass_fds=channel.fds(), env=env
+            order,
+            argv + args,
+            timeout=remaining(order),
+            stdout_limit=order.output_limit,
+            pass_fds=channel.fds(),
+            env=env,
         )
     finally:
         channel.close()

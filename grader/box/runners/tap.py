@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..tree import Tree
 from . import nodejs
 
@@ -31,16 +31,16 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
     return nodejs.plan_check("tap", check, hidden, nodejs.NODE_REFUSED)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
-    return nodejs.make_canaries(job, tree, "tape", (), per_unit=True)
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
+    return nodejs.make_canaries(order, tree, "tape", (), per_unit=True)
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(job, tree, result, canaries)
+    prelude, made = nodejs.prepare(order, tree, result, canaries)
     commands = [
         (path, [path], ["node", *(check.args or []), "-r", f"{reporters}/tape-preload.cjs", path])
         for path in check.paths
     ]
-    nodejs.run_units(job, tree, result, canaries, commands, "tape", prelude=prelude, extra_sealed=made)
+    nodejs.run_units(order, tree, result, canaries, commands, "tape", prelude=prelude, extra_sealed=made)

@@ -29,7 +29,7 @@ script's directory for a script (Django's tests/runtests.py puts tests/ first on
 sys.path: tests/auth_tests/test_views.py is `auth_tests.test_views`), the repository for
 `-m` (tests/test_x.py is `tests.test_x`).
 
-How the job carries it (CheckSpec): `command` the argv after the reporter (shell words,
+How the order carries it (CheckSpec): `command` the argv after the reporter (shell words,
 `{tests}` where the labels go), `args` the labels, `paths` the ids the task lists (the
 container renames outcomes to their forms, and protects the files they name).
 """
@@ -45,7 +45,7 @@ import shlex
 from typing import Any
 
 from .. import canaries as canary
-from ..job import CheckSpec, JobSpec
+from ..order import CheckSpec, Order
 from ..proc import text
 from ..signed import install_reporters, merge, run_signed, split_canaries
 from ..tree import Tree, rel_ok
@@ -195,7 +195,7 @@ def words_of(test_ids: list[str]) -> list[str]:
 
 
 def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
-    """The job's check: the command (or `-m unittest`), the labels, the listed ids."""
+    """The order's check: the command (or `-m unittest`), the labels, the listed ids."""
     listed = list(check.get("fail_to_pass") or []) + list(check.get("pass_to_pass") or [])
     env, argv = split_command(check.get("command"), list(check.get("args") or []))
     root = label_root(argv)
@@ -233,11 +233,11 @@ def listed_files(ids: list[str]) -> list[str]:
 # --- the container ----------------------------------------------------------------------
 
 
-def before_patch(job: JobSpec, tree: Tree) -> None:
+def before_patch(order: Order, tree: Tree) -> None:
     """Protect, with the hidden tests: the command's script, the files of the modules the
     listed ids name, and the packages (__init__.py) the hidden tests are imported through,
     as they are at the base (all code the runner loads by itself before any test runs)."""
-    check = job.check
+    check = order.check
     _, argv = split_command(check.command)
     root = label_root(argv)
     wanted: set[str] = set()
@@ -246,24 +246,24 @@ def before_patch(job: JobSpec, tree: Tree) -> None:
     modules = {m for m in (id_module(t) for t in check.paths) if m} | set(check.args or [])
     for label in modules:
         wanted.update(module_path(label, root))
-    hidden = [rel for rel in job.protect.files if rel.endswith(".py")]
+    hidden = [rel for rel in order.protect.files if rel.endswith(".py")]
     for rel in hidden + ([check.canary_dir + "/x"] if check.canary_dir else []):
         parts = rel.split("/")[:-1]
         start = len(root.split("/")) if root else 0
         for i in range(start + 1, len(parts) + 1):
             wanted.add("/".join(parts[:i]) + "/__init__.py")
     present = [rel for rel in sorted(wanted) if rel_ok(rel) and tree.lstat(rel) is not None]
-    job.protect.files = sorted(set(job.protect.files) | set(present))
+    order.protect.files = sorted(set(order.protect.files) | set(present))
 
 
 def blocks_canaries(word: str) -> bool:
     return any(word == b or word.startswith(b + "=") or (b == "-k" and word.startswith("-k")) for b in CANARY_BLOCKERS)
 
 
-def make_canaries(job: JobSpec, tree: Tree) -> dict[str, Any] | None:
+def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """A unittest module of this run only, beside the hidden tests, first among the labels:
     a TestCase whose tests must fail and must pass, named like the task's own."""
-    check = job.check
+    check = order.check
     if not check.canaries:
         return None
     _, argv = split_command(check.command)
@@ -370,8 +370,8 @@ def rename(outcomes: dict[str, str], listed: list[str]) -> dict[str, str]:
     return out
 
 
-def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
-    check = job.check
+def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
+    check = order.check
     env_words, argv = split_command(check.command)
     labels = list(check.args or [])
     loaded = canaries is not None and "expect" in canaries
@@ -388,14 +388,14 @@ def run(job: JobSpec, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     os.rename(os.path.join(reporters, "unittest_report.py"), os.path.join(reporters, module + ".py"))
     listed = list(check.paths)
     settings = {
-        "repo": job.repo,
+        "repo": order.repo,
         "tests": sorted(set(check.trusted_tests) | ({canaries["path"]} if loaded and canaries else set())),
         "canaries": [canaries["module"]] if loaded and canaries else [],
         "aliases": sorted(t for t in listed if canonical(t) is None),
     }
     path = ":".join(p for p in (env_words.get("PYTHONPATH"), reporters) if p)
-    env = {**python_env(job), **env_words, "PYTHONPATH": path}
-    unit, rep = run_signed(job, ["python", "-m", module, *argv], settings=settings, env=env)
+    env = {**python_env(order), **env_words, "PYTHONPATH": path}
+    unit, rep = run_signed(order, ["python", "-m", module, *argv], settings=settings, env=env)
     _, report = merge([("unittest", unit, rep)], "unittest")
     exit_code = unit["exit_code"]
     if report.get("end") is not None:

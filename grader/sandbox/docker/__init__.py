@@ -2,7 +2,7 @@
 (images, builds, imports of base images) and runs.py (one hardened container per
 grading run, under runc as "docker" or under gVisor's runsc as "gvisor")."""
 
+from grader.sandbox.docker.containers import LABEL, OWNER_LABEL, SUPERVISOR_CAPS, DockerSandbox, GVisorSandbox
 from grader.sandbox.docker.engine import API_TIMEOUT, DockerEngine
-from grader.sandbox.docker.runs import LABEL, OWNER_LABEL, SUPERVISOR_CAPS, DockerSandbox, GVisorSandbox
 
 __all__ = ["API_TIMEOUT", "LABEL", "OWNER_LABEL", "SUPERVISOR_CAPS", "DockerEngine", "DockerSandbox", "GVisorSandbox"]

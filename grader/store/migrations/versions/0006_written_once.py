@@ -4,7 +4,7 @@ for hosts whether the run was tampered with or flagged by the audit)
 
 The metric inputs of rows graded before are filled in here from their results (pure, no
 task needed); `shown` stays empty for them and is computed when they are read, as every
-row's was before (grader/views/__init__.py: shown_to), since masking needs the task's
+row's was before (grader/serializers/__init__.py: shown_to), since masking needs the task's
 secrets, which the migration has no task set to read.
 
 Revision ID: 0006

@@ -44,7 +44,7 @@ def main() -> int:
     argv += [
         "--security-opt", "no-new-privileges:true",
         # under gVisor the pids cgroup counts the sandbox kernel's threads (about 12 per process,
-        # see grader/sandbox/docker/runs.py): the same 256 processes need room for ~3200
+        # see grader/sandbox/docker/containers.py): the same 256 processes need room for ~3200
         "--pids-limit", "3200" if runtime == "runsc" else "256",
         "--tmpfs", "/tmp:rw,nosuid,nodev,size=256m,mode=1777",
         "-v", f"{HERE}/ctest_launcher.py:/opt/reporter/ctest_launcher.py:ro",

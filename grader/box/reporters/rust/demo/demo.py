@@ -249,10 +249,10 @@ def write_crate(root: str, lib: str, extra: dict[str, str]) -> None:
 
 def run_scenario(root: str) -> dict[str, Any]:
     """The cargo runner's own `run` on the crate at `root`, as the supervisor calls it."""
-    job_mod = importlib.import_module("grader_box.job")
+    order_mod = importlib.import_module("grader_box.order")
     tree_mod = importlib.import_module("grader_box.tree")
     cargo = importlib.import_module("grader_box.runners.cargo")
-    job = job_mod.JobSpec(
+    order = order_mod.Order(
         repo=root,
         patch="/dev/null",
         touched=[],
@@ -263,13 +263,13 @@ def run_scenario(root: str) -> dict[str, Any]:
         output_limit=1 << 20,
         report_limit=8 << 20,
         apply_chain=[],
-        protect=job_mod.ProtectSpec([], [], [], [], [], True, [], [], []),
+        protect=order_mod.ProtectSpec([], [], [], [], [], True, [], [], []),
         pycache="/tmp",
-        check=job_mod.CheckSpec(kind="cargo", args=[]),
+        check=order_mod.CheckSpec(kind="cargo", args=[]),
         env={"HOME": "/tmp", "LANG": "C.UTF-8"},
     )
     result: dict[str, Any] = {}
-    cargo.run(job, tree_mod.Tree(root, UID, UID), result, None)
+    cargo.run(order, tree_mod.Tree(root, UID, UID), result, None)
     return result
 
 

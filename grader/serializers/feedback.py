@@ -2,7 +2,7 @@
 
 A result quotes the run, and the run can read the hidden tests: a traceback quotes the
 failing line, and code under test can print a hidden file whole, encoded so that the
-line masking of grader/views/redact.py cannot recognise it. So the task says what of the
+line masking of grader/serializers/redact.py cannot recognise it. So the task says what of the
 result leaves the server to its submitter (`Task.feedback`):
 
 - `full`: the whole result but the gold patch's file names (`localization.gold_files`,

@@ -29,8 +29,9 @@ import requests.exceptions
 from docker.types import Ulimit
 
 from grader.errors import ImageError, SandboxError
-from grader.sandbox.base import RunOutput, RunSpec, Sandbox, sandbox_provider
+from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
 from grader.sandbox.docker.engine import DockerEngine
+from grader.sandbox.docker.memory import MemoryWatch
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -181,7 +182,7 @@ class DockerSandbox(Sandbox):
         self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
         self._checked = True
 
-    def _create_kwargs(self, spec: RunSpec) -> dict[str, Any]:
+    def _create_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
         memory = _parse_size(spec.limits.memory)
         host_memory, host_pids = self._host_limits(memory, spec.limits.pids)
         kwargs = dict(
@@ -219,7 +220,7 @@ class DockerSandbox(Sandbox):
 
     # --- containers started ahead of demand ------------------------------------------
     @staticmethod
-    def _shape(spec: RunSpec) -> tuple[Any, ...]:
+    def _shape(spec: ContainerSpec) -> tuple[Any, ...]:
         """What a container is fixed to at creation: runs of one shape can share a pool."""
         return (
             spec.image,
@@ -231,7 +232,7 @@ class DockerSandbox(Sandbox):
             tuple(sorted(spec.labels.items())),
         )
 
-    def _start_new(self, spec: RunSpec, files: bytes | None = None) -> Container:
+    def _start_new(self, spec: ContainerSpec, files: bytes | None = None) -> Container:
         """Create and start a container that idles until its run's files arrive (or,
         given `files`, with them copied in before it starts)."""
         client = self.engine.client
@@ -254,11 +255,11 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot start the container: {exc}") from exc
         return container
 
-    def _take_warm(self, spec: RunSpec) -> Container | None:
+    def _take_warm(self, spec: ContainerSpec) -> Container | None:
         with self._lock:
             return self._warm.pop(self._shape(spec), None)
 
-    def _refill(self, spec: RunSpec) -> None:
+    def _refill(self, spec: ContainerSpec) -> None:
         """Start the next container of this shape in the background, keeping at most
         `max_warm` shapes (the least recently used one is dropped)."""
         if not self.max_warm or not self.warm_capable:
@@ -286,7 +287,7 @@ class DockerSandbox(Sandbox):
         self._refills.append(thread)
         self._refills = [t for t in self._refills if t.is_alive()]
 
-    def prewarm(self, spec: RunSpec) -> None:
+    def prewarm(self, spec: ContainerSpec) -> None:
         """Start a container for runs of `spec`'s shape before any is asked for."""
         self._check_engine()
         self._refill(spec)
@@ -366,7 +367,7 @@ class DockerSandbox(Sandbox):
             if c.id not in known and c.status != "running":
                 self._remove(c)
 
-    def run(self, spec: RunSpec) -> RunOutput:
+    def run(self, spec: ContainerSpec) -> ContainerOutput:
         self._check_engine()
         self._remove_leftovers()
         if self._fault:
@@ -401,6 +402,7 @@ class DockerSandbox(Sandbox):
         timed_out = False
         with self._lock:
             self._in_flight.add(_cid(container))
+        memory = MemoryWatch(_cid(container))
         try:
             try:
                 t = time.monotonic()
@@ -416,6 +418,7 @@ class DockerSandbox(Sandbox):
                         pass  # it exited on its own between the timeout and the kill
                     container.wait(timeout=30)
                 durations["wait"] = time.monotonic() - t
+                limit_hit = memory.stop()
                 t = time.monotonic()
                 stdout = container.logs(stdout=True, stderr=False)
                 stderr = container.logs(stdout=False, stderr=True, tail=200)
@@ -425,16 +428,18 @@ class DockerSandbox(Sandbox):
                 self._fault = True
                 raise SandboxError(f"the container failed to run: {exc}") from exc
         finally:
+            memory.stop()
             durations["remove"] = self._remove(container)
             with self._lock:
                 self._in_flight.discard(_cid(container))
             self._refill(spec)
-        return RunOutput(
+        return ContainerOutput(
             exit_code=exit_code,
             stdout=stdout,
             stderr=stderr,
             timed_out=timed_out,
-            oom_killed=bool(state.get("OOMKilled")),
+            # the engine's flag, or the kernel's word: killed (137, not by us) after its usage hit the limit
+            oom_killed=bool(state.get("OOMKilled")) or (limit_hit and exit_code == 137 and not timed_out),
             image_id=container.attrs.get("Image", ""),
             runtime=self.runtime,
             durations=durations,

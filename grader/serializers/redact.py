@@ -6,7 +6,7 @@ result's text is replaced before the result leaves the server.
 
 Masking recognises lines as they are: code that prints a hidden file encoded (base64,
 hex, a prefix on every line) defeats it. What stops that is the feedback policy
-(grader/views/feedback.py), which leaves the output out of what a submitter sees.
+(grader/serializers/feedback.py), which leaves the output out of what a submitter sees.
 
 A line the submitter's own patch holds is never masked in its result (`own_lines`): a
 team that wrote the gold's line itself, or quotes a line of the base, learns nothing

@@ -1,4 +1,4 @@
-"""The records of a supervisor's job (grader/jobspec.py): what the pipeline writes is what
+"""The records of a supervisor's order (grader/jobspec.py): what the pipeline writes is what
 the supervisor reads, a record refuses what it does not know, and in the container the
 supervisor loads the records from the file shipped beside it, never by module name."""
 
@@ -12,13 +12,13 @@ import zipfile
 
 import pytest
 
-from grader.box.job import CheckSpec, JobSpec, ProtectSpec
+from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.runners import runner
 from grader.grading.ship import archive
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 
 
-def job(**over) -> JobSpec:
+def order(**over) -> Order:
     fields = dict(
         repo="/work/repo",
         patch="/opt/grader/run/submission.patch",
@@ -54,21 +54,21 @@ def job(**over) -> JobSpec:
         nproc_limit=64,
     )
     fields.update(over)
-    return JobSpec(**fields)
+    return Order(**fields)
 
 
 def test_a_job_survives_json():
-    original = job()
-    again = JobSpec.from_json(original.to_json())
+    original = order()
+    again = Order.from_json(original.to_json())
     assert again == original
     assert isinstance(again.check, CheckSpec) and isinstance(again.protect, ProtectSpec)
     assert again.apply_chain[0] == ("git apply", ["git", "apply", "--verbose"])
-    with_config = job(pytest_config=(".toml", "eA=="))
-    assert JobSpec.from_json(with_config.to_json()).pytest_config == (".toml", "eA==")
+    with_config = order(pytest_config=(".toml", "eA=="))
+    assert Order.from_json(with_config.to_json()).pytest_config == (".toml", "eA==")
 
 
 def test_the_wire_shape_is_plain_json():
-    data = json.loads(job().to_json())
+    data = json.loads(order().to_json())
     assert data["check"]["kind"] == "pytest" and data["check"]["args"] == ["tests/test_mean.py"]
     assert data["protect"]["files"] == ["tests/test_mean.py"] and data["nproc_limit"] == 64
 
@@ -84,10 +84,10 @@ def test_the_wire_shape_is_plain_json():
     ids=["unknown-key", "missing-key", "unknown-check-key", "missing-protect-key"],
 )
 def test_a_record_refuses_what_it_does_not_know_or_lacks(mutate):
-    data = json.loads(job().to_json())
+    data = json.loads(order().to_json())
     mutate(data)
     with pytest.raises(TypeError):
-        JobSpec.from_dict(data)
+        Order.from_dict(data)
 
 
 def test_an_unknown_check_kind_is_refused():
@@ -98,7 +98,7 @@ def test_an_unknown_check_kind_is_refused():
 def test_the_supervisor_runs_from_its_archive_never_by_a_name_the_environment_answers_to(tmp_path):
     """Run as the container runs it (`python3 -I box.zip`), in an interpreter where a
     package named like the archive's (`grader_box`) is importable from the working
-    directory and from PYTHONPATH: the archive's own modules are what run. With no job to
+    directory and from PYTHONPATH: the archive's own modules are what run. With no order to
     read, the supervisor reports its own fault, as JSON."""
     decoy = tmp_path / "grader_box"
     decoy.mkdir()
@@ -115,7 +115,7 @@ def test_the_supervisor_runs_from_its_archive_never_by_a_name_the_environment_an
         env={"PYTHONPATH": str(tmp_path)},
     )
     report = json.loads(run.stdout)
-    assert "FileNotFoundError" in report["error"] and "/opt/grader/run/job.json" in report["error"], run.stderr
+    assert "FileNotFoundError" in report["error"] and "/opt/grader/run/order.json" in report["error"], run.stderr
 
 
 def test_the_archive_is_the_same_bytes_for_the_same_sources():

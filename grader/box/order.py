@@ -1,12 +1,12 @@
-"""The job a grading run's supervisor is given: what the host (grader/grading/spec.py)
+"""The order a grading run's supervisor is given: what the host (grader/grading/spec.py)
 asks of the in-container supervisor (this package), as typed records that travel as
-JSON (run/job.json).
+JSON (run/order.json).
 
 Standard library only, Python 3.9+: this package ships into the container as one
 archive in the root-only run directory, and runs from there by path (never by a module
 name the submission's environment could answer to).
 
-    JobSpec       the run: where the repository is, the patch, the user, the deadline,
+    Order       the run: where the repository is, the patch, the user, the deadline,
                   the output caps, the apply chain, the environment
       ProtectSpec what is restored to the base after the patch (supervisor.Protection)
       CheckSpec   what the check runs: `kind` names a runner of runners/ (pytest, command,
@@ -66,7 +66,7 @@ class CheckSpec:
 
 
 @dataclass
-class JobSpec:
+class Order:
     repo: str  # the repository inside the container
     patch: str  # the submission's patch, a root-only file
     touched: list[str]  # the paths the patch's headers name
@@ -89,11 +89,11 @@ class JobSpec:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> JobSpec:
+    def from_json(cls, text: str) -> Order:
         return cls.from_dict(json.loads(text))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+    def from_dict(cls, data: dict[str, Any]) -> Order:
         data = dict(data)
         data["protect"] = ProtectSpec(**data["protect"])
         data["check"] = CheckSpec(**data["check"])

@@ -35,7 +35,7 @@ def host_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Service:
+class Handles:
     def __init__(self, settings: Settings | None = None, *, tasks: TaskSet | None = None):
         self.settings = settings or get_settings()
         self.db = Database(self.settings.database_url)
@@ -110,7 +110,7 @@ class Service:
     def task(self, task_id: str) -> Task:
         return self.tasks.get(task_id)
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one Service a process, kept for its life: the cache holds it no longer)
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one Handles a process, kept for its life: the cache holds it no longer)
     def task_hash(self, task_id: str) -> str:
         return self.task(task_id).definition_hash()
 

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from grader.errors import TaskError
+from grader.serializers.feedback import feedback_view
+from grader.serializers.redact import Secrets, own_lines, redact, secret_lines
 from grader.store.models import Submission
 from grader.tasks.model import Task
 from grader.verdict import Verdict
-from grader.views.feedback import feedback_view
-from grader.views.redact import Secrets, own_lines, redact, secret_lines
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class _CacheSettings(Protocol):
 
 
 class TaskSource(Protocol):
-    """What the views read of the service (grader/service.py, beside this package: it
+    """What the serializers read of the handles (grader/handles.py, beside this package: it
     cannot be imported here)."""
 
     @property
