@@ -25,7 +25,7 @@ from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.waiting import Refused
 from grader.handles import Handles
 from grader.intake import Refusal
-from grader.serializers import shown_to, submission_view
+from grader.serializers import listed, shown_to
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission
 
@@ -302,7 +302,7 @@ def index() -> Response:
     more = len(rows) > limit
     rows = rows[:limit]
     return jsonify(
-        {"items": [submission_view(r, full=False) for r in rows], "next_cursor": rows[-1].id if more else None}
+        {"items": [listed(svc, r, host=g.caller.admin) for r in rows], "next_cursor": rows[-1].id if more else None}
     )
 
 

@@ -30,7 +30,7 @@ from sqlalchemy import select
 from grader import runs as R
 from grader.errors import TaskNotFound
 from grader.handles import Handles
-from grader.serializers import shown_to, submission_view
+from grader.serializers import listed, shown_to
 from grader.store import runs as store_runs
 from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Run, Submission, Team
@@ -369,7 +369,7 @@ def my_runs() -> ResponseReturnValue:
                 select(Submission).where(Submission.team_id == g.team["id"]).order_by(Submission.id.desc()).limit(50)
             )
         )
-        recent = [submission_view(x, full=False) for x in latest]
+        recent = [listed(svc, x, host=g.team["admin"]) for x in latest]
     return render_template("me.html", runs=metas, recent=recent)
 
 

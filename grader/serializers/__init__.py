@@ -88,6 +88,23 @@ def submission_view(
         shown = feedback_view(sub.result, feedback, host=host)
         # the submitter's own lines stay readable to it, even where they match a secret
         view["result"] = redact(shown, secrets, own_lines(sub.patch)) if shown is not None else None
+        _withhold_timing(view, feedback, host=host)
+    return view
+
+
+def _withhold_timing(view: dict[str, Any], policy: str, *, host: bool) -> None:
+    """When the grade started and finished is its duration, and a submission chooses its
+    own duration (a sleep encodes a byte): under `tests` and `verdict` a submitter sees
+    neither (the result's durations are withheld by feedback_view for the same reason).
+    When it queued the submission is the submitter's own, and so is when it cancelled it."""
+    if not host and policy != "full" and view["status"] != "cancelled":
+        view["started_at"] = view["finished_at"] = None
+
+
+def listed(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
+    """A submission in a listing (no result), timed as its task's policy allows."""
+    view = submission_view(sub, full=False)
+    _withhold_timing(view, task_feedback(svc, sub.task_id), host=host)
     return view
 
 
@@ -131,6 +148,7 @@ def shown_to(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
         view = submission_view(sub, full=False)
         view["feedback"] = "full" if host else policy
         view["result"] = stored_view(sub.shown, policy, host=host) if sub.shown is not None else None
+        _withhold_timing(view, policy, host=host)
         return view
     secrets = task_secrets(svc, sub.task_id)
     policy = task_feedback(svc, sub.task_id)

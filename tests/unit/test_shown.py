@@ -126,3 +126,35 @@ def test_the_worker_writes_its_verdict_when_masking_fails(monkeypatch, caplog):
     )
     assert jobs._masked(SimpleNamespace(), "t", r, PATCH) is None
     assert "masked when read" in caplog.text
+
+
+TIMED = {
+    "started_at": dt.datetime(2026, 1, 1, 0, 0, 1, 123456),
+    "finished_at": dt.datetime(2026, 1, 1, 0, 0, 9, 654321),
+}
+
+
+@pytest.mark.parametrize("policy", ["tests", "verdict"])
+@pytest.mark.parametrize("stored", [False, True], ids=["masked-on-read", "stored"])
+def test_a_submitter_under_tests_or_verdict_gets_no_start_or_finish_time(monkeypatch, secrets, policy, stored):
+    """finished_at - started_at is the grade's duration, which a sleep chooses: a byte out
+    (issue 18, class 7). The submitter keeps when it queued; a host keeps everything."""
+    row = sub(**TIMED)
+    if stored:
+        row.shown = serializers.masked(service(policy), "t", row.result, row.patch)
+    team = serializers.shown_to(service(policy), row, host=False)
+    assert (team["started_at"], team["finished_at"]) == (None, None)
+    assert team["queued_at"] == "2026-01-01T00:00:00Z"
+    assert "durations" not in (team["result"] or {})
+    host = serializers.shown_to(service(policy), row, host=True)
+    assert host["started_at"].startswith("2026-01-01T00:00:01.123456") and host["finished_at"]
+    listed = serializers.listed(service(policy), row, host=False)
+    assert (listed["started_at"], listed["finished_at"]) == (None, None)
+    assert serializers.listed(service(policy), row, host=True)["finished_at"]
+
+
+def test_under_full_feedback_the_submitter_sees_the_times(secrets):
+    row = sub(**TIMED)
+    team = serializers.shown_to(service("full"), row, host=False)
+    assert team["started_at"] and team["finished_at"]
+    assert serializers.listed(service("full"), row, host=False)["finished_at"]
