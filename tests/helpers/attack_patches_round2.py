@@ -250,6 +250,57 @@ CTYPES_REWRITES_A_TEST_CODE_POINTER = code("""
     threading.Thread(target=_rewrite, daemon=True).start()
     """)
 
+# A thread that keeps the plugin's audit hook busy (an audited call in a tight loop) while
+# the test module loads, and another that gives test_empty the code of test_two (which
+# passes at the base) by plain assignment: with one "busy" flag for every thread, the
+# main thread's events (the test module's exec, whose code every test is checked
+# against) and the assignment itself went unseen whenever they met the spinner in the hook.
+BUSY_THREAD_BLINDS_THE_HOOK = code("""
+    import sys
+    import threading
+    import time
+
+    _done = []
+
+
+    def _spin():
+        while not _done:
+            sys._getframe(0)
+
+
+    def _tests(mod):
+        import inspect
+
+        out = {}
+        for fn in list(vars(mod).values()):
+            if callable(fn) and getattr(fn, "__code__", None) is not None:
+                try:
+                    out[fn] = inspect.getsource(fn)
+                except (OSError, TypeError):
+                    pass
+        return out
+
+
+    def _swap():
+        # the test module's names are drawn per run: the target and the donor by their source
+        for _ in range(5000):
+            mod = next((m for n, m in list(sys.modules.items()) if n.endswith("test_mean")), None)
+            found = _tests(mod) if mod is not None else {}
+            donor = next((f for f, s in found.items() if "mean([1, 3]) == 2" in s and "not" not in s), None)
+            targets = [f for f, s in found.items() if "mean([])" in s]
+            if donor is not None and targets:
+                for fn in targets:
+                    fn.__code__ = donor.__code__
+                break
+            time.sleep(0.001)
+        time.sleep(0.5)
+        _done.append(1)
+
+
+    threading.Thread(target=_spin, daemon=True).start()
+    threading.Thread(target=_swap, daemon=True).start()
+    """)
+
 # --- 4. spellings past a textual audit -----------------------------------------------------
 
 SPELLINGS_GETATTR_GETFRAME = code("""

@@ -46,6 +46,7 @@ It also watches the process from inside, and says what it saw on the same channe
 
 from __future__ import annotations
 
+import _thread
 import hashlib
 import hmac
 import json
@@ -160,7 +161,12 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     # go-betweens: a call made through them is the caller's
     transparent_files = tuple(stdlib + f for f in ("inspect.py", "traceback.py", "ctypes/", "importlib/", "runpy.py"))
     seen: set[str] = set()
-    busy = [False]
+    # the threads now in this plugin's own code (the hook, the checks): what they do is the
+    # plugin's, not the submission's. Per thread: one flag for all would let a thread of the
+    # submission's, busy in the hook, blind it to the main thread's events (the test
+    # module's exec among them, whose code every test's is checked against).
+    busy: set[int] = set()
+    me = _thread.get_ident
     state = types.SimpleNamespace()
     state.item_functions = set()  # id() of each collected test's function (kept in state.items)
 
@@ -324,14 +330,14 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         qualnames(code, "", test_code.setdefault(where_, {}), where_, prefix)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if busy[0] or (event not in _EVENTS and not event.startswith("ctypes.")):
+        if me() in busy or (event not in _EVENTS and not event.startswith("ctypes.")):
             return
         if event == "object.__getattr__":
             if args[1] not in _FRAME_ATTRS:
                 return
         elif event == "import" and args[0] not in ("ctypes", "_ctypes", "cffi", "_cffi_backend"):
             return
-        busy[0] = True
+        busy.add(me())
         try:
             if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile"):
                 path, line = caller()
@@ -398,7 +404,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         except Exception as exc:  # noqa: BLE001 - never break the audited call; say so
             said(f"the audit hook failed: {type(exc).__name__}")
         finally:
-            busy[0] = False
+            busy.discard(me())
 
     watched_files = tuple(
         os.path.dirname(getattr(sys.modules.get(m), "__file__", None) or "/nonexistent") + "/"
@@ -414,7 +420,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             value = getattr(value, inner, value)
         return getattr(value, "__code__", None)
 
-    busy[0] = True  # our own reads of __code__ are not the submission's
+    busy.add(me())  # our own reads of __code__ are not the submission's
     try:
         for name, module in list(sys.modules.items()):
             if module is None or not name.startswith(pytest_modules) or name == __name__:
@@ -427,7 +433,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                             if isinstance(cvalue, (types.FunctionType, classmethod, staticmethod, property)):
                                 snapshot[(name, attr, cattr)] = (cvalue, code_of(cvalue))
     finally:
-        busy[0] = False
+        busy.discard(me())
     report_path = []
     for module_name, dotted_names in _REPORT_PATH.items():
         for dotted in dotted_names:
@@ -517,7 +523,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     def check_item(item: Any) -> None:
         """Before the test runs: the item is the one collected, of the class it had, running
         the function it had, whose code is its file's; the test runs code pytest may run."""
-        busy[0] = True
+        busy.add(me())
         try:
             known = state.items.get(id(item))
             obj = getattr(item, "obj", None)
@@ -535,10 +541,10 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
             if obj is not None:
                 test_code_ok(item, obj)
         finally:
-            busy[0] = False
+            busy.discard(me())
 
     def check_report_path() -> None:
-        busy[0] = True
+        busy.add(me())
         try:
             for key in report_path:
                 compare(key)
@@ -546,7 +552,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                 if vars(builtins).get(name) is not value and not name.startswith("_"):
                     said(f"the builtin {name} was replaced while the tests ran")
         finally:
-            busy[0] = False
+            busy.discard(me())
 
     def compare(key: tuple[str, str, str | None]) -> None:
         name, attr, cattr = key
@@ -564,19 +570,19 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
 
     def check() -> None:
         check_hooks()
-        busy[0] = True
+        busy.add(me())
         try:
             for key in snapshot:
                 compare(key)
         finally:
-            busy[0] = False
+            busy.discard(me())
         check_report_path()
 
     def collected(session: Any, items: list[Any]) -> None:
         """At the end of collection: each item, its class and function; and each test
         module holds only the names its own code binds (a name put into it from outside,
         a `ValueError` or `pytest` of the submission's, is tampering)."""
-        busy[0] = True
+        busy.add(me())
         try:
             for item in items:
                 obj = getattr(item, "obj", None)
@@ -609,7 +615,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                     if name in builtin_names and name not in bound and not name.startswith("__"):
                         said(f"the name {name} was put into the test module {rel(filename)} from outside")
         finally:
-            busy[0] = False
+            busy.discard(me())
 
     state.check = check
     state.check_item = check_item
@@ -664,6 +670,9 @@ def _hooks(emit: Emit, state: types.SimpleNamespace, canaries: tuple[str, ...]) 
     def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         state.check_item(item)
         outcome = yield
+        # again after the call: a thread of the submission's that rewrote the function
+        # (its code pointer, through ctypes) between the check above and the call is seen
+        state.check_item(item)
         observe(item, "call", outcome)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
