@@ -89,6 +89,13 @@ COMPARED_METHODS = {"assertEqual": "==", "assertEquals": "==", "assertNotEqual":
 # Clones per module: each FAIL_TO_PASS test of the module first (several each: an aimed
 # flip has to tell the original among its twins), then others drawn at random.
 CLONES_PER_TARGET = 3
+# Exact copies of each FAIL_TO_PASS test, under names drawn like the rest: a copy must end
+# as its original does. A flip of one test by place (the first failure of each module)
+# lands on the original a quarter of the time among its three twins; its copies, not
+# flipped, then fail beside it. To escape, a flip has to reach the original and every
+# copy and no twin: telling copies (identical) from twins (one check turned) takes the
+# right answer, as telling the original does.
+COPIES_PER_TARGET = 2
 MAX_CLONES = 8
 MAX_RUNS = 4  # a twin of a test parametrized over more sets than this is not made
 DEFAULT_WORDS = (
@@ -327,6 +334,7 @@ def make_clone_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
     files: dict[str, str] = {}
     renamed: dict[str, dict[str, str]] = {}
     pairs: dict[str, str] = {}
+    copies: dict[str, str] = {}
     targets = {t.split("[", 1)[0] for t in check.canary_targets}
     words = sorted({w for w in check.canary_words if re.fullmatch(r"[a-z][a-z0-9]{1,15}", w)} | set(DEFAULT_WORDS))
     budget = MAX_CLONES
@@ -355,14 +363,16 @@ def make_clone_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
         out = _rewrite(rel, source, module, rng, words, targets, budget, taken, rename)
         if out is None:
             continue
-        text, names, clone_pairs = out
+        text, names, clone_pairs, clone_copies = out
         budget -= len(clone_pairs)
         encoded = text.encode()
         tree.write(rel, encoded, mode=0o444, owner=(0, 0))
         files[rel] = hashlib.sha256(encoded).hexdigest()
         renamed[rel] = names
         pairs.update(clone_pairs)
-        for clone, original in clone_pairs.items():
+        pairs.update(clone_copies)  # mapped back, folded and stripped as twins are; judged apart
+        copies.update(clone_copies)
+        for clone, original in {**clone_pairs, **clone_copies}.items():
             clone_name, original_name = clone.rsplit("::", 1)[1], original.rsplit("::", 1)[1]
             twin_names.append(clone_name)
             if back.get(original_name) in inheritable:
@@ -373,6 +383,7 @@ def make_clone_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
         "files": files,
         "renamed": renamed,
         "pairs": pairs,
+        "copies": copies,
         "clone_names": clone_names,
         "twin_names": sorted(twin_names),
     }
@@ -461,10 +472,11 @@ def _rewrite(
     budget: int,
     taken: set[str] | None = None,
     fixed: dict[str, str] | None = None,
-) -> tuple[str, dict[str, str], dict[str, str]] | None:
+) -> tuple[str, dict[str, str], dict[str, str], dict[str, str]] | None:
     """One module rewritten: its tests renamed (by `fixed`, the run's names, when given),
-    its twins placed. `taken` holds the names in use elsewhere (the repository's, the
-    names drawn for the run): a drawn name is none of them, and is added to it."""
+    its twins and copies placed: (text, new name -> old, twin -> original, copy ->
+    original). `taken` holds the names in use elsewhere (the repository's, the names
+    drawn for the run): a drawn name is none of them, and is added to it."""
     taken = set() if taken is None else taken
     lines = source.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
@@ -560,6 +572,22 @@ def _rewrite(
         orig_new = rename[fn.name]
         prefix = f"{rel}::{cls.name}::" if cls is not None else f"{rel}::"
         pairs[prefix + clone] = prefix + orig_new
+    copies: dict[str, str] = {}
+    for fn, cls in [t for t in tests if key_of(*t) in targets and runs(t) <= MAX_RUNS] * COPIES_PER_TARGET:
+        if fn.name not in rename:
+            continue
+        first = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
+        last = fn.end_lineno  # type: ignore[assignment]
+        copy = draw()
+        block_text = re.sub(
+            rf"(\bdef\s+){re.escape(fn.name)}\b", rf"\g<1>{copy}", "".join(lines[first - 1 : last]), count=1
+        )
+        needs = _names_in([*fn.decorator_list, *fn.args.defaults, *fn.args.kw_defaults])  # type: ignore[list-item]
+        body = cls.body if cls is not None else module.body
+        slot = rng.choice(_slots(body, needs))
+        inserts.setdefault((module.body.index(cls) if cls is not None else -1, slot), []).append(block_text)
+        prefix = f"{rel}::{cls.name}::" if cls is not None else f"{rel}::"
+        copies[prefix + copy] = prefix + rename[fn.name]
     if not pairs and not rename:
         return None
     # place the blocks: after statement slot-1 of the body (bottom up, so lines stay put)
@@ -576,7 +604,7 @@ def _rewrite(
     for after, _, text in sorted(placed, key=lambda p: (p[0], -int(p[1])), reverse=True):
         lines[after:after] = [text]
     text = _renamed("".join(lines), rename)
-    return text, {v: k for k, v in rename.items()}, pairs
+    return text, {v: k for k, v in rename.items()}, pairs, copies
 
 
 def _covers(old: str, new: str) -> bool:
@@ -648,22 +676,29 @@ def map_back(tid: str, canaries: dict[str, Any]) -> tuple[str, str | None]:
     return tid, None
 
 
-def fold(outcomes: dict[str, str], canaries: dict[str, Any]) -> tuple[dict[str, str], list[list[Any]]]:
-    """The outcomes under the task's own ids, and [original outcome, clone outcome] for
-    every clone (per parameter set, per class that runs it). A clone without its original
-    is paired with None."""
+def _bare(tid: str) -> str:
+    """A test id's function name: no path, class or parameters."""
+    return tid.partition("::")[2].split("[", 1)[0].rsplit("::", 1)[-1]
+
+
+def fold(outcomes: dict[str, str], canaries: dict[str, Any]) -> tuple[dict[str, str], list[list[Any]], list[list[Any]]]:
+    """The outcomes under the task's own ids; [original outcome, twin outcome] for every
+    twin, and [original outcome, copy outcome] for every exact copy (per parameter set,
+    per class that runs it). A twin or copy without its original is paired with None."""
     known: dict[str, str] = {}
-    clones: list[tuple[str, str]] = []
+    clones: list[tuple[str, str, bool]] = []
+    copy_names = {_bare(c) for c in canaries.get("copies", {})}
     for tid, outcome in outcomes.items():
         mapped, original = map_back(tid, canaries)
         if original:
-            clones.append((original, outcome))
+            clones.append((original, outcome, _bare(tid) in copy_names))
         elif original is None:
             known[mapped] = outcome
     got: list[list[Any]] = []
-    for original, outcome in clones:
+    got_copies: list[list[Any]] = []
+    for original, outcome, is_copy in clones:
         mapped, _ = map_back(original, canaries)
-        got.append([known.get(mapped), outcome])
+        (got_copies if is_copy else got).append([known.get(mapped), outcome])
     # a clone that never ran at all (its module did not collect, or it was kept from
     # running) is paired with nothing, beside its original wherever that ran (a mixin's
     # test runs in the classes of other modules, under the name drawn for it)
@@ -674,8 +709,9 @@ def fold(outcomes: dict[str, str], canaries: dict[str, Any]) -> tuple[dict[str, 
         if clone.rsplit("::", 1)[-1] in by_name:
             continue
         seen = by_name.get(original.rsplit("::", 1)[-1], [])
-        got.append(["passed" if "passed" in seen else seen[0] if seen else None, None])
-    return known, got
+        pair = ["passed" if "passed" in seen else seen[0] if seen else None, None]
+        (got_copies if clone.rsplit("::", 1)[-1] in copy_names else got).append(pair)
+    return known, got, got_copies
 
 
 def rename_in_text(text: str, canaries: dict[str, Any]) -> str:

@@ -158,10 +158,12 @@ def main() -> int:
                     result["tampered_files"] = tampered(tree, expected) + moved(tree, identity)
             if canaries is not None:
                 result["canaries"] = {
-                    k: v for k, v in canaries.items() if k in ("expect", "got", "skipped", "got_pairs")
+                    k: v for k, v in canaries.items() if k in ("expect", "got", "skipped", "got_pairs", "got_copies")
                 }
                 if "pairs" in canaries:
-                    result["canaries"]["clones"] = len(canaries["pairs"])
+                    copies = len(canaries.get("copies", {}))
+                    result["canaries"]["clones"] = len(canaries["pairs"]) - copies
+                    result["canaries"]["copies"] = copies
     except Exception:
         result["error"] = traceback.format_exc()
     result["durations"]["supervisor"] = round(time.monotonic() - START, 4)

@@ -9,7 +9,7 @@ import pytest
 
 def chromium():
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Handles as ChromeService
+    from selenium.webdriver.chrome.service import Service as ChromeService
 
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not chromium or not driver:

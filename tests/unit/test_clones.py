@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from grader.box.clones import _rewrite, fold, map_back
+from grader.box.clones import COPIES_PER_TARGET, _rewrite, fold, map_back
 from grader.checks.integrity import Report, _judge_clones
 
 HIDDEN = textwrap.dedent("""\
@@ -109,33 +109,63 @@ def always_equal_mean(xs):
 @pytest.mark.parametrize("seed", range(40))
 def test_every_twin_fails_where_its_original_passes(seed):
     rng = random.Random(seed)
-    text, renamed, pairs = _rewrite(
+    text, renamed, pairs, copies = _rewrite(
         "tests/test_mean.py", HIDDEN, ast.parse(HIDDEN), rng, ["mean"], {"tests/test_mean.py::test_empty"}, 8
     )
-    canaries = {"renamed": {"tests/test_mean.py": renamed}, "pairs": pairs}
+    canaries = {"renamed": {"tests/test_mean.py": renamed}, "pairs": {**pairs, **copies}, "copies": copies}
     assert pairs, "the module offers twins"
+    assert len(copies) == COPIES_PER_TARGET and set(copies.values()) == {pairs[next(iter(pairs))]}  # of test_empty
     assert "def test_empty(" not in text and "def test_two(" not in text  # the public names are gone
     for mean in (fixed_mean, unfixed_mean):
-        outcomes, got = fold(run_module(text, mean), canaries)
+        outcomes, got, got_copies = fold(run_module(text, mean), canaries)
         assert set(outcomes) >= {"tests/test_mean.py::test_empty", "tests/test_mean.py::test_two"}
         for original, twin in got:
             assert not (original == "passed" and twin == "passed"), (seed, mean.__name__, text)
+        assert len(got_copies) == COPIES_PER_TARGET and all(o == c for o, c in got_copies), got_copies
         report = Report()
-        _judge_clones({"got_pairs": got, "clones": len(pairs)}, 0, report)
+        _judge_clones({"got_pairs": got, "got_copies": got_copies, "clones": len(pairs)}, 0, report)
         assert report.evidence == [] and report.canaries.wrong == 0
     # the fix passes every original test under its own name
-    outcomes, _ = fold(run_module(text, fixed_mean), canaries)
+    outcomes, _, _ = fold(run_module(text, fixed_mean), canaries)
     assert outcomes["tests/test_mean.py::test_empty"] == "passed"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_flip_of_the_first_failure_is_caught_wherever_the_original_stands(seed):
+    """Without the fix, the first failing test of the module reported passed (a flip by
+    place): a twin (caught by the twins) or the original itself, whose exact copies then
+    fail beside it (caught by the copies), in whatever order the run drew."""
+    text, renamed, pairs, copies = _rewrite(
+        "tests/test_mean.py",
+        HIDDEN,
+        ast.parse(HIDDEN),
+        random.Random(seed),
+        ["mean"],
+        {"tests/test_mean.py::test_empty"},
+        8,
+    )
+    canaries = {"renamed": {"tests/test_mean.py": renamed}, "pairs": {**pairs, **copies}, "copies": copies}
+    outcomes = run_module(text, unfixed_mean)
+    order = [tid for tid in outcomes if outcomes[tid] == "failed"]  # definition order: what pytest runs first
+    outcomes[order[0]] = "passed"
+    report = Report()
+    known, got, got_copies = fold(outcomes, canaries)
+    _judge_clones({"got_pairs": got, "got_copies": got_copies, "clones": len(pairs)}, 0, report)
+    # no PASS without evidence: either the flip is seen, or it missed the listed test
+    assert report.evidence or known["tests/test_mean.py::test_empty"] != "passed", (order[0], text)
+    if known["tests/test_mean.py::test_empty"] == "passed":
+        assert "a hidden test passed where its exact copy of this run did not" in report.evidence
 
 
 def test_an_always_equal_object_passes_a_twin_and_is_caught():
     caught = 0
     for seed in range(20):
-        text, renamed, pairs = _rewrite(
+        text, renamed, pairs, copies = _rewrite(
             "tests/test_mean.py", HIDDEN, ast.parse(HIDDEN), random.Random(seed), ["mean"], set(), 8
         )
+        assert copies == {}  # no FAIL_TO_PASS target named: no copies
         canaries = {"renamed": {"tests/test_mean.py": renamed}, "pairs": pairs}
-        _, got = fold(run_module(text, always_equal_mean), canaries)
+        _, got, _ = fold(run_module(text, always_equal_mean), canaries)
         report = Report()
         _judge_clones({"got_pairs": got, "clones": len(pairs)}, 0, report)
         caught += bool(report.evidence)

@@ -228,6 +228,8 @@ def plan(check: dict[str, Any], hidden: dict[str, str | None]) -> CheckSpec:
         canary_dir=home or "",
         canary_words=words(listed),
         canary_sources=[p for p in tests if directory_of(p) == home],
+        # the listed tests' own names: a canary never takes one, even one no file defines yet
+        canary_targets=sorted({tid.rsplit("::", 1)[-1].split("/", 1)[0] for tid in listed}),
     )
 
 
@@ -364,7 +366,7 @@ def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
         rel = f"{folder}/{name}" if folder else name
         if tree.lstat(rel) is None:
             break
-    taken = _taken_names(tree, folder)
+    taken = _taken_names(tree, folder) | set(check.canary_targets)
     expect: dict[str, str] = {}
     kinds = [True] * rng.randint(2, 3) + [False] * rng.randint(2, 3)
     rng.shuffle(kinds)

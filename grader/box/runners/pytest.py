@@ -101,9 +101,10 @@ def fold_clones(result: dict[str, Any], rep: dict[str, Any], canaries: dict[str,
     """The report under the task's own test ids, the clones judged apart; and pytest's
     exit status as it would be without the clones, whose failures are by design (the
     supervisor knows them; the test process does not)."""
-    outcomes, pairs = clones.fold(rep.get("outcomes", {}), canaries)
+    outcomes, pairs, copies = clones.fold(rep.get("outcomes", {}), canaries)
     failing = [o for o in outcomes.values() if o in ("failed", "error")]
-    clone_failed = any(c in ("failed", "error") for _, c in pairs)
+    # the twins fail by design; a copy fails only beside its original (or alone: tampering)
+    clone_failed = any(c in ("failed", "error") for _, c in [*pairs, *copies])
     end = rep.get("end")
     if (
         clone_failed
@@ -117,7 +118,8 @@ def fold_clones(result: dict[str, Any], rep: dict[str, Any], canaries: dict[str,
         result["exit_code"] = EXIT_PASSED
     rep["outcomes"] = outcomes
     canaries["got_pairs"] = pairs
-    output = clones.strip_clones(result.get("output", ""), canaries, pairs)
+    canaries["got_copies"] = copies
+    output = clones.strip_clones(result.get("output", ""), canaries, [*pairs, *copies])
     result["output"] = clones.rename_in_text(output, canaries)
 
 
