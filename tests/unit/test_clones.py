@@ -183,3 +183,23 @@ def test_ids_map_back_with_their_parameters():
     # shows under another module is a test that module's class inherits
     assert map_back("other.py::K::test_a_b", canaries) == ("other.py::K::test_x", None)
     assert map_back("other.py::test_q", canaries) == ("other.py::test_q", None)
+
+
+def test_names_the_submission_touched_are_never_drawn_and_never_kept(tmp_path):
+    """A test file the patch changed (restored to the base, or the submission's own): its
+    names are not kept for hidden tests (the listed ids must name nothing in the process)
+    and not drawn either (a hidden test drawn `test_one` beside the visible `test_one` of
+    a restored tests/test_basic.py made the two one id, and the visible one "not run")."""
+    import os
+
+    from grader.box.clones import names_in_tree
+    from grader.box.tree import Tree
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_basic.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "tests" / "test_mean.py").write_text("def test_empty():\n    pass\n")
+    (tmp_path / "calc.py").write_text("test_helper = 1\n")
+    tree = Tree(str(tmp_path), os.getuid(), os.getgid())
+    every, outside = names_in_tree(tree, {"tests/test_mean.py"}, {"tests/test_basic.py"})
+    assert {"test_one", "test_empty", "test_helper"} <= every
+    assert "test_one" not in outside and "test_empty" not in outside and "test_helper" in outside
