@@ -572,3 +572,132 @@ def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
     assert (tmp_path / "lib/x.js").stat().st_uid == 1000
     assert (tmp_path / "test").stat().st_uid == 0  # the test file's directory, locked
     assert (tmp_path / "test" / "link").is_symlink()  # a link is neither followed nor changed
+
+
+# --- ids as other benchmarks write them (grader/checks/ids.py, judged in checks/tests.py) -----
+
+REPORTED = {
+    "test/a.test.js::mean > empty throws": "passed",
+    "test/a.test.js::mean > two": "failed",
+    "test/a.test.js::mean > two values": "passed",
+    "test/a.test.js::works": "passed",
+    "test/b.test.js::parse > works": "failed",
+    "test/b.test.js::parse > strict > works": "passed",
+    "test/b.test.js::dup": "passed",
+    "test/b.test.js::dup [2]": "failed",
+    "test/c.test.js::only": "passed",
+}
+
+
+def judged(f2p: list[str], p2p: list[str] | None = None, outcomes: dict[str, str] | None = None):
+    from grader.checks.tests import evaluate_tests
+
+    return evaluate_tests(
+        outcomes=dict(REPORTED if outcomes is None else outcomes),
+        report_problem=None,
+        exit_code=1,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p or [],
+        runner="jest",
+        exits=None,
+        title_ids=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "test/a.test.js::mean > empty throws",  # ours
+        "mean > empty throws",  # the title path without the file
+        "mean › empty throws",  # jest's
+        "mean empty throws",  # jest's fullName
+        "mean - empty throws",
+        "mean:empty throws",
+        "empty throws",  # the bare title
+        "test/a.test.js > mean > empty throws",  # vitest's verbose line
+        "./test/a.test.js::mean > empty throws",
+    ],
+)
+def test_a_listed_id_in_another_benchmarks_spelling_names_its_test(listed):
+    from grader.checks.ids import resolve
+
+    got, named = resolve([listed], REPORTED)
+    assert got == {listed: "passed"}
+    if listed != "test/a.test.js::mean > empty throws":
+        assert named == {listed: ["test/a.test.js::mean > empty throws"]}
+    outcome = judged([listed])
+    assert outcome.passed and outcome.tests.fail_to_pass == {"success": [listed], "failure": []}
+
+
+def test_an_ambiguous_bare_title_needs_every_test_it_names_to_pass():
+    from grader.checks.ids import resolve
+
+    got, named = resolve(["works"], REPORTED)
+    assert named["works"] == [
+        "test/a.test.js::works",
+        "test/b.test.js::parse > strict > works",
+        "test/b.test.js::parse > works",
+    ]
+    assert got == {"works": "failed"}
+    outcome = judged(["works"])
+    assert not outcome.passed and outcome.tests.fail_to_pass["failure"] == ["works"]
+    assert "works" in outcome.explanation and "not run" not in outcome.explanation
+
+
+def test_a_file_alone_needs_all_its_tests_and_one_failure_fails_it():
+    assert not judged(["test/a.test.js"]).passed  # `mean > two` failed
+    outcome = judged(["test/c.test.js"])
+    assert outcome.passed and outcome.tests.fail_to_pass["success"] == ["test/c.test.js"]
+
+
+def test_an_id_that_looks_like_a_prefix_of_another_names_only_itself():
+    from grader.checks.ids import resolve
+
+    got, named = resolve(["mean > two", "mean two"], REPORTED)
+    assert named == {"mean > two": ["test/a.test.js::mean > two"], "mean two": ["test/a.test.js::mean > two"]}
+    assert got == {"mean > two": "failed", "mean two": "failed"}
+    # and the longer one is not a prefix match of the shorter
+    assert resolve(["mean > two values"], REPORTED)[0] == {"mean > two values": "passed"}
+    assert resolve(["mean > tw", "test/a.test", "test/a.test.js::mean"], REPORTED) == ({}, {})
+
+
+def test_a_repeated_name_is_one_name_unless_the_run_s_own_id_is_listed():
+    from grader.checks.ids import resolve
+
+    assert resolve(["dup"], REPORTED)[0] == {"dup": "failed"}  # both must pass
+    assert resolve(["test/b.test.js::dup"], REPORTED)[0] == {"test/b.test.js::dup": "passed"}
+
+
+def test_an_id_that_names_nothing_was_not_run_and_is_named_as_listed():
+    outcome = judged(["mean › empty throws", "no such test"], ["test/gone.test.js"])
+    assert not outcome.passed
+    assert outcome.tests.fail_to_pass == {"success": ["mean › empty throws"], "failure": ["no such test"]}
+    assert outcome.tests.pass_to_pass["failure"] == ["test/gone.test.js"]
+    assert "no such test" in outcome.explanation and "test/gone.test.js" in outcome.explanation
+    assert "(2 not run)" in outcome.explanation
+    assert outcome.details["ids"] == {"mean › empty throws": ["test/a.test.js::mean > empty throws"]}
+
+
+def test_other_runners_keep_exact_ids():
+    from grader.checks.tests import evaluate_tests
+
+    outcome = evaluate_tests(
+        outcomes={"tests/test_a.py::test_x": "passed"},
+        report_problem=None,
+        exit_code=0,
+        fail_to_pass=["test_x"],
+        pass_to_pass=[],
+        runner="pytest",
+    )
+    assert not outcome.passed
+
+
+def test_file_ids_are_run_and_protected_with_the_hidden_tests():
+    assert nodejs.listed_files(["test/a.test.js", "./test/b.spec.ts::x", "works", "a > b.js"]) == [
+        "test/a.test.js",
+        "test/b.spec.ts",
+    ]
+    spec = jest.plan({"fail_to_pass": ["test/a.test.js", "mean › two"]}, {"test/h.test.js": "d"})
+    assert spec.paths == ["test/a.test.js", "test/h.test.js"]
+    for module in RUNNERS.values():
+        assert module.ID_STYLE == "title-path"

@@ -18,6 +18,7 @@ PROTECT = nodejs.NODE_PROTECT
 TESTS = True
 COMMAND = "optional"  # a build step run before the tests (tsc, say); the tests decide
 DECIDED_BY = "test report"
+ID_STYLE = nodejs.ID_STYLE  # listed ids may be written as other benchmarks write them
 LABEL = "jest"
 # jest's own statuses: 0 every test passed, 1 a test (or a file) failed
 EXIT_PASSED, EXIT_FAILED = 0, 1

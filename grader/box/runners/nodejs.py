@@ -37,6 +37,10 @@ from .common import test_file
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx")
 REPORTERS = "node"  # grader/box/reporters/node/
+# Every Node.js runner reports `<file>::<describe > ... > test>`; a task may list a test as
+# other benchmarks write it (the title path joined otherwise, the bare title, the file
+# alone), resolved on the host (grader/checks/ids.py)
+ID_STYLE = "title-path"
 
 # What a patch may not change under any Node.js runner (restored to the base after the
 # patch; a file it adds there is removed):
@@ -143,9 +147,18 @@ def is_js(rel: str) -> bool:
     return rel.endswith(JS_SUFFIXES) and not rel.endswith(".d.ts")
 
 
+def file_id(tid: str) -> bool:
+    """Whether a listed id is a test file alone (all its tests must pass)."""
+    tid = tid.strip()
+    return "::" not in tid and is_js(tid) and " " not in tid and rel_ok(tid.removeprefix("./"))
+
+
 def listed_files(ids: list[str]) -> list[str]:
-    """The files a task's ids name (`<file>::<name>`), protected with the hidden tests."""
-    return sorted({test_file(tid) for tid in ids if "::" in tid})
+    """The files a task's ids name (`<file>::<name>`, or a test file alone), protected with
+    the hidden tests and run."""
+    named = {test_file(tid).strip().removeprefix("./") for tid in ids if "::" in tid}
+    named |= {tid.strip().removeprefix("./") for tid in ids if file_id(tid)}
+    return sorted(named)
 
 
 def hidden_js_tests(hidden: dict[str, str | None]) -> list[str]:
