@@ -1,11 +1,16 @@
 """Hostile Node.js submissions, graded through the real grader under runc and under gVisor
 (runsc), each with the verdict it deserves, for every Node.js runner (tap, node-test, mocha,
-jest) on the tiny `calc` repository of tests/helpers/node_mini.py: success lines printed by the code
-under test, a runner plugin or configuration brought by the patch, the hidden test edited
-and the visible one deleted, a crash, a hang, a blanket flip of every test that only the
-canaries catch, a forged record written into the report pipe, a rewrite of the next test
-file's process; and honest submissions of each shape, which still PASS. The attacks' code
-is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
+jest, vitest; jest both plain and with the repository's own configuration) on the tiny
+`calc` repository of tests/helpers/node_mini.py: success lines printed by the code under
+test, a runner plugin or configuration brought by the patch (for the configured variants:
+the setup file, the transform, the mapped module and the configuration edited, shadowed or
+replaced, __mocks__ written), the hidden test edited and the visible one deleted, a crash,
+a hang, a blanket flip of every test that only the canaries catch, a forged record written
+into the report pipe, a rewrite of the next test file's process; and honest submissions of
+each shape, which still PASS. The configured variants list their ids as SWE-bench's parsers
+write them (`mean › empty throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the
+grader. The attacks' code is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py
+checks the audit names it)."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
 from helpers import node_payloads as pl
-from helpers.node_mini import NodeMini, task_id, write_tasks
+from helpers.node_mini import REPORTED_F2P, VARIANTS, NodeMini, task_id, write_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +59,7 @@ def node_grader(request, node_set, tmp_path_factory) -> Grader:
 
 def grade(grader: Grader, node_set: TaskSet, node_mini: NodeMini, runner: str, files, *, hang: bool = False) -> Result:
     task = node_set.get(task_id(runner) + ("-hang" if hang else ""))
-    patch = files if isinstance(files, bytes) else node_mini.diff(files)
+    patch = files if isinstance(files, bytes) else node_mini.diff(files, at=VARIANTS[runner][1])
     result = grader.grade(task, patch)
     assert grader.sandbox.busy_containers() == [], "a grading container was left behind"
     assert result.verdict is not Verdict.ERROR, result.error
@@ -64,12 +69,7 @@ def grade(grader: Grader, node_set: TaskSet, node_mini: NodeMini, runner: str, f
 
 def failed(result: Result, runner: str) -> None:
     assert result.verdict is Verdict.FAIL, result.to_json()
-    tid = {
-        "tap": "test/mean.js::empty throws",
-        "node-test": "test/mean.test.js::empty throws",
-        "mocha": "test/mean.spec.js::mean > empty throws",
-        "jest": "__tests__/mean.test.js::mean > empty throws",
-    }[runner]
+    tid = REPORTED_F2P[runner]
     if result.tests is not None:
         assert result.tests.all.get(tid) != "passed", result.tests.all
 
@@ -119,7 +119,7 @@ def test_a_runner_plugin_or_configuration_brought_by_the_patch_is_taken_back(nod
     files = pl.CONFIG_INJECTION[runner]
     result = grade(node_grader, node_set, node_mini, runner, files)
     failed(result, runner)
-    protected = {p for p in files if p != "evil.cjs"}
+    protected = {p for p in files if not p.startswith("evil.")}
     assert protected <= set(result.apply.neutralized), result.apply.neutralized
 
 
@@ -157,6 +157,12 @@ def test_a_blanket_flip_of_every_test_is_caught_by_the_canaries(node_grader, nod
 def test_a_record_written_into_the_report_pipe_is_forgery(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.PIPE_FORGE})
     assert result.verdict is Verdict.FAIL, result.to_json()
+    if runner == "vitest":
+        # the tests run in a child of the reporter's process: the report pipe is not theirs,
+        # and the parent's, reopened through /proc, is root's (EACCES): nothing reaches it
+        failed(result, runner)
+        assert result.protections.report_channel == "signed" and result.tampered == []
+        return
     assert result.tampered and result.protections.report_channel == "forged", result.tampered
 
 
