@@ -766,7 +766,10 @@ def make_canaries(
     if plain_jest:
         out["kind"] = "cjs"
     elif transformed:
-        out["kind"] = "esm" if style == "vitest" or esm_syntax(sources) else "cjs"
+        # TypeScript (which may have no node types for require) and ES module tests: the
+        # transformed form; plain CommonJS tests: CommonJS
+        typed = rel.endswith((".ts", ".tsx", ".mts", ".cts"))
+        out["kind"] = "esm" if style == "vitest" or typed or esm_syntax(sources) else "cjs"
     if not check.command:
         if not write_canaries(tree, out):
             return {"skipped": "the canaries cannot load as this task's test files do (an ES module under tape)"}
