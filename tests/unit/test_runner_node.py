@@ -805,6 +805,19 @@ def test_the_configuration_is_frozen_with_what_the_grader_owns_set_over_it():
         jest.shown_config("Error: cannot find module ts-node")
 
 
+def test_a_mapper_of_the_package_s_own_name_is_the_library_not_a_stand_in():
+    shown = json.loads(json.dumps(SHOWN))
+    shown["configs"][0]["moduleNameMapper"] += [
+        ["^@acme/stats$", "/work/repo/src/index.ts"],
+        ["^@acme/stats/extra$", "/work/repo/src/extra.ts"],
+        ["^@acme/statsx$", "/work/repo/support/other.ts"],
+    ]
+    files = jest.module_files(shown, "/work/repo", "@acme/stats")
+    assert "src/index.ts" not in files and "src/extra.ts" not in files
+    assert {"support/style.js", "support/other.ts"} <= set(files)
+    assert "src/index.ts" in jest.module_files(shown, "/work/repo")  # no name: every file target
+
+
 def test_the_files_the_configuration_names_as_modules_are_the_repository_s_own():
     assert jest.module_files(SHOWN, "/work/repo") == [
         "jest.setup.ts",

@@ -14,9 +14,9 @@ Two modes, chosen by the repository at the base commit:
   cache directory, no watchman, every test path given run (single project). Every file of
   the repository the configuration names as a module jest loads (setup files, global
   setup and teardown, a transform, an environment, a resolver, a sequencer, a snapshot
-  resolver or serializer, a moduleNameMapper target that is a file) is protected like the
-  configuration: restored to the base after the patch, sealed and watched while the
-  tests run.
+  resolver or serializer, a moduleNameMapper target that is a file, unless it maps the
+  package's own name: that is the library) is protected like the configuration: restored
+  to the base after the patch, sealed and watched while the tests run.
 - **plain** (no configuration): the old inline one, `transform: {}` (plain CommonJS tests)
   and node's environment.
 
@@ -249,9 +249,30 @@ def frozen_config(doc: dict[str, Any], reporters: str) -> dict[str, Any]:
     return out
 
 
-def module_files(doc: dict[str, Any], repo: str) -> list[str]:
+def own_name(tree: Tree) -> str:
+    """The package's own name (package.json's "name"), "" without one."""
+    try:
+        doc = json.loads(tree.read("package.json") or b"{}")
+    except ValueError:
+        return ""
+    name = doc.get("name") if isinstance(doc, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def names_itself(pattern: Any, name: str) -> bool:
+    """Whether a moduleNameMapper pattern maps the package's own name (or a subpath of it):
+    `^@reduxjs/toolkit$` -> src/index.ts is the library's own code, not a test's stand-in."""
+    if not name or not isinstance(pattern, str):
+        return False
+    literal = pattern.strip("^$").replace("\\", "")
+    return literal == name or literal.startswith(name + "/")
+
+
+def module_files(doc: dict[str, Any], repo: str, name: str = "") -> list[str]:
     """The files of the repository (outside node_modules/, which is protected whole) that
-    the configuration names as modules jest loads, relative to the repository."""
+    the configuration names as modules jest loads, relative to the repository. A
+    moduleNameMapper entry for the package's own `name` maps to the library's own code,
+    which stays the submission's to change."""
     named: list[Any] = []
     glob = doc.get("globalConfig") if isinstance(doc.get("globalConfig"), dict) else {}
     for where in [glob, *doc["configs"]]:
@@ -267,7 +288,7 @@ def module_files(doc: dict[str, Any], repo: str) -> list[str]:
             if isinstance(t, list) and len(t) >= 2:
                 named.append(t[1])
         for m in where.get("moduleNameMapper") or []:
-            if isinstance(m, list) and len(m) == 2:
+            if isinstance(m, list) and len(m) == 2 and not names_itself(m[0], name):
                 named += m[1] if isinstance(m[1], list) else [m[1]]
     out = set()
     for path in named:
@@ -305,7 +326,9 @@ def before_patch(order: Order, tree: Tree) -> None:
         )
     doc = shown_config(out)
     files = [
-        rel for rel in module_files(doc, order.repo) if (st := tree.lstat(rel)) is not None and stat.S_ISREG(st.st_mode)
+        rel
+        for rel in module_files(doc, order.repo, own_name(tree))
+        if (st := tree.lstat(rel)) is not None and stat.S_ISREG(st.st_mode)
     ]
     order.check.base_config = {"file": where, "shown": doc, "files": files}
     order.protect.files = sorted(set(order.protect.files) | set(files))

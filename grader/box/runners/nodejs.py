@@ -1,4 +1,4 @@
-"""What the Node.js runners share (tap, node-test, mocha, jest; each is a module of its own
+"""What the Node.js runners share (tap, node-test, mocha, jest, vitest; each is a module of its own
 that imports this one): the paths a patch may not change, the plan of a check, the
 environment of every node process, the canaries, the test files sealed for the run, and
 the units' reports folded into one.
