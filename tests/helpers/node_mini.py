@@ -323,9 +323,11 @@ def _flow(items: list[str]) -> str:
 
 
 HANG_TIMEOUT = 10  # the hang tasks' limit: a hang costs a test this long; an honest run takes 1-4 s
+# the others' limit: generous, it is never waited out (jest with the repository's configuration
+# starts jest twice, --showConfig at the base and the run: 40 s once on the loaded machine)
 
 
-def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 30) -> None:
+def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 90) -> None:
     """Two tasks per variant under `tasks` (and the shared bundle): node-VARIANT, and
     node-VARIANT-hang, the same with a short time limit, for the hangs. Their instance
     images share every layer."""
