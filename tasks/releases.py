@@ -35,6 +35,8 @@ The manifest (TOML):
     package = "qs"                # its name there (pypi = "..." is read too)
     install = "..."               # run in the repository when the instance image is built
     environment, runner, args, limits    # per project, over the suite's
+    config = { "jest.config.js" = "..." } # files of the project's repository that its archive
+                                  # leaves out (its test configuration), in every release's tree
     [projects.NAME.releases]      # (a PyPI project may call them sdists)
     "1.2.0" = { url = "...", sha256 = "...", uploaded = "2024-01-01T00:00:00" }
     "1.3.0" = { archives = [{ url = "...", sha256 = "...", into = "src/main/java", exclude = ["META-INF/*"] }, ...],
@@ -468,9 +470,22 @@ def make_history(m: Manifest, spec: Spec, work: Path, cache: Path, log: Log = pr
     path.mkdir(parents=True)
     git(path, "init", "-q", ".")
     registry = m.registry(spec.project)
-    base_sha = commit_tree(path, base, registry, release_files(base, cache, log), None)
-    new_sha = commit_tree(path, new, registry, release_files(new, cache, log), base_sha)
+    config = project_config(m, spec.project)
+    base_sha = commit_tree(path, base, registry, {**release_files(base, cache, log), **config}, None)
+    new_sha = commit_tree(path, new, registry, {**release_files(new, cache, log), **config}, base_sha)
     return History(path, base_sha, new_sha)
+
+
+def project_config(m: Manifest, project: str) -> Files:
+    """The project's `config` files: its repository's test configuration that the published
+    archive leaves out (a jest.config.js, a vitest.config.ts), written into every release's
+    tree as the repository has them, so they are in the base and in no diff."""
+    out: Files = {}
+    for rel, text in (m.projects[project].get("config") or {}).items():
+        if not rel_path_ok(rel) or not isinstance(text, str):
+            raise SystemExit(f"manifest: project {project}: config {rel!r} is not a path and a text")
+        out[rel] = (text.encode(), False)
+    return out
 
 
 def write_bundle(history: History, spec: Spec, dest: Path) -> None:
@@ -848,7 +863,7 @@ def pin_release(registry: str, args: list[str]) -> str:
             url = PYPI_FILES + f["url"].rsplit("packages/", 1)[1]
             sha, uploaded = f["digests"]["sha256"], f["upload_time_iso_8601"][:19]
         elif registry == "npm":
-            data = _json(f"https://registry.npmjs.org/{package}")
+            data = _json(f"https://registry.npmjs.org/{package.replace('/', '%2F')}")  # a scope's / escaped
             url = data["versions"][version]["dist"]["tarball"]
             sha, uploaded = hashlib.sha256(download(url)).hexdigest(), data["time"][version][:19]
         elif registry == "crates":

@@ -87,7 +87,8 @@ RULES: dict[str, list[re.Pattern[str]]] = {
             r"\b(?:global|globalThis|window)\s*(?:\.\s*|\[\s*['\"`])(?:it|describe|test|expect|before|after"
             r"|beforeEach|afterEach|beforeAll|afterAll|suite|setup|teardown|jest|__coverage__)\b"
         ),
-        re.compile(r"\bSymbol\s*\.\s*for\s*\(\s*['\"`](?:jest|\$\$jest|mocha|tape|node:test)"),
+        re.compile(r"\bSymbol\s*\.\s*for\s*\(\s*['\"`](?:jest|\$\$jest|mocha|tape|node:test|expect|vitest|chai)"),
+        re.compile(r"\b__vitest_\w*|\bchai\s*\.\s*(?:Assertion|util|use)\b"),
         re.compile(r"\bTAP version\b|^\s*['\"`]?(?:not )?ok \d+ "),
     ],
     # code that node loads by itself or by flag, and native code
@@ -133,9 +134,10 @@ RULES: dict[str, list[re.Pattern[str]]] = {
 PATH_RULES: dict[str, re.Pattern[str]] = {
     # a script under a test directory, or a test file: not a Python task's tests/ (its own rules)
     "test-files": re.compile(r"(^|/)(tests?|__tests__|spec)/.*\.[cm]?[jt]sx?$|\.(test|spec)\.[cm]?[jt]sx?$"),
-    "installed-packages": re.compile(r"(^|/)node_modules/|(^|/)__mocks__/"),
+    "installed-packages": re.compile(r"(^|/)node_modules/|(^|/)__mocks__/|(^|/)__snapshots__/"),
     "runner-files": re.compile(
-        r"(^|/)(\.mocharc[^/]*|jest\.config[^/]*|vitest\.config[^/]*|babel\.config[^/]*|\.babelrc[^/]*"
+        r"(^|/)(\.mocharc[^/]*|jest\.config[^/]*|vitest\.[^/]*|vite\.config[^/]*|babel\.config[^/]*|\.babelrc[^/]*"
+        r"|postcss\.config[^/]*|\.postcssrc[^/]*|tailwind\.config[^/]*|svelte\.config[^/]*"
         r"|\.npmrc|\.nvmrc|\.pnp\.[cm]?js|\.pnp\.loader\.mjs)$"
     ),
     "native-code": re.compile(r"\.(node|so|dylib|dll|wasm)$"),

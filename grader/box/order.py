@@ -63,6 +63,10 @@ class CheckSpec:
     trusted_tests: list[str] = field(default_factory=list)
     # filled in by the supervisor: the Python files the patch added or changed
     submitted: list[str] = field(default_factory=list)
+    # filled in by the supervisor before the patch: what the runner read of the repository's
+    # own configuration at the base (jest: the configuration --showConfig printed, and the
+    # files it names as modules)
+    base_config: dict[str, Any] | None = None
 
 
 @dataclass

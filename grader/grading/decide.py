@@ -233,6 +233,7 @@ def _tests(spec: TestsCheck, box: BoxReport) -> tuple[CheckOutcome, Report | Non
             pass_to_pass=spec.pass_to_pass,
             runner=spec.runner,
             exits=exits,
+            title_ids=getattr(runner(spec.runner), "ID_STYLE", None) == "title-path",
         )
 
     rule = exit_rule(spec.runner)

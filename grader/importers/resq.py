@@ -2,7 +2,8 @@
 
 Fields read: id, repo_url, instruction, base_commit, test_script, testbed_environment
 (a Python version: 'python3.11', '3.11'; for a JavaScript row a Node.js one: 'node',
-'node18'), requirements_txt (a requirements file's text), solution_patch (the gold patch),
+'node18', or none: the newest Node.js environment), requirements_txt (a requirements
+file's text), solution_patch (the gold patch),
 modified_files (checked against the files the solution patch touches), language (Python,
 JavaScript or TypeScript), and solution_commit when present (its date becomes the task's
 created_at). The repository comes from --repo-dir/<owner>__<name> when a clone is there,
@@ -14,10 +15,11 @@ the check is `runner: command` running it the same way: `python` for a Python ro
 for a JavaScript one (an ES module, one that imports or exports at the top level, as
 .mjs). A script that starts with a shell shebang (#!/bin/sh, #!/bin/bash, #!/usr/bin/env
 bash) is run with that shell. The task's public view says the exit status decides.
-Python requirements are pip-installed; a JavaScript row's repository gets `npm ci` (with a
-lock file) or `npm install`, lifecycle scripts off, and its requirements lines are npm
-package specs installed the same way: all when the instance image is built, never in a
-grading run, which has no network.
+Python requirements are pip-installed; a JavaScript row's repository gets the install its
+lock file calls for (grader/importers/node.py: `npm ci`, yarn 1 or pnpm at an exact
+version, or `npm install` without a lock file), lifecycle scripts off, and its
+requirements lines are npm package specs installed with npm: all when the instance image
+is built, never in a grading run, which has no network.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 import shlex
 from typing import Any
 
+from grader.importers import node
 from grader.importers.common import (
     Context,
     DatasetError,
@@ -63,11 +66,16 @@ def test_command(script: str, language: str = "python") -> tuple[str, str]:
     return f"{SCRIPT}.py", f"python {SCRIPT}.py"
 
 
-def npm_install(requirements: list[str], has_lock: bool, has_package: bool, where: str) -> str | None:
+def npm_install(
+    requirements: list[str], has_lock: bool, has_package: bool, where: str, own: str | None = None
+) -> str | None:
     """The instance image's install step for a JavaScript row: the repository's own
-    dependencies (npm ci with its lock file), then the row's npm package specs."""
+    dependencies (`own`, as grader/importers/node.py reads them from its lock file; else npm
+    ci with package-lock.json), then the row's npm package specs."""
     steps = []
-    if has_package:
+    if own:
+        steps.append(own)
+    elif has_package:
         steps.append(f"npm ci {NPM_FLAGS}" if has_lock else f"npm install {NPM_FLAGS}")
     specs = [r for r in requirements if not r.startswith("-")]
     if specs:
@@ -93,7 +101,7 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     script = text_field(row, "test_script", where)
     gold = text_field(row, "solution_patch", where)
     language = (text_field(row, "language", where, required=False) or "python").strip().lower()
-    testbed = text_field(row, "testbed_environment", where, required=language != "python") or ""
+    testbed = text_field(row, "testbed_environment", where, required=language == "python") or ""
     requirements = requirement_lines(row.get("requirements_txt") or "")
     if language == "python":
         environment = environment_for(testbed, ctx.environments_dir, where)
@@ -122,8 +130,9 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
         created = ctx.repos.commit_date(name, solution, where)
     script_name, command = test_command(script, language)
     if language in JS_LANGUAGES:
-        has = {f: ctx.repos.has_file(name, base, f, where) for f in ("package.json", "package-lock.json")}
-        install = npm_install(requirements, has["package-lock.json"], has["package.json"], where)
+        repo_js = node.read_repo(ctx.repos, name, base, where)
+        own = node.install(repo_js, where) if repo_js is not None else None
+        install = npm_install(requirements, False, False, where, own)
     else:
         install = install_step(requirements, None, where)
     metadata = {"suite": ctx.suite, "language": language, "created_at": created, "source": f"RES-Q {raw_id} ({url})"}

@@ -27,7 +27,7 @@ reporter decides test by test (the test files become its labels), never the exit
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import yaml
 
 from grader.box.runners import test_runner, test_runners
 from grader.box.runners import unittest as unittest_runner
+from grader.importers import node
 from grader.importers.common import (
     LANGUAGES,
     Context,
@@ -82,6 +83,9 @@ PARSERS = {
 }
 # The runner a language gets when its row names none.
 DEFAULT_RUNNERS = {"python": "pytest", "go": "go", "rust": "cargo", "java": "junit", "c": "ctest"}
+# a JavaScript row's language as the task's metadata says it
+JS_NAMES = {"javascript": "javascript", "js": "javascript", "node": "javascript", "nodejs": "javascript"}
+JS_NAMES |= {"typescript": "typescript", "ts": "typescript"}
 # SWE-bench Verified's annotators' estimates of the time a fix takes.
 DIFFICULTY = {"<15 min fix": "easy", "15 min - 1 hour": "medium", "1-4 hours": "hard", ">4 hours": "hard"}
 SETUP_FILES = ("setup.py", "pyproject.toml")
@@ -139,8 +143,18 @@ def load_env_map(path: Path | str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in data.items()}
 
 
-def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, where: str) -> EnvSpec:
-    """The instance's own fields over its version's entry over its repository's entry."""
+NO_ENVIRONMENT = (
+    "no environment: give the instance the fields python (and optionally requirements, install), "
+    "or language (and language_version), or environment, or an entry for {repo!r} in --env-map"
+)
+
+
+def env_spec(
+    row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, where: str, *, required: bool = True
+) -> EnvSpec:
+    """The instance's own fields over its version's entry over its repository's entry.
+    Without any of python, language or environment: an error, or (not `required`) a spec
+    whose language is "" for the caller to infer from the repository."""
     merged: dict[str, Any] = {}
     entry = (env_map or {}).get(str(row.get("repo")))
     if entry:
@@ -150,12 +164,9 @@ def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, whe
     merged.update({k: row[k] for k in ENV_KEYS if row.get(k) is not None})
     if row.get("lang") and not merged.get("language"):
         merged["language"] = row["lang"]
-    if not (merged.get("python") or merged.get("language") or merged.get("environment")):
-        raise DatasetError(
-            f"{where}: no environment: give the instance the fields python (and optionally "
-            f"requirements, install), or language (and language_version), or environment, or an "
-            f"entry for {row.get('repo')!r} in --env-map"
-        )
+    given = bool(merged.get("python") or merged.get("language") or merged.get("environment"))
+    if not given and required:
+        raise DatasetError(f"{where}: " + NO_ENVIRONMENT.format(repo=row.get("repo")))
     requirements = merged.get("requirements") or []
     if isinstance(requirements, str):
         requirements = [line for line in requirements.splitlines() if line.strip()]
@@ -164,7 +175,7 @@ def env_spec(row: dict[str, Any], env_map: dict[str, dict[str, Any]] | None, whe
     for key in ("install", "test_cmd", "junit", "language", "environment", "runner", "log_parser"):
         if merged.get(key) is not None and not isinstance(merged[key], str):
             raise DatasetError(f"{where}: {key} must be a string")
-    language = str(merged.get("language") or "python").strip().lower()
+    language = str(merged.get("language") or ("python" if given else "")).strip().lower()
     runner = merged.get("runner") or merged.get("log_parser")
     if runner is not None:
         runner = PARSERS.get(runner.strip().lower(), runner.strip().lower())
@@ -278,7 +289,23 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
     if not fail_to_pass:
         raise DatasetError(f"{where}: FAIL_TO_PASS is missing or empty")
     created = date_field(row.get("created_at"), "created_at", where)
-    spec = env_spec(row, env_map, where)
+    spec = env_spec(row, env_map, where, required=False)
+    files = test_files(test_patch)
+    if not files:
+        raise DatasetError(f"{where}: test_patch changes no test file")
+    repo_js = None
+    if not spec.language and not spec.python and not spec.environment:
+        # nothing says: the repository at the base does (a package.json: JavaScript)
+        ctx.repos.require_commit(repo, base, where)
+        repo_js = node.read_repo(ctx.repos, repo, base, where)
+        if repo_js is None or not node.is_node_row(repo_js, files):
+            raise DatasetError(f"{where}: " + NO_ENVIRONMENT.format(repo=repo))
+        spec = replace(spec, language=node.language(repo_js, files))
+    notes: list[str] = []
+    if LANGUAGES.get(spec.language) == "node":
+        ctx.repos.require_commit(repo, base, where)
+        repo_js = repo_js or node.read_repo(ctx.repos, repo, base, where)
+        spec, files = node_spec(spec, repo_js, files, notes, where)
     if spec.environment:
         environment = spec.environment
         if not (ctx.environments_dir / environment / "Dockerfile").is_file():
@@ -289,10 +316,6 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         environment = environment_for_language(spec.language, spec.language_version, ctx.environments_dir, where)
     if spec.requirements and not environment.startswith("python-"):
         raise DatasetError(f"{where}: requirements are pip requirements; a {spec.language} instance uses install")
-    notes: list[str] = []
-    files = test_files(test_patch)
-    if not files:
-        raise DatasetError(f"{where}: test_patch changes no test file")
     try:
         check = test_check(spec, files, fail_to_pass, pass_to_pass, notes)
     except DatasetError as exc:
@@ -306,7 +329,9 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
     version = row.get("version")
     metadata = {
         "suite": ctx.suite,
-        "language": "python" if python_env else LANGUAGES.get(spec.language, spec.language),
+        "language": "python"
+        if python_env
+        else JS_NAMES.get(spec.language) or LANGUAGES.get(spec.language, spec.language),
         "difficulty": DIFFICULTY.get(str(row.get("difficulty"))),
         "created_at": created,
         "source": f"SWE-bench {repo}"
@@ -332,6 +357,36 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()},
         notes=notes,
     )
+
+
+def node_spec(
+    spec: EnvSpec, repo_js: node.NodeRepo | None, files: list[str], notes: list[str], where: str
+) -> tuple[EnvSpec, list[str]]:
+    """A JavaScript/TypeScript row's runner, install and test files, each from the row (or
+    its --env-map entry) when it gives them, else from the repository at the base
+    (grader/importers/node.py)."""
+    if repo_js is None and (spec.runner is None or spec.install is None):
+        raise DatasetError(
+            f"{where}: a {spec.language} instance whose repository has no package.json at the base: "
+            f"give runner and install (--env-map)"
+        )
+    runner = node.parser_runner(spec.runner, where) if spec.runner else None
+    if runner is None:
+        assert repo_js is not None
+        runner = node.infer_runner(repo_js, spec.test_cmd, where)
+    install = spec.install
+    if install is None:
+        assert repo_js is not None
+        install = node.install(repo_js, where)
+    tests = node.test_files(files, runner)
+    if not tests:
+        raise DatasetError(
+            f"{where}: the test_patch adds or changes no JavaScript/TypeScript test file "
+            f"({', '.join(files[:5])}): give the runner's paths in a test_cmd with {{test_files}}"
+        )
+    if spec.test_cmd:
+        notes.append(f"test_cmd is not used: the {runner} runner runs the test files itself, through its reporter")
+    return replace(spec, runner=runner, install=install, test_cmd=None), tests
 
 
 def multi_swe_bench(row: dict[str, Any]) -> dict[str, Any]:

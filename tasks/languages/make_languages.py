@@ -7,8 +7,10 @@ Each project is a repository written here in full: a base commit (the bug, and a
 that passes at it) and a fix branch (the fix, and the test file with the new test). A
 task starts at the base; the fix's change outside the tests is the gold patch, the fix's
 test file the hidden tests, FAIL_TO_PASS the new test and PASS_TO_PASS the old one, in
-the ids of the runner's own convention (docs/tasks.md). Nothing third-party: every file
-is written here, and the builds need only what each environment's image holds.
+the ids of the runner's own convention (docs/tasks.md). Nothing third-party is committed:
+every file is written here, and the builds need only what each environment's image holds,
+but for TypeScript's vitest, which ts-median-even's install step fetches from the npm
+registry at an exact version when its image is built.
 
 Every commit has a fixed author, committer and date, and git runs without system or user
 configuration (tasks/examples/repos/make_repos.py's Repo), so the shas are the same on
@@ -165,6 +167,64 @@ JS_TEST_FIX = JS_TEST.replace(
     "  });\n\n  test('an even-length list gives the mean of its middle pair', () => {\n"
     "    assert.strictEqual(median([4, 1, 3, 2]), 2.5);\n  });\n});\n",
 )
+
+TS = {
+    "package.json": src("""
+        {
+          "name": "stats",
+          "version": "1.0.0",
+          "private": true,
+          "type": "module",
+          "scripts": {"test": "vitest run"},
+          "devDependencies": {"vitest": "3.2.4"}
+        }
+        """),
+    "tsconfig.json": src("""
+        {
+          "compilerOptions": {"strict": true, "module": "ESNext", "moduleResolution": "Bundler", "noEmit": true}
+        }
+        """),
+    "vitest.config.ts": src("""
+        import { defineConfig } from 'vitest/config';
+
+        export default defineConfig({ test: { include: ['src/**/*.test.ts'] } });
+        """),
+    "src/median.ts": src("""
+        /** The middle value of xs, which must not be empty. */
+        export function median(xs: readonly number[]): number {
+          const s = [...xs].sort((a, b) => a - b);
+          return s[Math.floor(s.length / 2)];
+        }
+        """),
+}
+TS_FIX = {
+    "src/median.ts": src("""
+        /** The middle value of xs, which must not be empty; for an even number of values,
+         *  the mean of the middle two. */
+        export function median(xs: readonly number[]): number {
+          const s = [...xs].sort((a, b) => a - b);
+          const n = s.length;
+          return n % 2 === 0 ? (s[n / 2 - 1] + s[n / 2]) / 2 : s[(n - 1) / 2];
+        }
+        """),
+}
+TS_TEST = src("""
+    import { describe, expect, test } from 'vitest';
+    import { median } from './median';
+
+    describe('median', () => {
+      test('an odd-length list gives its middle value', () => {
+        expect(median([3, 1, 2])).toBe(2);
+      });
+    });
+    """)
+TS_TEST_FIX = TS_TEST.replace(
+    "  });\n});\n",
+    "  });\n\n  test('an even-length list gives the mean of its middle pair', () => {\n"
+    "    const xs: number[] = [4, 1, 3, 2];\n    expect(median(xs)).toBe(2.5);\n  });\n});\n",
+)
+# vitest comes from the npm registry when the task's image is built, at an exact version
+TS_INSTALL = "npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock vitest@3.2.4"
 
 RUST = {
     "Cargo.toml": '[package]\nname = "stats"\nversion = "0.1.0"\nedition = "2021"\n',
@@ -440,6 +500,13 @@ LANGUAGES: dict[str, dict] = {
         check={"runner": "node-test", "paths": ["test/median.test.js"],
                "fail_to_pass": ["test/median.test.js::median > an even-length list gives the mean of its middle pair"],
                "pass_to_pass": ["test/median.test.js::median > an odd-length list gives its middle value"]}),
+    "ts-median-even": dict(
+        language="typescript", environment="node-20", base=TS, fix=TS_FIX,
+        tests={"src/median.test.ts": (TS_TEST, TS_TEST_FIX)},
+        install=TS_INSTALL,
+        check={"runner": "vitest", "paths": ["src/median.test.ts"],
+               "fail_to_pass": ["src/median.test.ts::median > an even-length list gives the mean of its middle pair"],
+               "pass_to_pass": ["src/median.test.ts::median > an odd-length list gives its middle value"]}),
     "rust-median-even": dict(
         language="rust", environment="rust-1.85", base=RUST, fix=RUST_FIX,
         tests={"tests/median.rs": (RUST_TEST, RUST_TEST_FIX)},

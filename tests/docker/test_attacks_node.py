@@ -1,168 +1,43 @@
 """Hostile Node.js submissions, graded through the real grader under runc and under gVisor
-(runsc), each with the verdict it deserves, for every Node.js runner (tap, node-test, mocha,
-jest) on the tiny `calc` repository of tests/helpers/node_mini.py: success lines printed by the code
-under test, a runner plugin or configuration brought by the patch, the hidden test edited
-and the visible one deleted, a crash, a hang, a blanket flip of every test that only the
-canaries catch, a forged record written into the report pipe, a rewrite of the next test
-file's process; and honest submissions of each shape, which still PASS. The attacks' code
-is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
+(runsc), each with the verdict it deserves, for tap, node-test, mocha and plain jest (jest
+with the repository's own configuration and vitest: test_attacks_node_configured.py, the
+same tests from tests/helpers/node_attacks.py) on the tiny
+`calc` repository of tests/helpers/node_mini.py: success lines printed by the code under
+test, a runner plugin or configuration brought by the patch (for the configured variants:
+the setup file, the transform, the mapped module and the configuration edited, shadowed or
+replaced, __mocks__ written), the hidden test edited and the visible one deleted, a crash,
+a hang, a blanket flip of every test that only the canaries catch, a forged record written
+into the report pipe, a rewrite of the next test file's process; and honest submissions of
+each shape, which still PASS. The configured variants list their ids as SWE-bench's parsers
+write them (`mean › empty throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the
+grader. The attacks' code is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py
+checks the audit names it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from grader.config import get_settings
-from grader.pipeline import Grader
-from grader.tasks.loader import TaskSet
-from grader.verdict import Result, Verdict
-from helpers import node_payloads as pl
-from helpers.node_mini import NodeMini, task_id, write_tasks
+from helpers.node_attacks import (  # noqa: F401  (fixtures and tests, collected here)
+    node_grader,
+    node_mini,
+    node_set,
+    test_a_blanket_flip_of_every_test_is_caught_by_the_canaries,
+    test_a_hang_times_out,
+    test_a_process_that_ends_in_the_middle_of_the_tests_does_not_pass,
+    test_a_record_written_into_the_report_pipe_is_forgery,
+    test_a_runner_plugin_or_configuration_brought_by_the_patch_is_taken_back,
+    test_an_honest_fix_of_another_shape_passes,
+    test_one_test_files_process_cannot_rewrite_the_next_ones,
+    test_success_lines_printed_by_the_code_under_test_pass_nothing,
+    test_the_empty_patch_fails_honestly,
+    test_the_gold_patch_passes_with_every_canary_as_it_must_be,
+    test_the_hidden_test_edited_and_the_visible_one_deleted_are_restored,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
-ROOT = Path(__file__).resolve().parents[2]
-RUNNERS = list(pl.RUNNERS)
+RUNNERS = ["tap", "node-test", "mocha", "jest"]
 
 
-@pytest.fixture(scope="module")
-def node_mini(tmp_path_factory) -> NodeMini:
-    return NodeMini(tmp_path_factory.mktemp("node-mini"))
-
-
-@pytest.fixture(scope="module")
-def node_set(tmp_path_factory, node_mini) -> TaskSet:
-    tasks = tmp_path_factory.mktemp("node-tasks")
-    write_tasks(tasks, node_mini)
-    return TaskSet(tasks)
-
-
-@pytest.fixture(scope="module", params=["runc", "runsc"])
-def node_grader(request, node_set, tmp_path_factory) -> Grader:
-    settings = get_settings(
-        tasks_dir=node_set.dir,
-        environments_dir=ROOT / "environments",
-        cache_dir=tmp_path_factory.mktemp("node-cache"),
-    )
-    grader = Grader(settings, runtime=request.param)
-    if request.param == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
-        pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
-    for runner in RUNNERS:
-        grader.images.instance_image(node_set.get(task_id(runner)))
-    return grader
-
-
-def grade(grader: Grader, node_set: TaskSet, node_mini: NodeMini, runner: str, files, *, hang: bool = False) -> Result:
-    task = node_set.get(task_id(runner) + ("-hang" if hang else ""))
-    patch = files if isinstance(files, bytes) else node_mini.diff(files)
-    result = grader.grade(task, patch)
-    assert grader.sandbox.busy_containers() == [], "a grading container was left behind"
-    assert result.verdict is not Verdict.ERROR, result.error
-    assert result.provenance.runtime == grader.runtime
-    return result
-
-
-def failed(result: Result, runner: str) -> None:
-    assert result.verdict is Verdict.FAIL, result.to_json()
-    tid = {
-        "tap": "test/mean.js::empty throws",
-        "node-test": "test/mean.test.js::empty throws",
-        "mocha": "test/mean.spec.js::mean > empty throws",
-        "jest": "__tests__/mean.test.js::mean > empty throws",
-    }[runner]
-    if result.tests is not None:
-        assert result.tests.all.get(tid) != "passed", result.tests.all
-
-
-# --- honest submissions ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_the_gold_patch_passes_with_every_canary_as_it_must_be(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, node_set.get(task_id(runner)).gold_patch_text())
-    assert result.verdict is Verdict.PASS, result.to_json()
-    assert result.tampered == []
-    assert result.protections.report_channel == "signed"
-    canaries = result.protections.canaries
-    assert canaries is not None and canaries.must_fail >= 2 and canaries.must_pass >= 2 and canaries.wrong == 0
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_an_honest_fix_of_another_shape_passes(node_grader, node_set, node_mini, runner):
-    """The fix in a new module, with output of its own, a lock file and an edited visible test
-    (both restored to the base: still PASS)."""
-    result = grade(node_grader, node_set, node_mini, runner, pl.HONEST_SHAPES)
-    assert result.verdict is Verdict.PASS, result.to_json()
-    assert {"package-lock.json", "test/basic.js"} <= set(result.apply.neutralized)
-    assert result.tampered == []
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_the_empty_patch_fails_honestly(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, b"")
-    failed(result, runner)
-    assert result.tampered == []
-
-
-# --- attacks ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_success_lines_printed_by_the_code_under_test_pass_nothing(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.FORGED_OUTPUT})
-    failed(result, runner)
-    assert "TAP version 13" in (result.output or "") or result.output is None
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_a_runner_plugin_or_configuration_brought_by_the_patch_is_taken_back(node_grader, node_set, node_mini, runner):
-    files = pl.CONFIG_INJECTION[runner]
-    result = grade(node_grader, node_set, node_mini, runner, files)
-    failed(result, runner)
-    protected = {p for p in files if p != "evil.cjs"}
-    assert protected <= set(result.apply.neutralized), result.apply.neutralized
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_the_hidden_test_edited_and_the_visible_one_deleted_are_restored(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, pl.tests_edited(runner))
-    failed(result, runner)
-    assert pl.HIDDEN_OF[runner] in result.apply.restored
-    assert "test/basic.js" in result.apply.neutralized
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_a_process_that_ends_in_the_middle_of_the_tests_does_not_pass(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.CRASH})
-    failed(result, runner)
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_a_hang_times_out(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.HANG}, hang=True)
-    assert result.verdict is Verdict.TIMED_OUT, result.to_json()
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_a_blanket_flip_of_every_test_is_caught_by_the_canaries(node_grader, node_set, node_mini, runner):
-    """Without the fix, code loaded by the tests makes every assertion of its process hold:
-    the hidden tests pass, and so do the canaries that must fail."""
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.blanket_flip(runner)})
-    assert result.verdict is Verdict.FAIL, result.to_json()
-    assert any("canary" in e for e in result.tampered), result.tampered
-    assert result.protections.canaries.wrong >= 1
-
-
-@pytest.mark.parametrize("runner", RUNNERS)
-def test_a_record_written_into_the_report_pipe_is_forgery(node_grader, node_set, node_mini, runner):
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.PIPE_FORGE})
-    assert result.verdict is Verdict.FAIL, result.to_json()
-    assert result.tampered and result.protections.report_channel == "forged", result.tampered
-
-
-def test_one_test_files_process_cannot_rewrite_the_next_ones(node_grader, node_set, node_mini):
-    """tape runs a process per file: the first cannot rewrite, move or shadow what the next
-    one loads (the task's tests are sealed root's and their directories locked)."""
-    result = grade(node_grader, node_set, node_mini, "tap", {"calc.js": pl.SWAP_NEXT_FILE})
-    failed(result, "tap")
-    assert result.tests.all.get("test/basic.js::one") == "passed"
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "runner" in metafunc.fixturenames:
+        metafunc.parametrize("runner", RUNNERS)

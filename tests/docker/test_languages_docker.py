@@ -34,9 +34,9 @@ def language_grader(tmp_path_factory) -> Grader:
 
 
 def test_every_language_has_an_example():
-    assert {t.metadata.language for t in LANGUAGES} == {"c", "go", "java", "javascript", "python", "rust"}
+    assert {t.metadata.language for t in LANGUAGES} == {"c", "go", "java", "javascript", "python", "rust", "typescript"}
     runners = {t.check.runner for t in LANGUAGES if isinstance(t.check, model.TestsCheck)}
-    assert runners == {"ctest", "go", "junit", "node-test", "unittest", "pytest", "cargo"}
+    assert runners == {"ctest", "go", "junit", "node-test", "vitest", "unittest", "pytest", "cargo"}
 
 
 @pytest.mark.parametrize("task_id", LANGUAGES.ids())

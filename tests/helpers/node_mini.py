@@ -1,11 +1,21 @@
-"""A tiny Node.js repository and four tasks over it, one per Node.js runner (tap, node-test,
-mocha, jest), for the Node.js attacks (test_attacks_node.py).
+"""A tiny Node.js repository and six tasks over it, one per Node.js runner (tap, node-test,
+mocha, jest) and two more for the runners that read the repository's own configuration
+(jest with a jest.config.js, vitest with a vitest.config.ts), for the Node.js attacks
+(test_attacks_node.py).
 
 The repository is `calc`: calc.js's mean() returns NaN for an empty list where it must
 throw. Every task places the same hidden tests (one file per runner's style) and runs only
-its own runner's files. mocha and jest come from the npm registry when the image is built
-(the install step); tape is Debian's (/usr/share/nodejs, node's global path in the node-20
-image), node:test is node's own: those two tasks install nothing.
+its own runner's files. mocha, jest and vitest come from the npm registry when the image is
+built (the install step); tape is Debian's (/usr/share/nodejs, node's global path in the
+node-20 image), node:test is node's own: those two tasks install nothing.
+
+The configured variants start from commits of their own on top of the base: `jest-config`
+adds a jest.config.js naming a setup file, a transform (a tiny one of the repository's own,
+ES module imports to CommonJS) and a moduleNameMapper target, all under support/ (no test
+directory: only the configuration makes them protected); `vitest` adds a vitest.config.ts
+built from support/vitest.shared.ts with a setup file. Their hidden tests need all of that
+(an ES module import, a global the setup file defines, the mapped module), and their lists
+are written as other benchmarks write them (jest's `a › b`, vitest's `file > a > b`).
 """
 
 from __future__ import annotations
@@ -42,6 +52,55 @@ BASE_FILES = {
         });
         """),
     "README.md": "calc\n",
+}
+# what the tests' setup leaves them: the message an empty mean() throws
+SUPPORT = "'use strict';\nglobalThis.EMPTY = /empty/;\n"
+# a transform of the repository's own: ES module imports (static, and dynamic of a variable)
+# and `export {}` to CommonJS
+ESM_TRANSFORM = textwrap.dedent("""\
+    'use strict';
+    module.exports = {
+      process(src) {
+        const code = src
+          .replace(/^import\\s+\\{([^}]*)\\}\\s+from\\s+(['"][^'"]+['"]);?$/gm,
+            (_, names, spec) => `const {${names.replace(/\\s+as\\s+/g, ': ')}} = require(${spec});`)
+          .replace(/^import\\s+(\\w+)\\s+from\\s+(['"][^'"]+['"]);?$/gm,
+            (_, name, spec) => `const ${name} = require(${spec});`)
+          .replace(/^import\\s+(['"][^'"]+['"]);?$/gm, 'require($1);')
+          .replace(/\\bimport\\((\\w+)\\)/g, 'Promise.resolve().then(() => require($1))')
+          .replace(/^export\\s+\\{\\s*\\};?$/gm, '');
+        return { code };
+      },
+    };
+    """)
+# the commits the configured variants start from (over the base)
+CONFIGURED = {
+    "jest-config": {
+        "jest.config.js": textwrap.dedent("""\
+            'use strict';
+            module.exports = {
+              testEnvironment: 'node',
+              setupFiles: ['<rootDir>/support/setup.js'],
+              transform: { '\\\\.js$': '<rootDir>/support/esm.cjs' },
+              moduleNameMapper: { '^#two$': '<rootDir>/support/two.js' },
+            };
+            """),
+        "support/setup.js": SUPPORT,
+        "support/esm.cjs": ESM_TRANSFORM,
+        "support/two.js": "'use strict';\nmodule.exports = [1, 3];\n",
+    },
+    "vitest": {
+        "vitest.config.ts": textwrap.dedent("""\
+            import { defineConfig } from 'vitest/config';
+            import { shared } from './support/vitest.shared';
+
+            export default defineConfig({ test: { include: ['vt/**/*.test.ts'], ...shared } });
+            """),
+        "support/vitest.shared.ts": (
+            "export const shared = { setupFiles: ['./support/vsetup.ts'], testTimeout: 5000 };\n"
+        ),
+        "support/vsetup.ts": "(globalThis as any).EMPTY = /empty/;\n",
+    },
 }
 # the hidden tests: one file per runner's style, the same two tests in each
 HIDDEN = {
@@ -103,11 +162,51 @@ HIDDEN = {
           });
         });
         """),
+    # jest with the repository's configuration: an ES module import (the transform), a
+    # global of the setup file, a mapped module
+    "__tests__/mean.esm.test.js": textwrap.dedent("""\
+        import { mean } from '../calc';
+        import two from '#two';
+
+        describe('mean', () => {
+          test('empty throws', () => {
+            expect(() => mean([])).toThrow(globalThis.EMPTY);
+          });
+
+          test('two', () => {
+            expect(mean(two)).toBe(2);
+          });
+        });
+        """),
+    "vt/mean.test.ts": textwrap.dedent("""\
+        import { describe, test, expect } from 'vitest';
+        import { mean } from '../calc';
+
+        describe('mean', () => {
+          test('empty throws', () => {
+            expect(() => mean([])).toThrow((globalThis as any).EMPTY);
+          });
+
+          test('two', () => {
+            const xs: number[] = [1, 3];
+            expect(mean(xs)).toBe(2);
+          });
+        });
+        """),
 }
 NPM = "npm install --ignore-scripts --no-audit --no-fund --no-save --no-package-lock"
-# runner -> its install step (tape is Debian's, node:test is node's own)
-INSTALL = {"tap": "", "node-test": "", "mocha": f"{NPM} mocha@10.8.2", "jest": f"{NPM} jest@29.7.0"}
-# runner -> (test files it runs, FAIL_TO_PASS, PASS_TO_PASS)
+# variant -> its runner, the commit it starts from, its install step (tape is Debian's,
+# node:test is node's own)
+VARIANTS = {
+    "tap": ("tap", "base", ""),
+    "node-test": ("node-test", "base", ""),
+    "mocha": ("mocha", "base", f"{NPM} mocha@10.8.2"),
+    "jest": ("jest", "base", f"{NPM} jest@29.7.0"),
+    "jest-config": ("jest", "jest-config", f"{NPM} jest@29.7.0"),
+    "vitest": ("vitest", "vitest", f"{NPM} vitest@3.2.4"),
+}
+INSTALL = {variant: install for variant, (_, _, install) in VARIANTS.items()}
+# variant -> (test files it runs, FAIL_TO_PASS, PASS_TO_PASS)
 RUNS = {
     "tap": (
         ["test/mean.js", "test/basic.js"],
@@ -121,6 +220,18 @@ RUNS = {
         ["__tests__/mean.test.js::mean > empty throws"],
         ["__tests__/mean.test.js::mean > two"],
     ),
+    # as SWE-bench's and Multi-SWE-bench's jest and vitest parsers write them
+    "jest-config": (["__tests__/mean.esm.test.js"], ["mean › empty throws"], ["mean two"]),
+    "vitest": (["vt/mean.test.ts"], ["vt/mean.test.ts > mean > empty throws"], ["mean > two"]),
+}
+# the id each variant reports for its FAIL_TO_PASS test
+REPORTED_F2P = {
+    "tap": "test/mean.js::empty throws",
+    "node-test": "test/mean.test.js::empty throws",
+    "mocha": "test/mean.spec.js::mean > empty throws",
+    "jest": "__tests__/mean.test.js::mean > empty throws",
+    "jest-config": "__tests__/mean.esm.test.js::mean > empty throws",
+    "vitest": "vt/mean.test.ts::mean > empty throws",
 }
 TASK_YAML = """\
 id: {id}
@@ -140,8 +251,8 @@ gold_patch: gold.patch
 """
 
 
-def task_id(runner: str) -> str:
-    return "node-" + runner
+def task_id(variant: str) -> str:
+    return "node-" + variant
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -170,7 +281,8 @@ def _write(root: Path, files: dict[str, str | bytes | None]) -> None:
 
 
 class NodeMini:
-    """The repository, and a way to turn file edits into a real git diff."""
+    """The repository, and a way to turn file edits into a real git diff against the base
+    (or the commit a configured variant starts from)."""
 
     def __init__(self, root: Path):
         self.src = root / "src"
@@ -180,8 +292,18 @@ class NodeMini:
         git("add", "-A", cwd=self.src)
         git("commit", "-qm", "base", cwd=self.src)
         self.base = git("rev-parse", "HEAD", cwd=self.src).strip()
+        self.commits = {"base": self.base}
+        for name, files in CONFIGURED.items():
+            git("checkout", "-q", "-b", name, self.base, cwd=self.src)
+            _write(self.src, files)
+            git("add", "-A", cwd=self.src)
+            git("commit", "-qm", name, cwd=self.src)
+            self.commits[name] = git("rev-parse", "HEAD", cwd=self.src).strip()
+        git("checkout", "-q", "main", cwd=self.src)
 
-    def diff(self, files: dict[str, str | bytes | None]) -> bytes:
+    def diff(self, files: dict[str, str | bytes | None], at: str = "base") -> bytes:
+        """The diff of `files` against the commit `at` (base, or a configured variant's)."""
+        git("checkout", "-q", "--detach", self.commits[at], cwd=self.src)
         _write(self.src, files)
         try:
             git("add", "-A", cwd=self.src)
@@ -191,6 +313,7 @@ class NodeMini:
         finally:
             git("reset", "-q", "--hard", "HEAD", cwd=self.src)
             git("clean", "-qfdx", cwd=self.src)
+            git("checkout", "-q", "main", cwd=self.src)
 
 
 def _flow(items: list[str]) -> str:
@@ -200,24 +323,26 @@ def _flow(items: list[str]) -> str:
 
 
 HANG_TIMEOUT = 10  # the hang tasks' limit: a hang costs a test this long; an honest run takes 1-4 s
+# the others' limit: generous, it is never waited out (jest with the repository's configuration
+# starts jest twice, --showConfig at the base and the run: 40 s once on the loaded machine)
 
 
-def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 30) -> None:
-    """Two tasks per runner under `tasks` (and the shared bundle): node-RUNNER, and
-    node-RUNNER-hang, the same with a short time limit, for the hangs. Their instance
+def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 90) -> None:
+    """Two tasks per variant under `tasks` (and the shared bundle): node-VARIANT, and
+    node-VARIANT-hang, the same with a short time limit, for the hangs. Their instance
     images share every layer."""
     git("bundle", "create", "-q", str(tasks / "node-mini.bundle"), "--all", cwd=mini.src)
-    gold = mini.diff({"calc.js": FIXED})
     hidden = "{" + ", ".join(f"{rel}: {rel}" for rel in HIDDEN) + "}"
-    for (runner, (paths, f2p, p2p)), hang in itertools.product(RUNS.items(), (False, True)):
-        tid = task_id(runner) + ("-hang" if hang else "")
+    for (variant, (paths, f2p, p2p)), hang in itertools.product(RUNS.items(), (False, True)):
+        runner, at, install = VARIANTS[variant]
+        tid = task_id(variant) + ("-hang" if hang else "")
         d = tasks / tid
         d.mkdir()
         (d / "task.yaml").write_text(
             TASK_YAML.format(
                 id=tid,
-                commit=mini.base,
-                install=f'install: "{INSTALL[runner]}"\n' if INSTALL[runner] else "",
+                commit=mini.commits[at],
+                install=f'install: "{install}"\n' if install else "",
                 runner=runner,
                 paths=_flow(paths),
                 hidden=hidden,
@@ -227,4 +352,4 @@ def write_tasks(tasks: Path, mini: NodeMini, *, timeout: int = 30) -> None:
             )
         )
         _write(d, dict(HIDDEN))
-        (d / "gold.patch").write_bytes(gold)
+        (d / "gold.patch").write_bytes(mini.diff({"calc.js": FIXED}, at=at))

@@ -12,13 +12,17 @@ FIXED = (
     "  if (!xs.length) throw new RangeError('empty');\n"
     "  return xs.reduce((a, b) => a + b, 0) / xs.length;\n};\n"
 )
-RUNNERS = ("tap", "node-test", "mocha", "jest")
-# the file each runner's task runs its hidden tests from
+# one per task of tests/helpers/node_mini.py: each runner, and jest and vitest with the
+# repository's own configuration
+RUNNERS = ("tap", "node-test", "mocha", "jest", "jest-config", "vitest")
+# the file each variant's task runs its hidden tests from
 HIDDEN_OF = {
     "tap": "test/mean.js",
     "node-test": "test/mean.test.js",
     "mocha": "test/mean.spec.js",
     "jest": "__tests__/mean.test.js",
+    "jest-config": "__tests__/mean.esm.test.js",
+    "vitest": "vt/mean.test.ts",
 }
 
 
@@ -60,6 +64,20 @@ FAKE_TAPE = textwrap.dedent("""\
     test.only = test.skip = test;
     module.exports = test;
     """)
+# a transform that drops every expectation from the test files it is given
+PASSING_TRANSFORM = textwrap.dedent("""\
+    'use strict';
+    module.exports = {
+      process(src) {
+        return { code: src.replace(/^import .*$/gm, '').replace(/expect\\(/g, 'void (') };
+      },
+    };
+    """)
+# every vitest (chai) assertion of the process holds
+VITEST_FLIP = textwrap.dedent("""\
+    const expectGlobal = (globalThis as any)[Symbol.for('expect-global')];
+    if (expectGlobal) Object.getPrototypeOf(expectGlobal(1)).assert = function () {};
+    """)
 CONFIG_INJECTION = {
     "tap": {
         "node_modules/tape/index.js": FAKE_TAPE,
@@ -85,6 +103,27 @@ CONFIG_INJECTION = {
         "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
         '  "jest": {"setupFiles": ["./evil.cjs"]}\n}\n',
     },
+    # the repository's own configuration names these: each, changed, would pass every test
+    "jest-config": {
+        "support/setup.js": "'use strict';\nglobalThis.EMPTY = /./;\n" + EVIL_FLIP,
+        "support/esm.cjs": PASSING_TRANSFORM,
+        "support/two.js": "'use strict';\nmodule.exports = [2, 2];\n",
+        "jest.config.ts": "export default { setupFiles: ['./evil.cjs'], transform: {} };\n",
+        "jest.config.js": "module.exports = { setupFiles: ['./evil.cjs'], reporters: [] };\n",
+        "__mocks__/calc.js": "exports.mean = (xs) => { if (!xs.length) throw new Error('empty'); return 2; };\n",
+        "evil.cjs": EVIL_FLIP,
+        "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
+        '  "jest": {"setupFiles": ["./evil.cjs"]}\n}\n',
+    },
+    "vitest": {
+        "support/vsetup.ts": "(globalThis as any).EMPTY = /./;\n" + VITEST_FLIP,
+        "support/vitest.shared.ts": "export const shared = { setupFiles: ['./evil.ts'], reporters: [] };\n",
+        "vite.config.ts": "export default { test: { setupFiles: ['./evil.ts'] } };\n",
+        "vitest.config.mts": "export default { test: { setupFiles: ['./evil.ts'] } };\n",
+        "evil.ts": VITEST_FLIP,
+        "package.json": '{\n  "name": "calc",\n  "version": "1.0.0",\n  "private": true,\n  "main": "calc.js",\n'
+        '  "type": "module"\n}\n',
+    },
 }
 
 
@@ -95,6 +134,9 @@ def tests_edited(runner: str) -> dict[str, str | None]:
         "node-test": "const test = require('node:test');\ntest('empty throws', () => {});\ntest('two', () => {});\n",
         "mocha": "describe('mean', () => {\n  it('empty throws', () => {});\n  it('two', () => {});\n});\n",
         "jest": "describe('mean', () => {\n  test('empty throws', () => {});\n  test('two', () => {});\n});\n",
+        "jest-config": "describe('mean', () => {\n  test('empty throws', () => {});\n  test('two', () => {});\n});\n",
+        "vitest": "import { describe, test } from 'vitest';\n"
+        "describe('mean', () => {\n  test('empty throws', () => {});\n  test('two', () => {});\n});\n",
     }[runner]
     return {HIDDEN_OF[runner]: passing, "test/basic.js": None}
 
@@ -132,24 +174,42 @@ def blanket_flip(runner: str) -> str:
               globalThis.expect = Object.assign(() => pass, expect);
             }
             """,
+        "jest-config": """\
+            if (typeof expect === 'function') {
+              const pass = new Proxy(function () {}, { get: () => pass, apply: () => pass });
+              globalThis.expect = Object.assign(() => pass, expect);
+            }
+            """,
+        "vitest": """\
+            const expectGlobal = globalThis[Symbol.for('expect-global')];
+            if (expectGlobal) Object.getPrototypeOf(expectGlobal(1)).assert = function () {};
+            """,
     }
     return calc(flips[runner])
 
 
 # A signed-looking record written into the report pipe: the descriptor of a pipe whose other
-# end is not in this process (libuv's own pipes have both ends here; writing into those
-# crashes node before the record is written). Unsigned, so forged.
+# end is not in that process (libuv's own pipes have both ends there; writing into those
+# crashes node before the record is written), in this process and in its parent (vitest's
+# reporter is in the main process, the tests in its child). Unsigned, so forged.
 PIPE_FORGE = calc("""\
     const fs = require('fs');
     const line = JSON.stringify({ t: 'test', id: 'test/mean.js::empty throws', when: 'call', outcome: 'passed' });
-    const links = {};
-    for (const fd of fs.readdirSync('/proc/self/fd')) {
-      try { links[fd] = fs.readlinkSync('/proc/self/fd/' + fd); } catch (e) { /* gone */ }
-    }
-    const all = Object.values(links);
-    for (const [fd, link] of Object.entries(links)) {
-      if (Number(fd) > 2 && link.startsWith('pipe:') && all.filter((l) => l === link).length === 1) {
-        try { fs.writeSync(Number(fd), line + '\\tdeadbeef\\n'); } catch (e) { /* */ }
+    for (const proc of ['self', String(process.ppid)]) {
+      const links = {};
+      try {
+        for (const fd of fs.readdirSync('/proc/' + proc + '/fd')) {
+          try { links[fd] = fs.readlinkSync('/proc/' + proc + '/fd/' + fd); } catch (e) { /* gone */ }
+        }
+      } catch (e) { continue; /* not ours to read */ }
+      const all = Object.values(links);
+      for (const [fd, link] of Object.entries(links)) {
+        if (Number(fd) > 2 && link.startsWith('pipe:') && all.filter((l) => l === link).length === 1) {
+          try {
+            const w = proc === 'self' ? Number(fd) : fs.openSync('/proc/' + proc + '/fd/' + fd, 'w');
+            fs.writeSync(w, line + '\\tdeadbeef\\n');
+          } catch (e) { /* */ }
+        }
       }
     }
     """)

@@ -1,7 +1,9 @@
-"""The Node.js runners (grader/box/runners/tap.py, node_test.py, mocha.py, jest.py over
-nodejs.py), without Docker: the plan of a check, the options a task may not give, what is
-protected, the canaries' shape, and how the units' signed reports fold into one verdict's
-report (a crashed file's tests never pass, the canaries' failures leave the exit status)."""
+"""The Node.js runners (grader/box/runners/tap.py, node_test.py, mocha.py, jest.py, vitest.py
+over nodejs.py), without Docker: the plan of a check, the options a task may not give, what
+is protected (jest's and vitest's configurations and the files they name included), the
+canaries' shape, how the units' signed reports fold into one verdict's report (a crashed
+file's tests never pass, the canaries' failures leave the exit status), and ids written as
+other benchmarks write them."""
 
 from __future__ import annotations
 
@@ -18,15 +20,15 @@ from grader.box import runners as box_runners
 from grader.box import tree as boxtree
 from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.protect import Protection
-from grader.box.runners import jest, mocha, node_test, nodejs, tap
+from grader.box.runners import jest, mocha, node_test, nodejs, tap, vitest
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 from grader.tasks import model
 
-RUNNERS = {"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest}
+RUNNERS = {"tap": tap, "node-test": node_test, "mocha": mocha, "jest": jest, "vitest": vitest}
 
 
-def test_the_four_runners_are_registered_and_say_what_decides():
-    assert {"tap", "node-test", "mocha", "jest"} <= set(box_runners.test_runners())
+def test_the_node_runners_are_registered_and_say_what_decides():
+    assert set(RUNNERS) <= set(box_runners.test_runners())
     for name, module in RUNNERS.items():
         assert box_runners.runner(name) is module
         assert module.TESTS is True and module.COMMAND == "optional"
@@ -87,6 +89,16 @@ def test_plan_keeps_the_tasks_paths_args_and_command():
         ("jest", "--reporters=./r.js"),
         ("jest", "--testEnvironment=./env.js"),
         ("jest", "-w=4"),
+        ("vitest", "--reporter=json"),
+        ("vitest", "--config=vitest.other.ts"),
+        ("vitest", "--pool=threads"),
+        ("vitest", "--poolOptions.threads.singleThread"),
+        ("vitest", "--environment=./support/env.ts"),
+        ("vitest", "--browser"),
+        ("vitest", "--coverage.enabled"),
+        ("vitest", "--root=/"),
+        ("vitest", "-u"),
+        ("vitest", "--execArgv=--require=./x.js"),
     ],
 )
 def test_options_that_load_code_or_replace_the_reporter_are_refused(name, arg):
@@ -105,6 +117,8 @@ def test_options_that_load_code_or_replace_the_reporter_are_refused(name, arg):
         ("mocha", "--inline-diffs"),
         ("jest", "--testTimeout=10000"),
         ("jest", "--verbose"),
+        ("vitest", "--testTimeout=10000"),
+        ("vitest", "--sequence.shuffle=false"),
     ],
 )
 def test_ordinary_options_are_taken(name, arg):
@@ -180,6 +194,11 @@ def test_node_protection_covers_tests_configuration_and_installed_packages_but_n
         "__mocks__/fs.js",
         "types/index.d.ts",
         "lib/testing.js",
+        "vite.config.ts",
+        "vitest.config.mts",
+        "vitest.workspace.ts",
+        "src/__snapshots__/x.test.ts.snap",
+        "postcss.config.cjs",
     ]
     p = protection(files, ["test/parse.js"])
     protected = {f for f in files if p.why(f)}
@@ -312,7 +331,16 @@ def test_a_build_command_defers_the_canary_file_until_it_ran(tmp_path):
 
 @pytest.mark.parametrize(
     "name, arg",
-    [("mocha", "--grep=x"), ("mocha", "-b"), ("mocha", "--bail"), ("jest", "-t"), ("jest", "--testNamePattern=x")],
+    [
+        ("mocha", "--grep=x"),
+        ("mocha", "-b"),
+        ("mocha", "--bail"),
+        ("jest", "-t"),
+        ("jest", "--testNamePattern=x"),
+        ("vitest", "-t"),
+        ("vitest", "--bail=1"),
+        ("vitest", "--project=a"),
+    ],
 )
 def test_options_that_stop_early_or_select_by_name_turn_the_canaries_off(tmp_path, name, arg):
     tree = make_tree(tmp_path, {"test/a.js": ""})
@@ -572,3 +600,417 @@ def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
     assert (tmp_path / "lib/x.js").stat().st_uid == 1000
     assert (tmp_path / "test").stat().st_uid == 0  # the test file's directory, locked
     assert (tmp_path / "test" / "link").is_symlink()  # a link is neither followed nor changed
+
+
+# --- ids as other benchmarks write them (grader/checks/ids.py, judged in checks/tests.py) -----
+
+REPORTED = {
+    "test/a.test.js::mean > empty throws": "passed",
+    "test/a.test.js::mean > two": "failed",
+    "test/a.test.js::mean > two values": "passed",
+    "test/a.test.js::works": "passed",
+    "test/b.test.js::parse > works": "failed",
+    "test/b.test.js::parse > strict > works": "passed",
+    "test/b.test.js::dup": "passed",
+    "test/b.test.js::dup [2]": "failed",
+    "test/c.test.js::only": "passed",
+}
+
+
+def judged(f2p: list[str], p2p: list[str] | None = None, outcomes: dict[str, str] | None = None):
+    from grader.checks.tests import evaluate_tests
+
+    return evaluate_tests(
+        outcomes=dict(REPORTED if outcomes is None else outcomes),
+        report_problem=None,
+        exit_code=1,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p or [],
+        runner="jest",
+        exits=None,
+        title_ids=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "test/a.test.js::mean > empty throws",  # ours
+        "mean > empty throws",  # the title path without the file
+        "mean › empty throws",  # jest's
+        "mean empty throws",  # jest's fullName
+        "mean - empty throws",
+        "mean:empty throws",
+        "empty throws",  # the bare title
+        "test/a.test.js > mean > empty throws",  # vitest's verbose line
+        "./test/a.test.js::mean > empty throws",
+    ],
+)
+def test_a_listed_id_in_another_benchmarks_spelling_names_its_test(listed):
+    from grader.checks.ids import resolve
+
+    got, named = resolve([listed], REPORTED)
+    assert got == {listed: "passed"}
+    if listed != "test/a.test.js::mean > empty throws":
+        assert named == {listed: ["test/a.test.js::mean > empty throws"]}
+    outcome = judged([listed])
+    assert outcome.passed and outcome.tests.fail_to_pass == {"success": [listed], "failure": []}
+
+
+def test_an_ambiguous_bare_title_needs_every_test_it_names_to_pass():
+    from grader.checks.ids import resolve
+
+    got, named = resolve(["works"], REPORTED)
+    assert named["works"] == [
+        "test/a.test.js::works",
+        "test/b.test.js::parse > strict > works",
+        "test/b.test.js::parse > works",
+    ]
+    assert got == {"works": "failed"}
+    outcome = judged(["works"])
+    assert not outcome.passed and outcome.tests.fail_to_pass["failure"] == ["works"]
+    assert "works" in outcome.explanation and "not run" not in outcome.explanation
+
+
+def test_a_file_alone_needs_all_its_tests_and_one_failure_fails_it():
+    assert not judged(["test/a.test.js"]).passed  # `mean > two` failed
+    outcome = judged(["test/c.test.js"])
+    assert outcome.passed and outcome.tests.fail_to_pass["success"] == ["test/c.test.js"]
+
+
+def test_an_id_that_looks_like_a_prefix_of_another_names_only_itself():
+    from grader.checks.ids import resolve
+
+    got, named = resolve(["mean > two", "mean two"], REPORTED)
+    assert named == {"mean > two": ["test/a.test.js::mean > two"], "mean two": ["test/a.test.js::mean > two"]}
+    assert got == {"mean > two": "failed", "mean two": "failed"}
+    # and the longer one is not a prefix match of the shorter
+    assert resolve(["mean > two values"], REPORTED)[0] == {"mean > two values": "passed"}
+    assert resolve(["mean > tw", "test/a.test", "test/a.test.js::mean"], REPORTED) == ({}, {})
+
+
+def test_a_repeated_name_is_one_name_unless_the_run_s_own_id_is_listed():
+    from grader.checks.ids import resolve
+
+    assert resolve(["dup"], REPORTED)[0] == {"dup": "failed"}  # both must pass
+    assert resolve(["test/b.test.js::dup"], REPORTED)[0] == {"test/b.test.js::dup": "passed"}
+
+
+def test_an_id_that_names_nothing_was_not_run_and_is_named_as_listed():
+    outcome = judged(["mean › empty throws", "no such test"], ["test/gone.test.js"])
+    assert not outcome.passed
+    assert outcome.tests.fail_to_pass == {"success": ["mean › empty throws"], "failure": ["no such test"]}
+    assert outcome.tests.pass_to_pass["failure"] == ["test/gone.test.js"]
+    assert "no such test" in outcome.explanation and "test/gone.test.js" in outcome.explanation
+    assert "(2 not run)" in outcome.explanation
+    assert outcome.details["ids"] == {"mean › empty throws": ["test/a.test.js::mean > empty throws"]}
+
+
+def test_other_runners_keep_exact_ids():
+    from grader.checks.tests import evaluate_tests
+
+    outcome = evaluate_tests(
+        outcomes={"tests/test_a.py::test_x": "passed"},
+        report_problem=None,
+        exit_code=0,
+        fail_to_pass=["test_x"],
+        pass_to_pass=[],
+        runner="pytest",
+    )
+    assert not outcome.passed
+
+
+def test_file_ids_are_run_and_protected_with_the_hidden_tests():
+    assert nodejs.listed_files(["test/a.test.js", "./test/b.spec.ts::x", "works", "a > b.js"]) == [
+        "test/a.test.js",
+        "test/b.spec.ts",
+    ]
+    spec = jest.plan({"fail_to_pass": ["test/a.test.js", "mean › two"]}, {"test/h.test.js": "d"})
+    assert spec.paths == ["test/a.test.js", "test/h.test.js"]
+    for module in RUNNERS.values():
+        assert module.ID_STYLE == "title-path"
+
+
+# --- jest with the repository's own configuration ----------------------------------------------
+
+SHOWN = {
+    "configs": [
+        {
+            "automock": False,
+            "cache": True,
+            "cacheDirectory": "/tmp/jest_0",
+            "cwd": "/work/repo",
+            "id": "786d",
+            "moduleNameMapper": [["\\.css$", "/work/repo/support/style.js"], ["^@/(.*)$", "/work/repo/src/$1"]],
+            "rootDir": "/work/repo",
+            "roots": ["/work/repo"],
+            "runner": "/work/repo/node_modules/jest-runner/build/index.js",
+            "setupFiles": ["/work/repo/support/setup.js"],
+            "setupFilesAfterEnv": ["/work/repo/jest.setup.ts"],
+            "globalSetup": "/work/repo/support/global.js",
+            "testEnvironment": "/work/repo/node_modules/jest-environment-jsdom/build/index.js",
+            "testMatch": ["**/?(*.)+(spec|test).[tj]s?(x)"],
+            "testRegex": [],
+            "transform": [
+                ["^.+\\.tsx?$", "/work/repo/node_modules/ts-jest/dist/index.js", {"tsconfig": "tsconfig.test.json"}],
+                ["\\.txt$", "/work/repo/support/raw.cjs"],
+            ],
+        }
+    ],
+    "globalConfig": {
+        "bail": 0,
+        "rootDir": "/work/repo",
+        "testTimeout": 7000,
+        "testFailureExitCode": 3,
+        "testSequencer": "/work/repo/node_modules/@jest/test-sequencer/build/index.js",
+        "reporters": [["/work/repo/node_modules/jest-junit/index.js", {}]],
+        "collectCoverage": True,
+    },
+    "version": "29.7.0",
+}
+
+
+def test_the_repository_s_configuration_is_found_where_jest_finds_it(tmp_path):
+    tree = make_tree(tmp_path, {"package.json": '{"name": "x"}'})
+    assert jest.repository_config(tree) is None
+    (tmp_path / "package.json").write_text('{"name": "x", "jest": {"testEnvironment": "jsdom"}}')
+    assert jest.repository_config(tree) == "package.json"
+    (tmp_path / "jest.config.ts").write_text("export default {};")
+    assert jest.repository_config(tree) == "jest.config.ts"
+    (tmp_path / "jest.config.js").write_text("module.exports = {};")
+    assert jest.repository_config(tree) == "jest.config.js"
+
+
+def test_the_configuration_is_frozen_with_what_the_grader_owns_set_over_it():
+    doc = jest.shown_config("a line the config printed\n" + json.dumps(SHOWN, indent=2))
+    inline = jest.frozen_config(doc, "/tmp/.grader-r")
+    assert inline["reporters"] == ["default", "/tmp/.grader-r/jest-reporter.cjs"]
+    assert inline["cacheDirectory"] == jest.CACHE and inline["watchman"] is False
+    assert inline["testMatch"] == ["**/*"] and inline["testRegex"] == []
+    assert inline["moduleNameMapper"] == {"\\.css$": "/work/repo/support/style.js", "^@/(.*)$": "/work/repo/src/$1"}
+    assert inline["transform"] == {
+        "^.+\\.tsx?$": ["/work/repo/node_modules/ts-jest/dist/index.js", {"tsconfig": "tsconfig.test.json"}],
+        "\\.txt$": ["/work/repo/support/raw.cjs", {}],
+    }
+    assert inline["setupFiles"] == ["/work/repo/support/setup.js"] and inline["testTimeout"] == 7000
+    # what is not an option, or is the grader's: the id, the cache, coverage, bail, the
+    # failure status, the repository's reporters, jest's own sequencer
+    for key in ("id", "cwd", "cache", "collectCoverage", "bail", "testFailureExitCode", "testSequencer"):
+        assert key not in inline, key
+    two = dict(SHOWN, configs=[SHOWN["configs"][0], dict(SHOWN["configs"][0], displayName="b")])
+    inline = jest.frozen_config(two, "/r")
+    assert len(inline["projects"]) == 2 and "testMatch" not in inline and inline["rootDir"] == "/work/repo"
+    assert inline["projects"][0]["testMatch"] == ["**/?(*.)+(spec|test).[tj]s?(x)"]
+    with pytest.raises(ValueError, match="printed no configuration"):
+        jest.shown_config("Error: cannot find module ts-node")
+
+
+def test_a_mapper_of_the_package_s_own_name_is_the_library_not_a_stand_in():
+    shown = json.loads(json.dumps(SHOWN))
+    shown["configs"][0]["moduleNameMapper"] += [
+        ["^@acme/stats$", "/work/repo/src/index.ts"],
+        ["^@acme/stats/extra$", "/work/repo/src/extra.ts"],
+        ["^@acme/statsx$", "/work/repo/support/other.ts"],
+    ]
+    files = jest.module_files(shown, "/work/repo", "@acme/stats")
+    assert "src/index.ts" not in files and "src/extra.ts" not in files
+    assert {"support/style.js", "support/other.ts"} <= set(files)
+    assert "src/index.ts" in jest.module_files(shown, "/work/repo")  # no name: every file target
+
+
+def test_the_files_the_configuration_names_as_modules_are_the_repository_s_own():
+    assert jest.module_files(SHOWN, "/work/repo") == [
+        "jest.setup.ts",
+        "support/global.js",
+        "support/raw.cjs",
+        "support/setup.js",
+        "support/style.js",
+    ]
+
+
+def test_before_the_patch_jest_reads_the_configuration_and_its_files_are_protected(tmp_path, monkeypatch):
+    repo = "/work/repo"
+    shown = json.loads(json.dumps(SHOWN).replace(repo, str(tmp_path)))
+    tree = make_tree(
+        tmp_path,
+        {
+            "package.json": "{}",
+            "jest.config.js": "module.exports = {};",
+            "node_modules/jest/bin/jest.js": "",
+            "support/setup.js": "",
+            "support/global.js": "",
+            "support/raw.cjs": "",
+            "jest.setup.ts": "",
+            "__tests__/a.test.ts": "",
+        },
+    )
+    (tmp_path / "support/style.js").mkdir()  # a directory: not a module file
+    seen = {}
+
+    class Out:
+        def __init__(self, data: bytes):
+            self._data = data
+
+        def data(self) -> bytes:
+            return self._data
+
+    def fake_run(order_, argv, **kwargs):
+        seen["argv"] = argv
+        return {"exit_code": 0, "timed_out": False, "out": Out(json.dumps(shown).encode()), "err": Out(b"")}
+
+    monkeypatch.setattr(jest, "run_as_user", fake_run)
+    j = order(tmp_path, jest.plan({"paths": ["__tests__/a.test.ts"]}, {"__tests__/a.test.ts": "d"}))
+    jest.before_patch(j, tree)
+    assert seen["argv"][2:] == ["--showConfig", "--ci", "-i", "--watchman=false", "--config", "jest.config.js"]
+    assert j.check.base_config["file"] == "jest.config.js"
+    assert j.check.base_config["files"] == ["jest.setup.ts", "support/global.js", "support/raw.cjs", "support/setup.js"]
+    assert set(j.check.base_config["files"]) <= set(j.protect.files)
+    # a patch that edits them is taken back like the configuration itself
+    p = Protection(j.protect, {f: ("f", 0o644, 1, 1) for f in j.protect.files})
+    assert p.why("support/setup.js") == "hidden or listed test"
+    # the canaries now take the tests' own extension and syntax
+    c = jest.make_canaries(j, tree)
+    assert c["path"].endswith(".test.ts") and c["kind"] == "esm"  # TypeScript: no require
+
+    def failing(order_, argv, **kwargs):
+        return {"exit_code": 1, "timed_out": False, "out": Out(b""), "err": Out(b"Cannot find module 'ts-node'")}
+
+    monkeypatch.setattr(jest, "run_as_user", failing)
+    with pytest.raises(ValueError, match="could not read the repository's configuration.*ts-node"):
+        jest.before_patch(order(tmp_path, j.check), tree)
+
+
+def test_without_a_configuration_jest_stays_plain(tmp_path, monkeypatch):
+    tree = make_tree(tmp_path, {"package.json": '{"name": "calc"}', "__tests__/a.test.js": ""})
+    monkeypatch.setattr(jest, "run_as_user", lambda *a, **k: pytest.fail("no configuration to read"))
+    j = order(tmp_path, jest.plan({"paths": ["__tests__/a.test.js"]}, {}))
+    jest.before_patch(j, tree)
+    assert j.check.base_config is None
+    inline = jest.config(j, "/r")
+    assert inline["transform"] == {} and inline["testEnvironment"] == "node"
+
+
+# --- vitest -----------------------------------------------------------------------------------
+
+PROBE = {
+    "version": "3.2.4",
+    "projects": [
+        {
+            "name": "",
+            "configFile": "/work/repo/vitest.config.ts",
+            "deps": ["/work/repo/support/shared.ts", "/work/repo/vitest.config.ts"],
+            "setupFiles": ["/work/repo/support/setup.ts"],
+            "globalSetup": ["/work/repo/support/global.ts"],
+            "environment": "node",
+            "alias": ["/work/repo/src", "/work/repo/test/style.ts", "/@fs/work/repo/node_modules/vite/client.mjs"],
+            "pool": "threads",
+            "browser": False,
+        }
+    ],
+}
+
+
+def test_vitest_s_loaded_files_are_read_from_its_own_configuration():
+    doc = vitest.probed("some output of the config\n" + json.dumps(PROBE) + "\n")
+    assert vitest.loaded_files(doc, "/work/repo") == [
+        "src",
+        "support/global.ts",
+        "support/setup.ts",
+        "support/shared.ts",
+        "test/style.ts",
+        "vitest.config.ts",
+    ]
+    assert vitest.in_repo("/@fs/work/repo/a.ts?v=1", "/work/repo") == "a.ts"
+    assert vitest.in_repo("/work/repo/node_modules/x/y.js", "/work/repo") is None
+    with pytest.raises(ValueError, match="could not read"):
+        vitest.probed("Error: failed to load config")
+
+
+def test_before_the_patch_vitest_reads_its_configuration(tmp_path, monkeypatch):
+    shown = json.loads(json.dumps(PROBE).replace("/work/repo", str(tmp_path)))
+    tree = make_tree(
+        tmp_path,
+        {
+            "package.json": "{}",
+            "vitest.config.ts": "",
+            "node_modules/vitest/vitest.mjs": "",
+            "support/shared.ts": "",
+            "support/setup.ts": "",
+            "support/global.ts": "",
+            "test/style.ts": "",
+            "src/index.ts": "",
+            "test/a.test.ts": "import { expect, test } from 'vitest';\nimport { x } from '../src/index';\n",
+        },
+    )
+
+    class Out:
+        def data(self) -> bytes:
+            return (json.dumps(shown) + "\n").encode()
+
+    monkeypatch.setattr(vitest, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": Out()})
+    monkeypatch.setattr(nodejs, "reporter_dir", lambda: "/tmp/r")
+    j = order(tmp_path, vitest.plan({"paths": ["test/a.test.ts"]}, {"test/a.test.ts": "d"}))
+    vitest.before_patch(j, tree)
+    own = j.check.base_config
+    assert own["file"] == "vitest.config.ts" and own["pool"] == "forks"
+    assert own["files"] == [
+        "support/global.ts",
+        "support/setup.ts",
+        "support/shared.ts",
+        "test/style.ts",
+        "vitest.config.ts",
+    ]
+    assert "src" not in j.protect.files and "src/index.ts" not in j.protect.files  # a directory alias: the library's
+    c = vitest.make_canaries(j, tree)
+    source = (tmp_path / c["path"]).read_text()
+    assert c["path"].startswith("test/") and c["path"].endswith(".test.ts")
+    assert source.startswith("import { test, expect, beforeAll } from 'vitest';")
+    assert 'for (const spec of ["../src/index"])' in source and "require(" not in source and "export {};" in source
+    assert all(tid.startswith(c["path"] + "::") for tid in c["expect"])
+    shown["projects"][0]["browser"] = True
+    with pytest.raises(ValueError, match="browser"):
+        vitest.before_patch(order(tmp_path, j.check), tree)
+
+
+class _Out:
+    def __init__(self, doc: dict) -> None:
+        self.doc = doc
+
+    def data(self) -> bytes:
+        return (json.dumps(self.doc) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    "version, pool, want",
+    [("3.2.4", "vmThreads", "vmForks"), ("1.6.0", "vmThreads", "forks"), ("2.1.9", "threads", "forks")],
+)
+def test_a_vm_pool_stays_a_vm_pool_in_a_child_process(tmp_path, monkeypatch, version, pool, want):
+    out = _Out({"version": version, "projects": [{"configFile": None, "pool": pool}]})
+    tree = make_tree(tmp_path, {"node_modules/vitest/vitest.mjs": "", "a.test.ts": ""})
+    monkeypatch.setattr(vitest, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": out})
+    monkeypatch.setattr(nodejs, "reporter_dir", lambda: "/tmp/r")
+    j = order(tmp_path, vitest.plan({"paths": ["a.test.ts"]}, {}))
+    vitest.before_patch(j, tree)
+    assert j.check.base_config["pool"] == want
+    assert j.check.base_config["file"] is None
+
+
+def test_transformed_canaries_need_no_node_module_and_no_types():
+    for seed in range(20):
+        source = nodejs.transformed_source("jest", ["../calc"], [("a b", True), ("c d", False)], random.Random(seed))
+        assert "require(" not in source and "createHash" not in source and ": " not in source.split("test(")[0]
+        assert source.count("\ntest(") == 2 and "export {};" in source
+        assert nodejs.esm_syntax("import x from 'y';\n") and not nodejs.esm_syntax("const x = require('y');\n")
+
+
+def test_type_only_imports_are_not_borrowed(tmp_path):
+    tree = make_tree(
+        tmp_path,
+        {
+            "t/a.test.ts": (
+                "import type { X } from '../types';\nimport { y } from '../y';\nexport type { Z } from '../z';\n"
+            )
+        },
+    )
+    spec = vitest.plan({"paths": ["t/a.test.ts"]}, {"t/a.test.ts": "d"})
+    assert nodejs.borrowed(spec, tree) == ["../y"]

@@ -41,6 +41,7 @@ from . import (
     pytest,
     tap,
     unittest,
+    vitest,
 )
 
 RUNNERS: dict[str, ModuleType] = {
@@ -55,6 +56,7 @@ RUNNERS: dict[str, ModuleType] = {
     "node-test": node_test,
     "mocha": mocha,
     "jest": jest,
+    "vitest": vitest,
     "cargo": cargo,  # Rust
     "junit": junit,  # Java
     "ctest": ctest,  # C and C++

@@ -18,6 +18,7 @@ PROTECT = nodejs.NODE_PROTECT
 TESTS = True
 COMMAND = "optional"  # a build step run before the tests (tsc, say); the tests decide
 DECIDED_BY = "test report"
+ID_STYLE = nodejs.ID_STYLE  # listed ids may be written as other benchmarks write them
 LABEL = "mocha"
 # 0 when every test file's process exited 0 (or failed only by its canaries), else 1; a
 # file's own mocha exits with its number of failures

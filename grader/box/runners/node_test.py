@@ -17,6 +17,7 @@ PROTECT = nodejs.NODE_PROTECT
 TESTS = True
 COMMAND = "optional"  # a build step run before the tests (tsc, say); the tests decide
 DECIDED_BY = "test report"
+ID_STYLE = nodejs.ID_STYLE  # listed ids may be written as other benchmarks write them
 LABEL = "node:test"
 # 0 when every test file's process exited 0 (or failed only by its canaries), else 1
 EXIT_PASSED, EXIT_FAILED = 0, 1

@@ -1,4 +1,4 @@
-"""What the Node.js runners share (tap, node-test, mocha, jest; each is a module of its own
+"""What the Node.js runners share (tap, node-test, mocha, jest, vitest; each is a module of its own
 that imports this one): the paths a patch may not change, the plan of a check, the
 environment of every node process, the canaries, the test files sealed for the run, and
 the units' reports folded into one.
@@ -37,6 +37,10 @@ from .common import test_file
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx")
 REPORTERS = "node"  # grader/box/reporters/node/
+# Every Node.js runner reports `<file>::<describe > ... > test>`; a task may list a test as
+# other benchmarks write it (the title path joined otherwise, the bare title, the file
+# alone), resolved on the host (grader/checks/ids.py)
+ID_STYLE = "title-path"
 
 # What a patch may not change under any Node.js runner (restored to the base after the
 # patch; a file it adds there is removed):
@@ -44,11 +48,14 @@ REPORTERS = "node"  # grader/box/reporters/node/
 #   __tests__/ or spec/ directory that holds a test file (or a hidden one) at the base;
 # - runner configuration: package.json (node reads its "type", "imports", "exports" and
 #   "main" when it loads a test file; its scripts and its mocha/jest keys configure runners),
-#   .mocharc*, jest.config.*, vitest.config.*, babel.config.* and .babelrc*, tsconfig*.json
-#   (a task's command may compile the tests with it), the lock files, .npmrc, .nvmrc;
+#   .mocharc*, jest.config.*, vitest.* (config, workspace, setup), vite.config.*,
+#   babel.config.* and .babelrc*, tsconfig*.json (a task's command may compile the tests
+#   with it; ts-jest and vite read it), the configuration vite's plugins load in vitest's
+#   main process (postcss, tailwind, svelte), the lock files, .npmrc, .nvmrc;
 # - what node loads by itself: every node_modules/ directory (a patch may not bring or
-#   change installed packages), __mocks__/ (jest applies them by itself), native addons
-#   (*.node), Yarn's .pnp.* loaders.
+#   change installed packages), __mocks__/ (jest applies them by itself), __snapshots__/
+#   (what jest's and vitest's snapshot assertions compare with), native addons (*.node),
+#   Yarn's .pnp.* loaders.
 NODE_PROTECT: dict[str, list[str]] = {
     "names": [
         "package.json",
@@ -70,13 +77,18 @@ NODE_PROTECT: dict[str, list[str]] = {
     "prefixes": [
         ".mocharc",
         "jest.config",
-        "vitest.config",
-        "vitest.workspace",
+        "vitest.",
+        "vite.config",
         "babel.config",
         ".babelrc",
         "tsconfig",
+        # what vite's plugins load in vitest's main process, beside its reporter
+        "postcss.config",
+        ".postcssrc",
+        "tailwind.config",
+        "svelte.config",
     ],
-    "dir_suffixes": ["node_modules", "__mocks__"],
+    "dir_suffixes": ["node_modules", "__mocks__", "__snapshots__"],
     "test_modules": ["*.test.*", "*.spec.*", "test.js", "test.cjs", "test.mjs", "test.ts"],
     "test_dir_names": ["test", "tests", "__tests__", "spec"],
 }
@@ -143,9 +155,18 @@ def is_js(rel: str) -> bool:
     return rel.endswith(JS_SUFFIXES) and not rel.endswith(".d.ts")
 
 
+def file_id(tid: str) -> bool:
+    """Whether a listed id is a test file alone (all its tests must pass)."""
+    tid = tid.strip()
+    return "::" not in tid and is_js(tid) and " " not in tid and rel_ok(tid.removeprefix("./"))
+
+
 def listed_files(ids: list[str]) -> list[str]:
-    """The files a task's ids name (`<file>::<name>`), protected with the hidden tests."""
-    return sorted({test_file(tid) for tid in ids if "::" in tid})
+    """The files a task's ids name (`<file>::<name>`, or a test file alone), protected with
+    the hidden tests and run."""
+    named = {test_file(tid).strip().removeprefix("./") for tid in ids if "::" in tid}
+    named |= {tid.strip().removeprefix("./") for tid in ids if file_id(tid)}
+    return sorted(named)
 
 
 def hidden_js_tests(hidden: dict[str, str | None]) -> list[str]:
@@ -276,10 +297,22 @@ def seal(order: Order, tree: Tree, extra: list[str]) -> None:
     lock_dirs(order, tree, [r for r, d in manifest.items() if d is not None] + list(order.check.paths) + list(extra))
 
 
-def watched(order: Order) -> dict[str, tuple[int, int, int]]:
+def watched(order: Order, extra: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
     """What node loads by itself that the test processes could rewrite between units: every
-    file of every node_modules/ (its .cache/ aside) and the runner configuration the patch
-    may not change (package.json, ...), by inode, size, modification and change time."""
+    file of every node_modules/ (its .cache/ aside), the runner configuration the patch
+    may not change (package.json, ...) and the `extra` files (those the configuration names
+    as modules the runner loads), by size, modification and change time."""
+    out = _watched(order)
+    for rel in extra or []:
+        try:
+            st = os.lstat(os.path.join(order.repo, rel))
+        except OSError:
+            continue
+        out[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return out
+
+
+def _watched(order: Order) -> dict[str, tuple[int, int, int]]:
     names = set(NODE_PROTECT["names"])
     prefixes = tuple(NODE_PROTECT["prefixes"])
     out: dict[str, tuple[int, int, int]] = {}
@@ -427,11 +460,14 @@ def run_units(
     by_count: bool = False,
     prelude: str = "",
     extra_sealed: list[str] | None = None,
+    watched_extra: list[str] | None = None,
 ) -> None:
     """Run each (label, test files, argv) as a unit with a channel of its own, one after the
-    other, and record the folded report in `result`. Stops early when the time is up."""
+    other, and record the folded report in `result`. Stops early when the time is up.
+    `extra_sealed`: more files sealed like the task's tests; `watched_extra`: more files
+    watched like node_modules/."""
     seal(order, tree, list(extra_sealed or []))
-    before = watched(order)
+    before = watched(order, watched_extra)
     units: list[Unit] = []
     seconds = 0.0
     if result.get("timed_out"):  # the command used the time up
@@ -446,7 +482,7 @@ def run_units(
             break
     files = {label: list(tests) for label, tests, _ in commands}
     exit_code, report = fold(units, canaries, runner, by_count=by_count, files=files)
-    moved = changed_while_running(before, watched(order))
+    moved = changed_while_running(before, watched(order, watched_extra))
     if moved and not report.get("problem"):
         shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
         report.setdefault("integrity", []).append(f"{shown}: loaded by node or the runner, changed while the tests ran")
@@ -493,6 +529,7 @@ CANARY_WORDS = [
 ]
 REQUIRE = re.compile(r"""\brequire\(\s*(['"])([^'"\n]+)\1\s*\)""")
 IMPORT = re.compile(r"""(?m)^\s*(?:import|export)\s+(?:[^'";]*?\s+from\s+)?(['"])([^'"\n]+)\1""")
+TYPE_ONLY = re.compile(r"\s*(?:import|export)\s+type\s")
 FRAMEWORKS = {"tape", "mocha", "node:test", "test", "@jest/globals", "jest", "vitest"}
 
 
@@ -516,6 +553,11 @@ def module_kind(tree: Tree, rel: str) -> str:
     return "cjs"
 
 
+def esm_syntax(source: str) -> bool:
+    """Whether test code is written as ES modules (import / export statements)."""
+    return bool(re.search(r"(?m)^\s*(?:import\s*[\w{*'\"]|export\s)", source))
+
+
 def borrowed(check: CheckSpec, tree: Tree) -> list[str]:
     """The modules the hidden tests load (their require() and import specifiers), so that
     the canaries load the code under test as the tests do. Test frameworks and the test
@@ -529,8 +571,8 @@ def borrowed(check: CheckSpec, tree: Tree) -> list[str]:
         src = data.decode("utf-8", "replace")
         for m in list(REQUIRE.finditer(src)) + list(IMPORT.finditer(src)):
             spec = m.group(2)
-            if spec in FRAMEWORKS or spec in out:
-                continue
+            if spec in FRAMEWORKS or spec in out or TYPE_ONLY.match(m.group(0)):
+                continue  # a framework, a repeat, or types only (nothing there at run time)
             if spec.startswith("."):  # a test file itself would run its tests again
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), spec))
                 if target in tests or posixpath.splitext(target)[0] in tests:
@@ -543,10 +585,11 @@ def _js(value: Any) -> str:
     return json.dumps(value)
 
 
-def canary_check(rng: random.Random, must_pass: bool, style: str) -> str:
+def canary_check(rng: random.Random, must_pass: bool, style: str, *, pure: bool = False) -> str:
     """One assertion, in the runner's own style (tape's `t`, node's assert, jest's expect),
-    that holds iff must_pass."""
-    shape = rng.randrange(5)
+    that holds iff must_pass. `pure`: of the language alone (no node module: a TypeScript
+    test file may have no node types)."""
+    shape = rng.choice((0, 1, 3, 4)) if pure else rng.randrange(5)
     want: Any
     if shape == 0:
         xs = [rng.randint(-50, 99) for _ in range(rng.randint(3, 6))]
@@ -612,8 +655,32 @@ def canary_file_name(check: CheckSpec, tree: Tree, rng: random.Random, vocabular
     raise ValueError("no canary file name left")
 
 
+def transformed_source(style: str, specs: list[str], tests: list[tuple[str, bool]], rng: random.Random) -> str:
+    """A canary file for a runner that transforms its test files (jest with the repository's
+    configuration, vitest): written in the syntax of the tests beside it (ES modules, valid
+    TypeScript: no types, no node module), loading what the tests load by dynamic import
+    (a module the tests import only for its types is not there at run time)."""
+    lines = ["import { test, expect, beforeAll } from 'vitest';"] if style == "vitest" else []
+    if specs:
+        lines += [
+            "beforeAll(async () => {",
+            f"  for (const spec of {_js(specs)}) {{",
+            "    try { await import(spec); } catch { /* as the tests load it */ }",
+            "  }",
+            "});",
+        ]
+    lines.append("export {};")
+    body = "\n".join(lines) + "\n"
+    for name, must_pass in tests:
+        body += f"\ntest({_js(name)}, () => {{\n{canary_check(rng, must_pass, 'jest', pure=True)}}});\n"
+    return body
+
+
 def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str, bool]], rng: random.Random) -> str:
-    """The canary file: `style` tape | node-test | mocha | jest, `kind` cjs | esm."""
+    """The canary file: `style` tape | node-test | mocha | jest | vitest, `kind` cjs | esm
+    (for jest and vitest esm means a transformed file: transformed_source)."""
+    if style == "vitest" or (style == "jest" and kind == "esm"):
+        return transformed_source(style, specs, tests, rng)
     lines: list[str] = []
     if kind == "esm":
         if style == "tape":
@@ -650,14 +717,16 @@ def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str
 
 
 def make_canaries(
-    order: Order, tree: Tree, style: str, blockers: tuple[str, ...], *, per_unit: bool
+    order: Order, tree: Tree, style: str, blockers: tuple[str, ...], *, per_unit: bool, transformed: bool = False
 ) -> dict[str, Any] | None:
     """This run's canary file beside the tests, named like them: tests in the runner's own
     style that must fail and tests that must pass, loading what the hidden tests load.
     `per_unit`: they run inside each test file's process and are named as that file's tests
     (tape, node:test, mocha), else they are one more test file of the run (jest). With a
     command (a build step that may remove and rewrite the test directory) the file is
-    written by `write_canaries` after it; its digest is known then."""
+    written by `write_canaries` after it; its digest is known then. `transformed`: the
+    runner transforms its test files (jest with the repository's configuration, vitest):
+    the canary file takes the tests' own extension and syntax."""
     check = order.check
     if not check.canaries:
         return None
@@ -679,7 +748,8 @@ def make_canaries(
         name = canary_name(rng, vocabulary, taken, sources)
         taken.add(name)
         tests.append((name, must_pass))
-    suffix = ".js" if style == "jest" and posixpath.splitext(check.paths[0])[1] not in (".js", ".cjs") else ""
+    plain_jest = style == "jest" and not transformed
+    suffix = ".js" if plain_jest and posixpath.splitext(check.paths[0])[1] not in (".js", ".cjs") else ""
     rel = canary_file_name(check, tree, rng, vocabulary, suffix)
     expect: dict[str, str] = {}
     for name, must_pass in tests:
@@ -693,6 +763,13 @@ def make_canaries(
         "specs": borrowed(check, tree),
         "seed": rng.getrandbits(64),
     }
+    if plain_jest:
+        out["kind"] = "cjs"
+    elif transformed:
+        # TypeScript (which may have no node types for require) and ES module tests: the
+        # transformed form; plain CommonJS tests: CommonJS
+        typed = rel.endswith((".ts", ".tsx", ".mts", ".cts"))
+        out["kind"] = "esm" if style == "vitest" or typed or esm_syntax(sources) else "cjs"
     if not check.command:
         if not write_canaries(tree, out):
             return {"skipped": "the canaries cannot load as this task's test files do (an ES module under tape)"}
@@ -705,7 +782,7 @@ def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
     """Write the canary file (root's, read-only) in the module kind of its place; False
     where the runner cannot load it so (tape requires it: CommonJS only)."""
     rel = canaries["path"]
-    kind = "cjs" if canaries["style"] == "jest" else module_kind(tree, rel)
+    kind = canaries.get("kind") or module_kind(tree, rel)
     if canaries["style"] == "tape" and kind == "esm":
         return False
     tests = [(str(n), bool(p)) for n, p in canaries["tests"]]

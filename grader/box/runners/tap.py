@@ -16,6 +16,7 @@ PROTECT = nodejs.NODE_PROTECT
 TESTS = True
 COMMAND = "optional"  # a build step run before the tests (tsc, say); the tests decide
 DECIDED_BY = "test report"
+ID_STYLE = nodejs.ID_STYLE  # listed ids may be written as other benchmarks write them
 LABEL = "tape"
 # the check's status: 0 when every test file's process exited 0 (or failed only by its
 # canaries), 1 otherwise (nodejs.fold); a file's own process exits 1 when a test failed
