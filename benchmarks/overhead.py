@@ -28,8 +28,9 @@ of the gold patch through the pipeline in the same image and runtime, from the h
 to its result. Both apply the patch and run the tests; the difference is what the grader
 adds (a container for the grade, the supervisor, protection, the signed reporters,
 canaries, the report). A language whose bare run is not faster than its grade is reported
-as broken, never as a negative overhead (Java's: `junit-run` compiles every source, the
-grade only what the patch changed against the classes prebuilt in the image).
+as broken, never as a negative overhead. Java's bare run builds as a developer does after
+an edit: the changed sources against the classes the image prebuilt, as the grade does
+(`junit-run` alone would compile every source, and was slower than a grade).
 
     .venv/bin/python benchmarks/overhead.py [--rounds 30] [--runtimes runc,runsc] [--json FILE]
     .venv/bin/python benchmarks/overhead.py --languages [--language-rounds 5] [--only go-median-even,...]
@@ -348,11 +349,29 @@ LANGUAGES = ROOT / "tasks" / "languages"
 # runner -> the command that runs the same tests without the grader: the project's own way,
 # doing the work the grade does (go vet is off in the grade too; node runs the test file
 # itself, as the grade's one process per file does, rather than `node --test`'s extra child)
+# Java as a developer builds after an edit: one javac of the main sources that differ from
+# the base and the hidden test class, against the classes the image prebuilt (junit-run
+# --prebuild), then the JUnit console launcher on them: what the grade does (one javac of
+# what the patch changed and the tests); `junit-run` alone compiles every source.
+J = "/usr/share/java"
+JAVA_BARE = (
+    "B=$(mktemp -d) && "
+    "javac -J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC -proc:none -nowarn -d $B "
+    f"-cp /opt/java-build/main:{J}/junit-jupiter-api.jar:{J}/apiguardian-api.jar:{J}/opentest4j.jar:"
+    f"{J}/junit-platform-commons.jar $(git diff --name-only HEAD -- src/main/java) "
+    "src/test/java/stats/MedianTest.java && "
+    f"java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp {J}/junit-platform-console.jar:"
+    f"{J}/junit-platform-launcher.jar:{J}/junit-platform-engine.jar:{J}/junit-platform-commons.jar:"
+    f"{J}/junit-platform-reporting.jar:{J}/junit-jupiter-engine.jar:{J}/junit-jupiter-api.jar:"
+    f"{J}/junit-jupiter-params.jar:{J}/opentest4j.jar:{J}/apiguardian-api.jar:{J}/picocli.jar:"
+    f"{J}/univocity-parsers.jar org.junit.platform.console.ConsoleLauncher execute --disable-banner "
+    "--details=summary --class-path $B:/opt/java-build/main --select-class stats.MedianTest"
+)
 BARE: dict[str, str] = {
     "go": "go test -vet=off -count=1 ./...",
     "node-test": "node test/median.test.js",
     "cargo": "cargo test --offline -q",
-    "junit": "junit-run",
+    "junit": JAVA_BARE,
     "ctest": "cmake --build build && ctest --test-dir build",
     "unittest": "python -m unittest tests.test_median",
     "pytest": "python -m pytest -q -p no:cacheprovider tests",
