@@ -12,7 +12,7 @@ import secrets
 from pathlib import Path
 from typing import cast
 
-from flask import Flask
+from flask import Flask, Response, current_app, request, session
 from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
@@ -48,8 +48,39 @@ def create_app(settings: Settings | None = None, *, service: Handles | None = No
     app.extensions["grader"] = svc
     api.init_app(app)
     portal.init_app(app)
+    app.after_request(_headers)
     logging.getLogger("grader").setLevel(logging.INFO)
     return app
+
+
+def _headers(response: Response) -> Response:
+    """What every answer says of itself to a browser and to caches in between.
+
+    No page of ours is meant to be framed (a framed page can be clicked on by a page that
+    overlays it: CSP frame-ancestors for today's browsers, X-Frame-Options for older
+    ones), and no body is to be sniffed into another type (a patch or a test output
+    served as text must stay text). An answer to a caller who said who they are (an API
+    key, a session cookie) or that signs someone in or out is nobody else's: no cache
+    may keep it (a shared proxy, the browser's back button on a shared machine). Public
+    answers to anonymous callers (the leaderboard, the docs) may be cached as before."""
+    headers = response.headers
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    csp = headers.get("Content-Security-Policy")
+    if csp is None:
+        headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    elif "frame-ancestors" not in csp:
+        headers["Content-Security-Policy"] = csp.rstrip("; ") + "; frame-ancestors 'none'"
+    private = (
+        "Authorization" in request.headers
+        or current_app.config["SESSION_COOKIE_NAME"] in request.cookies
+        or session.modified  # its cookie is set or cleared on the way out (after this hook)
+        or "Set-Cookie" in headers
+    )
+    if private:
+        headers["Cache-Control"] = "no-store"
+    response.vary.update(("Authorization", "Cookie"))  # what decides whether an answer is private
+    return response
 
 
 def _development_key(settings: Settings) -> str:

@@ -261,7 +261,20 @@ class WorkersOut(BaseModel):
     queue: dict[str, int]
 
 
-Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$")]
+def _link(url: str) -> str:
+    """A run's project or paper URL, checked as a callback URL is (grader/webhooks.py:
+    http or https, a real host, a valid port, no credentials), without resolving it: the
+    service never fetches it, the portal shows it as a link."""
+    from grader.webhooks import CallbackRefused, check_url
+
+    try:
+        check_url(url, allow_private=True, resolve=False, name="the URL")
+    except CallbackRefused as exc:
+        raise ValueError(str(exc)) from None
+    return url
+
+
+Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$"), AfterValidator(_link)]
 
 
 class RunPatch(_In):

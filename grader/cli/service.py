@@ -28,6 +28,13 @@ def _service(settings: Settings) -> Handles:
     return svc
 
 
+UNPROTECTED = (
+    "grader serve on {bind}: gunicorn reads every request itself, so a client that sends slowly "
+    "holds one of its threads; for anything but local use, put nginx in front of it "
+    "(grader proxy config) and bind this where only nginx reaches"
+)
+
+
 @main.command()
 @click.option("--bind", default=API_BIND, show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
@@ -41,12 +48,19 @@ def _service(settings: Settings) -> Handles:
 )
 @common
 def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
-    """Run the REST API under gunicorn. The schema is migrated first."""
+    """Run the REST API under gunicorn. The schema is migrated first.
+
+    For local use, or behind a buffering proxy: gunicorn's threads read each request
+    themselves, so a client that sends its headers or body slowly holds a thread for as
+    long as it likes, and a few hundred such connections (no key needed) hold them all.
+    Wherever others can reach the service, put nginx in front (`grader proxy config`)
+    and bind this to an address only nginx reaches."""
     from gunicorn.app.base import BaseApplication
 
     from grader.app import create_app
 
     _service(settings).close()
+    click.echo(UNPROTECTED.format(bind=bind), err=True)
     # other requests, and other teams, must always find a thread: neither the requests held
     # for their verdict nor one team's requests in progress may take the last 4
     settings = settings.model_copy(
