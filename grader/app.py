@@ -9,15 +9,20 @@ import datetime as dt
 import logging
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from flask import Flask, Response, current_app, request, session
 from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
+from grader.api.inflight import drain
 from grader.config import Settings, get_settings
 from grader.handles import Handles
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = ["create_app"]
 
@@ -49,6 +54,8 @@ def create_app(settings: Settings | None = None, *, service: Handles | None = No
     api.init_app(app)
     portal.init_app(app)
     app.after_request(_headers)
+    if settings.proxied:
+        app.wsgi_app = _Drained(app.wsgi_app, settings.max_request_bytes)  # type: ignore[method-assign]
     logging.getLogger("grader").setLevel(logging.INFO)
     return app
 
@@ -81,6 +88,21 @@ def _headers(response: Response) -> Response:
         headers["Cache-Control"] = "no-store"
     response.vary.update(("Authorization", "Cookie"))  # what decides whether an answer is private
     return response
+
+
+class _Drained:
+    """The app, reading what is left of each request's body after it has answered and
+    before the answer goes out (grader/api/inflight.py: drain): behind a buffering proxy
+    (GRADER_PROXIED) a refusal from the headers must not leave the proxy's connection
+    with unread bytes."""
+
+    def __init__(self, app: WSGIApplication, limit: int):
+        self.app, self.limit = app, limit
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        answer = self.app(environ, start_response)
+        drain(environ, self.limit)
+        return answer
 
 
 def _development_key(settings: Settings) -> str:

@@ -111,6 +111,12 @@ class Settings(BaseSettings):
         description="requests held for their verdict at once by one API process; `grader serve` keeps it "
         "at least 4 below its threads, so requests that do not wait always find one",
     )
+    proxied: bool = Field(
+        False,
+        description="the API is reached through a buffering proxy that reads every body whole first "
+        "(grader proxy config): an answer given before a body was read (a refusal from the headers) "
+        "reads the rest first, so that the proxy's connection ends cleanly instead of being reset",
+    )
     max_request_bytes: int = Field(
         64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
     )

@@ -79,6 +79,9 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
                 "worker_class": "gthread",
                 "timeout": int(settings.max_wait + 60),
                 "graceful_timeout": 30,
+                # idle keep-alive connections are kept longer than the proxy keeps its own
+                # (grader proxy config: 2 s), so that it never sends on one being closed
+                "keepalive": 5,
                 "accesslog": "-",
                 "errorlog": "-",
                 "loglevel": "info",

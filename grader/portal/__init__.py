@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
 SESSION_KEY = "grader:portal:session:"  # + sha256 of the session id -> the key's hash
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+FORM_BYTES = 64 * 1024  # the largest body a portal page reads
 SORTS = {
     "resolved": "resolved",
     "solve_rate": "solve rate",
@@ -90,6 +91,11 @@ def _who() -> None:
     g.team = None
     if request.path.startswith("/v1/"):
         return
+    # the portal's forms are a few hundred bytes: nobody's body is read past this, and one
+    # whose length is not announced (a browser always announces a form's) is not read at all
+    request.max_content_length = FORM_BYTES
+    if request.method in UNSAFE and request.content_length is None and request.headers.get("Transfer-Encoding"):
+        abort(411, description="Send the form with its Content-Length.")
     if request.method in UNSAFE and not _same_site_origin():
         abort(403, description="This form was sent from another site; open the page here and send it again.")
     if not session.get("sid"):

@@ -2,8 +2,10 @@
 of a `grader serve` (tests/helpers/service.py: api_process), and clients that connect
 from an address of their own.
 
-    with api_process(db, redis, tmp) as api, nginx_in_front(api) as url:
+    with api_process(db, redis, tmp, **PROXIED) as api, nginx_in_front(api) as url:
         requests.get(url + "/healthz")
+
+The API behind nginx is told so (PROXIED: GRADER_PROXIED, as docker-compose.yml sets it).
 
 Every loopback address is this machine's (127.0.0.0/8), so a client that binds its
 socket to 127.0.0.2 before connecting is, to nginx, another address than one bound to
@@ -30,6 +32,8 @@ from requests.adapters import HTTPAdapter
 
 from helpers.servers import INSTALL_HINT, ServerError, _die_with_parent, free_port, log_tail
 from helpers.service import BIN
+
+PROXIED = {"GRADER_PROXIED": "true"}
 
 
 def nginx_binary() -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from helpers.proxy import nginx_in_front
+from helpers.proxy import PROXIED, nginx_in_front
 from helpers.service import api_process, new_key
 
 pytestmark = pytest.mark.service
@@ -113,7 +113,7 @@ def database_url(tmp_path) -> str:
 
 def test_the_headers_pass_through_the_proxy(database_url, redis_url, tmp_path, svc):
     key = new_key(svc, "team-a")
-    with api_process(database_url, redis_url, tmp_path) as api, nginx_in_front(api) as url:
+    with api_process(database_url, redis_url, tmp_path, **PROXIED) as api, nginx_in_front(api) as url:
         for base in (api, url):
             public = requests.get(f"{base}/leaderboard", timeout=30)
             _frames_refused(public.headers)

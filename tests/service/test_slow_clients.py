@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from helpers.proxy import connect_from, nginx_in_front, source_session
+from helpers.proxy import PROXIED, connect_from, nginx_in_front, source_session
 from helpers.service import api_process, make_service, new_key, outside_patch, worker_process
 
 pytestmark = pytest.mark.service
@@ -160,7 +160,7 @@ def test_slow_clients_hold_nginx_sockets_not_the_apis_threads(database_url, redi
     svc.close()
     env = {"GRADER_MAX_WAIT": "30"}
     with (
-        api_process(database_url, redis_url, tmp_path, "--workers", "2", **env) as api,
+        api_process(database_url, redis_url, tmp_path, "--workers", "2", **env, **PROXIED) as api,
         worker_process(database_url, redis_url, tmp_path, **env),
         nginx_in_front(api, **env) as url,
     ):

@@ -30,6 +30,7 @@ def test_compose_puts_nginx_in_front_and_publishes_only_it():
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     proxy, api = services["proxy"], services["api"]
     assert "ports" not in api, "gunicorn must not face clients: only the proxy publishes a port"
+    assert api["environment"]["GRADER_PROXIED"] == "true"  # a refusal from the headers reads the body first
     assert proxy["image"].startswith("nginx:")
     assert "./deploy/nginx/grader.conf:/etc/nginx/conf.d/default.conf:ro" in proxy["volumes"]
     assert any(str(p).endswith(f":{COMPOSE['listen']}") for p in proxy["ports"])
