@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from grader.errors import StoreError
+from grader.names import normal
 from grader.store.db import Database
 from grader.store.models import Run, Submission, Team, utcnow
 
@@ -42,11 +43,16 @@ def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
 
 
 def find(s: Session, ref: str, *, team_id: int | None) -> Run | None:
-    """A run by public id, or by name among `team_id`'s runs."""
-    run = s.get(Run, ref) if len(ref) == 16 else None
-    if run is None and team_id is not None:
-        run = s.scalar(select(Run).where(Run.team_id == team_id, Run.name == ref))
-    return run
+    """A run by name among `team_id`'s own runs, else by public id: a team's own name wins
+    for that team, so that no other team's run (whose id a name made before grader/names.py
+    refused id-shaped names may spell) stands in for it. Names are looked up NFC, and as
+    given (a name stored before they were normalised)."""
+    if team_id is not None:
+        spellings = list(dict.fromkeys((normal(ref), ref)))
+        own = s.scalars(select(Run).where(Run.team_id == team_id, Run.name.in_(spellings))).all()
+        if own:
+            return min(own, key=lambda r: spellings.index(r.name))
+    return s.get(Run, ref) if len(ref) == 16 else None
 
 
 def visible(s: Session, *, team_id: int | None, admin: bool) -> list[Run]:
