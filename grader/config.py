@@ -120,6 +120,12 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
     )
+    max_publish_per_day: int = Field(
+        10,
+        ge=0,
+        description="runs a team may publish (make public for the first time) a UTC day; past it 429 "
+        "(hosts are not bound): every published run is one more on every reader's leaderboard",
+    )
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")

@@ -50,6 +50,7 @@ REFUSAL_STATUS = {
     "invalid_callback_url": 422,
     "patch_too_large": 413,
     "run_locked": 409,
+    "run_deleted": 409,
     "idempotency_conflict": 409,
     "quota_exceeded": 429,
     "queue_full": 503,

@@ -161,6 +161,11 @@ class Run(Base):
     # when it was first shown on the leaderboard (public, or a baseline): from then on it
     # takes no more submissions and cannot be deleted, even if it is made private again
     published_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # a batch being stored into the run, CHUNK items per transaction (grader/intake.py):
+    # until when (renewed by every chunk) and by which request; delete and publish are
+    # refused meanwhile, so that a run is never changed under a batch (migration 0007)
+    intake_until: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    intake_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
     team: Mapped[Team] = relationship()
 

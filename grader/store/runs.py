@@ -10,11 +10,12 @@ team's history (and its quota) with no run."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,19 +28,83 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
 
-def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
-    """Make the runs that do not exist yet; safe against a concurrent request making them."""
+def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | None = None) -> dict[str, str]:
+    """Make the runs that do not exist yet (safe against a concurrent request making them);
+    every run's id by name. `lease`: a batch stored in several transactions is about to
+    go into them, and takes their intake lease first (`storing`)."""
     if not names:
-        return
-    with db.read() as s:
-        have = set(s.scalars(select(Run.name).where(Run.team_id == team_id, Run.name.in_(names))))
-    for name in sorted(names - have):
+        return {}
+
+    def have() -> dict[str, str]:
+        with db.read() as s:
+            rows = s.execute(select(Run.name, Run.id).where(Run.team_id == team_id, Run.name.in_(names)))
+            return {name: run_id for name, run_id in rows}
+
+    runs = have()
+    for name in sorted(names - set(runs)):
+        run_id = secrets.token_hex(8)
         try:
             with db.write() as s:
-                s.add(Run(id=secrets.token_hex(8), team_id=team_id, name=name))
+                s.add(Run(id=run_id, team_id=team_id, name=name))
+            runs[name] = run_id
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
-                raise  # else: made meanwhile by another request
+                raise
+            runs = {**have(), **runs}  # made meanwhile by another request
+    if lease:
+        with db.write() as s:
+            lease.renew(s, set(runs.values()))
+    return runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """A batch's hold on the runs it is stored into, between its transactions: renewed by
+    each, given back at the end; one that is not renewed (its process died) runs out."""
+
+    token: str
+    seconds: float
+
+    def renew(self, s: Session, run_ids: set[str]) -> None:
+        if run_ids:
+            until = utcnow() + dt.timedelta(seconds=self.seconds)
+            s.execute(update(Run).where(Run.id.in_(run_ids)).values(intake_until=until, intake_token=self.token))
+
+    def release(self, db: Database, run_ids: set[str]) -> None:
+        """Given back, unless another batch has taken the run since (its own end gives it back)."""
+        if run_ids:
+            with db.write() as s:
+                s.execute(
+                    update(Run)
+                    .where(Run.id.in_(run_ids), Run.intake_token == self.token)
+                    .values(intake_until=None, intake_token=None)
+                )
+
+
+def storing(run: Run, now: dt.datetime | None = None) -> float:
+    """Seconds left of a batch's intake lease on `run` (0: none is being stored into it)."""
+    if run.intake_until is None:
+        return 0.0
+    until = run.intake_until if run.intake_until.tzinfo else run.intake_until.replace(tzinfo=dt.UTC)
+    return max(0.0, (until - (now or utcnow())).total_seconds())
+
+
+def changed_under(s: Session, team_id: int, runs: dict[str, str | None], *, admin: bool) -> dict[str, Run | None]:
+    """Of the runs a chunk of a batch goes into (name -> the id it had when the batch
+    began), those that changed since, read in the chunk's own transaction after the team's
+    lock: deleted (None: a run of that name now, if any, is another run) or published and
+    so locked (the run) unless the team is the host. Their items are refused."""
+    if not runs:
+        return {}
+    now = {r.name: r for r in s.scalars(select(Run).where(Run.team_id == team_id, Run.name.in_(set(runs))))}
+    out: dict[str, Run | None] = {}
+    for name, run_id in runs.items():
+        run = now.get(name)
+        if run is None or run.id != run_id:
+            out[name] = None
+        elif locked(run) and not admin:
+            out[name] = run
+    return out
 
 
 def find(s: Session, ref: str, *, team_id: int | None) -> Run | None:
@@ -141,6 +206,18 @@ def publish(run: Run, now: dt.datetime | None = None) -> None:
     locks it."""
     if (run.public or run.baseline) and run.published_at is None:
         run.published_at = now or utcnow()
+
+
+def published_since(s: Session, team_id: int, since: dt.datetime, *, but: str) -> int:
+    """How many of the team's runs other than `but` were first published at or after `since`."""
+    return (
+        s.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(Run.team_id == team_id, Run.id != but, Run.published_at >= since)
+        )
+        or 0
+    )
 
 
 def locked_names(s: Session, team_id: int, names: set[str]) -> dict[str, Run]:
