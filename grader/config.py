@@ -126,6 +126,18 @@ class Settings(BaseSettings):
         description="runs a team may publish (make public for the first time) a UTC day; past it 429 "
         "(hosts are not bound): every published run is one more on every reader's leaderboard",
     )
+    max_archive_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="contents of one archive of a run's logs (GET /v1/runs/<id>/logs); a larger run "
+        "comes in pages (Link: rel=next)",
+    )
+    archive_cache_bytes: int = Field(
+        2 * 1024**3,
+        ge=0,
+        description="archives of runs' logs kept on disk (in cache_dir/archives) for the next download "
+        "of the same state; past it the least recently served go",
+    )
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")

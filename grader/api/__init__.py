@@ -31,5 +31,6 @@ def init_app(app: Flask) -> None:
     )
     errors.init_app(app)
     openapi.init_app(app)
-    for module in (submissions, tasks, runs, logs, system, openapi):
+    logs.init_app(app)
+    for module in (submissions, tasks, runs, system, openapi):
         app.register_blueprint(module.bp)
