@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from flask import Flask, Response, current_app, request, session
+from flask import Flask, Response, abort, current_app, g, request, session
 from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
-from grader.api.inflight import drain
+from grader.api.errors import ApiError
+from grader.api.inflight import ANONYMOUS, drain
 from grader.config import Settings, get_settings
 from grader.handles import Handles
 
@@ -53,11 +54,42 @@ def create_app(settings: Settings | None = None, *, service: Handles | None = No
     app.extensions["grader"] = svc
     api.init_app(app)
     portal.init_app(app)
+    app.before_request(_place)
+    app.teardown_request(_leave)
     app.after_request(_headers)
     if settings.proxied:
         app.wsgi_app = _Drained(app.wsgi_app, settings.max_request_bytes)  # type: ignore[method-assign]
     logging.getLogger("grader").setLevel(logging.INFO)
     return app
+
+
+PROBES = ("/healthz", "/readyz", "/metrics")  # a load balancer's and a monitor's: never refused
+
+
+def _place() -> None:
+    """A request that names no team by key (grader/api/auth.py bounds those) takes a place
+    of its own: a signed-in portal page its team's, anything else the anonymous readers'
+    one share (grader/api/inflight.py: ANONYMOUS), so that readers of the public pages
+    cannot hold every thread of the process either."""
+    if "Authorization" in request.headers or request.path in PROBES:
+        return
+    team = g.get("team")
+    if team and team["admin"]:
+        return
+    place = current_app.extensions["grader.inflight"].hold(team["id"] if team else ANONYMOUS)
+    try:
+        place.__enter__()
+    except ApiError:
+        if request.path.startswith("/v1/"):
+            raise
+        abort(429, description="The service is busy with many readers at the moment; try again in a second.")
+    g.grader_place = place
+
+
+def _leave(_exc: BaseException | None) -> None:
+    place = g.pop("grader_place", None)
+    if place is not None:
+        place.__exit__(None, None, None)
 
 
 def _headers(response: Response) -> Response:

@@ -370,10 +370,18 @@ class Client:
         return self._object("PATCH", f"/v1/runs/{ref}", json_body=fields)
 
     def leaderboard(self, *, include_incomplete: bool = False, **filters: Any) -> Records:
+        """Every run on the leaderboard, in its order, page after page."""
         params = _clean(filters)
         if include_incomplete:
             params["include_incomplete"] = "1"
-        return self._items("GET", "/v1/leaderboard", params=params)
+        rows: Records = []
+        offset: int | None = 0
+        while offset is not None:
+            page = self._object("GET", "/v1/leaderboard", params={**params, "offset": offset})
+            rows += page.get("items", [])
+            following = page.get("next_offset")
+            offset = following if isinstance(following, int) and following > offset else None
+        return rows
 
     def compare(self, a: str, b: str, **filters: Any) -> dict[str, Any]:
         return self._object("GET", "/v1/compare", params={"a": a, "b": b, **_clean(filters)})

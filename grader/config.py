@@ -99,6 +99,20 @@ class Settings(BaseSettings):
         "429 at once, so that the process's other threads stay free for other teams; "
         "`grader serve` keeps it at least 4 below its threads",
     )
+    max_inflight_anonymous: int = Field(
+        2,
+        ge=1,
+        description="requests naming no team (no key, no portal session: readers of the public "
+        "leaderboard and pages) in progress at once on one API process, all of them together; past "
+        "it 429 at once",
+    )
+    public_cache_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="an anonymous read of the leaderboard (API and portal) is answered with what another "
+        "anonymous read of the same board got this recently, if anything (any change to the board is a new "
+        "one; 0: never)",
+    )
     max_waiting_per_team: int = Field(
         8,
         ge=0,

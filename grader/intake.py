@@ -431,6 +431,7 @@ def _store(
                     answers[n] = Accepted(row, enqueue=hit is None)
                     add.append(row)
                 subs.insert_many(s, add)
+                store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
                 raise

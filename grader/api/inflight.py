@@ -10,7 +10,9 @@ it (its key is checked, nothing more), with a Retry-After: the threads it did no
 free for the other teams. `grader serve` keeps the bound at least 4 below the thread count.
 
 Per process, in memory: the bound is about threads, and threads are a process's own.
-Hosts (admin keys) are not bound.
+Hosts (admin keys) are not bound. Requests that name no team (anonymous readers of the
+public leaderboard and pages) are bound together as one team (ANONYMOUS); a signed-in
+portal page counts as its team's (grader/app.py).
 """
 
 from __future__ import annotations
@@ -29,24 +31,30 @@ from redis.exceptions import RedisError
 
 from grader.api.errors import ApiError
 
+ANONYMOUS = -1  # the place-holder team of the requests that name none (no key, no session)
+
 
 class InFlight:
     """The requests in progress on this process, counted per team."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, anonymous: int | None = None):
         self.limit = limit
+        self.anonymous = limit if anonymous is None else anonymous
         self._count: Counter[int] = Counter()
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def hold(self, team_id: int) -> Iterator[None]:
-        """One of the team's places for the length of a request, or ApiError 429 if none is free."""
+        """One of the team's places for the length of a request, or ApiError 429 if none is free.
+        ANONYMOUS stands for every request that names no team: together they are one team."""
+        limit = self.anonymous if team_id == ANONYMOUS else self.limit
         with self._lock:
-            if self.limit > 0 and self._count[team_id] >= self.limit:
+            if limit > 0 and self._count[team_id] >= limit:
+                who = "requests without a key have" if team_id == ANONYMOUS else "your team has"
                 raise ApiError(
                     429,
                     "too_many_requests",
-                    f"your team has {self.limit} requests in progress on this API process; wait for "
+                    f"{who} {limit} requests in progress on this API process; wait for "
                     "them, or send many submissions as one batch",
                     retry_after=1,
                 )

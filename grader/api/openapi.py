@@ -444,11 +444,25 @@ def _paths() -> dict[str, Any]:
         "/v1/leaderboard": {
             "get": {
                 "summary": "Public runs ranked by the tasks of their suites' whole task set they resolve; incomplete "
-                "runs only on request, never ranked",
+                "runs only on request, never ranked; a page at a time",
                 "tags": ["runs"],
                 "security": _OPTIONAL,
                 "parameters": [
                     *_WINDOW,
+                    {
+                        "name": "offset",
+                        "in": "query",
+                        "required": False,
+                        "description": "runs of the board to skip (the previous page's next_offset)",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 10**9, "default": 0},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "description": "runs on the page",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+                    },
                     {
                         "name": "include_incomplete",
                         "in": "query",

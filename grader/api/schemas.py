@@ -357,7 +357,12 @@ class RunView(RunOut):
 
 class Leaderboard(BaseModel):
     filters: dict[str, Any]
-    items: list[RunView]
+    items: list[RunView] = Field(description="a page of the board, in its order")
+    total: int = Field(description="runs on the board (complete ones, and incomplete ones when asked)")
+    ranked: int = Field(description="of them, complete and so ranked")
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="the offset of the next page; null on the last")
 
 
 class CompareOut(BaseModel):

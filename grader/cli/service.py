@@ -4,6 +4,7 @@ they all read."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -28,6 +29,7 @@ def _service(settings: Settings) -> Handles:
     return svc
 
 
+SWITCH_INTERVAL = 0.001  # seconds: the API's threads' turns at the interpreter's lock (CPython's default 0.005)
 UNPROTECTED = (
     "grader serve on {bind}: gunicorn reads every request itself, so a client that sends slowly "
     "holds one of its threads; for anything but local use, put nginx in front of it "
@@ -67,6 +69,7 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
         update={
             "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
             "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4)),
+            "max_inflight_anonymous": max(1, min(settings.max_inflight_anonymous, threads - 4)),
         }
     )
 
@@ -94,6 +97,10 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
         # types-gunicorn spells a WSGI app's start_response as a plain callable, Flask takes
         # the standard StartResponse protocol: the same thing at run time
         def load(self) -> Flask:  # type: ignore[override]
+            # in each worker process: a request waiting for the interpreter's lock gets it
+            # within a millisecond of asking, not five, while other threads compute (pages
+            # of the leaderboard): a short request is not held up by a long one's CPU
+            sys.setswitchinterval(SWITCH_INTERVAL)
             return create_app(settings, migrate=False)
 
     _App().run()
