@@ -135,3 +135,31 @@ def test_both_framings_at_once_is_refused(served):
             answer += piece
     status = int(answer.split(b" ", 2)[1])
     assert 400 <= status < 500, answer[:300]
+
+
+@pytest.fixture(params=["gunicorn", "nginx"])
+def front(request, database_url, redis_url, tmp_path) -> Iterator[tuple[str, str]]:
+    if request.param == "gunicorn":
+        with api_process(database_url, redis_url, tmp_path, **ENV) as api:
+            yield request.param, api
+    else:
+        with api_process(database_url, redis_url, tmp_path, **ENV, **PROXIED) as api, nginx_in_front(api, **ENV) as url:
+            yield request.param, url
+
+
+def test_a_portal_form_is_read_only_when_small_and_announced(front):
+    """The portal's forms are a few hundred bytes: a 100 KiB one is 413 (its body is not
+    paid for by any team), and one whose length is not announced is not read (411 from
+    gunicorn; nginx reads it and passes it on with a Content-Length, so the wrong key is
+    401 there)."""
+    kind, url = front
+    big = requests.post(f"{url}/login", data={"key": "k" * 100_000}, timeout=60, allow_redirects=False)
+    assert big.status_code == 413
+    small = requests.post(
+        f"{url}/login",
+        data=iter([b"key=grk_", b"wrong"]),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        timeout=60,
+        allow_redirects=False,
+    )
+    assert small.status_code == (411 if kind == "gunicorn" else 401), small.text[:300]
