@@ -220,3 +220,78 @@ def machine_cpu() -> float:
     waiting for I/O)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+# --- the deployment as shipped: nginx in front ------------------------------------------------------
+VICTIM_ADDRESS, HOSTILE_ADDRESS = "127.0.0.2", "127.0.0.3"  # two client addresses of this machine (127/8)
+
+
+class Proxy:
+    """nginx configured by `grader proxy config` in front of `api_url`, in a directory of
+    its own under /tmp (open to nginx's unprivileged workers when root starts it); `.url`,
+    `.pid` (the master). Stopped, and the directory removed, when the block ends."""
+
+    def __init__(self, api_url: str, env: dict[str, str]):
+        self.api_url, self.env = api_url, env
+        self.dir = Path(tempfile.mkdtemp(prefix="grader-bench-nginx."))
+        self.dir.chmod(0o755)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Proxy:
+        conf = subprocess.run(
+            [
+                str(BIN),
+                "proxy",
+                "config",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--upstream",
+                self.api_url.split("://", 1)[1],
+                "--prefix",
+                str(self.dir),
+            ],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        (self.dir / "nginx.conf").write_text(conf)
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen(
+            [nginx, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "stderr.log", "wb"),
+        )
+        self.pid = self.proc.pid
+        wait_ready(self.url)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _FromAddress(requests.adapters.HTTPAdapter):
+    def __init__(self, address: str, **kw):
+        self.address = address
+        super().__init__(**kw)
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["source_address"] = (self.address, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def source_session(address: str, key: str | None = None) -> requests.Session:
+    """A requests session whose connections come from `address` (a loopback address)."""
+    http = requests.Session()
+    http.mount("http://", _FromAddress(address, pool_maxsize=64))
+    if key:
+        http.headers["Authorization"] = f"Bearer {key}"
+    return http

@@ -9,15 +9,21 @@ import datetime as dt
 import logging
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from flask import Flask
+from flask import Flask, Response, abort, current_app, g, request, session
 from flask.json.provider import DefaultJSONProvider
 
 from grader import api, portal
+from grader.api.errors import ApiError
+from grader.api.inflight import ANONYMOUS, drain
 from grader.config import Settings, get_settings
 from grader.handles import Handles
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = ["create_app"]
 
@@ -48,8 +54,90 @@ def create_app(settings: Settings | None = None, *, service: Handles | None = No
     app.extensions["grader"] = svc
     api.init_app(app)
     portal.init_app(app)
+    app.before_request(_place)
+    app.teardown_request(_leave)
+    app.after_request(_headers)
+    if settings.proxied:
+        app.wsgi_app = _Drained(app.wsgi_app, settings.max_request_bytes)  # type: ignore[method-assign]
     logging.getLogger("grader").setLevel(logging.INFO)
     return app
+
+
+PROBES = ("/healthz", "/readyz", "/metrics")  # a load balancer's and a monitor's: never refused
+
+
+def _place() -> None:
+    """A request that names no team by key (grader/api/auth.py bounds those) takes a place
+    of its own: a signed-in portal page its team's, anything else the anonymous readers'
+    one share (grader/api/inflight.py: ANONYMOUS), so that readers of the public pages
+    cannot hold every thread of the process either."""
+    if "Authorization" in request.headers or request.path in PROBES:
+        return
+    team = g.get("team")
+    if team and team["admin"]:
+        return
+    place = current_app.extensions["grader.inflight"].hold(team["id"] if team else ANONYMOUS)
+    try:
+        place.__enter__()
+    except ApiError:
+        if request.path.startswith("/v1/"):
+            raise
+        abort(429, description="The service is busy with many readers at the moment; try again in a second.")
+    g.grader_place = place
+
+
+def _leave(_exc: BaseException | None) -> None:
+    place = g.pop("grader_place", None)
+    if place is not None:
+        place.__exit__(None, None, None)
+
+
+def _headers(response: Response) -> Response:
+    """What every answer says of itself to a browser and to caches in between.
+
+    No page of ours is meant to be framed (a framed page can be clicked on by a page that
+    overlays it: CSP frame-ancestors for today's browsers, X-Frame-Options for older
+    ones), and no body is to be sniffed into another type (a patch or a test output
+    served as text must stay text). An answer to a caller who said who they are (an API
+    key, a session cookie) or that signs someone in or out is nobody else's: no cache
+    may keep it (a shared proxy, the browser's back button on a shared machine). Public
+    answers to anonymous callers (the leaderboard, the docs) may be cached as before."""
+    headers = response.headers
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    csp = headers.get("Content-Security-Policy")
+    if csp is None:
+        headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    elif "frame-ancestors" not in csp:
+        headers["Content-Security-Policy"] = csp.rstrip("; ") + "; frame-ancestors 'none'"
+    private = (
+        "Authorization" in request.headers
+        or current_app.config["SESSION_COOKIE_NAME"] in request.cookies
+        or session.modified  # its cookie is set or cleared on the way out (after this hook)
+        or "Set-Cookie" in headers
+    )
+    if private:
+        headers["Cache-Control"] = "no-store"
+    response.vary.update(("Authorization", "Cookie"))  # what decides whether an answer is private
+    return response
+
+
+class _Drained:
+    """The app, reading what is left of each request's body after it has answered and
+    before the answer goes out (grader/api/inflight.py: drain): behind a buffering proxy
+    (GRADER_PROXIED) a refusal from the headers must not leave the proxy's connection
+    with unread bytes. Only for what the proxy passed on (its X-Grader-Proxied, which it
+    sets over any a client sent): a client that reaches gunicorn itself is refused from
+    its headers as before, its body never read."""
+
+    def __init__(self, app: WSGIApplication, limit: int):
+        self.app, self.limit = app, limit
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        answer = self.app(environ, start_response)
+        if environ.get("HTTP_X_GRADER_PROXIED") == "1":  # nginx says so (grader proxy config): the body is whole
+            drain(environ, self.limit)
+        return answer
 
 
 def _development_key(settings: Settings) -> str:

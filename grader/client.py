@@ -74,6 +74,9 @@ class PredictionsError(ValueError):
     """Raised when a predictions file is not a JSON list, JSONL or instance_id-keyed object of predictions."""
 
 
+LogPages = list[tuple[Path, int]]  # a run's logs as the archives written, each with its size
+
+
 class Client:
     """One grader service, one API key. `session`, `sleep` and `clock` are injectable
     (connection pooling, proxies, tests); everything else has a documented default."""
@@ -367,10 +370,18 @@ class Client:
         return self._object("PATCH", f"/v1/runs/{ref}", json_body=fields)
 
     def leaderboard(self, *, include_incomplete: bool = False, **filters: Any) -> Records:
+        """Every run on the leaderboard, in its order, page after page."""
         params = _clean(filters)
         if include_incomplete:
             params["include_incomplete"] = "1"
-        return self._items("GET", "/v1/leaderboard", params=params)
+        rows: Records = []
+        offset: int | None = 0
+        while offset is not None:
+            page = self._object("GET", "/v1/leaderboard", params={**params, "offset": offset})
+            rows += page.get("items", [])
+            following = page.get("next_offset")
+            offset = following if isinstance(following, int) and following > offset else None
+        return rows
 
     def compare(self, a: str, b: str, **filters: Any) -> dict[str, Any]:
         return self._object("GET", "/v1/compare", params={"a": a, "b": b, **_clean(filters)})
@@ -395,13 +406,31 @@ class Client:
 
     def run_logs(self, ref: str, dest: str | Path, fmt: str = "tar.gz") -> int:
         """Download the run's logs (the patch, test output and result of every submission)
-        as one archive to `dest`; returns its size in bytes. Written beside `dest` first
-        and moved into place whole, so an interrupted download leaves no partial archive."""
+        to `dest` (and, for a run larger than one archive, its later pages beside it:
+        `run_logs_pages`); the bytes written."""
+        return sum(size for _, size in self.run_logs_pages(ref, dest, fmt))
+
+    def run_logs_pages(self, ref: str, dest: str | Path, fmt: str = "tar.gz") -> LogPages:
+        """The run's logs, one archive per page the service gives (Link: rel=next): the
+        first at `dest`, the n-th beside it as NAME.n.EXT; each file and its size. Each is
+        written beside its place first and moved there whole, so an interrupted download
+        leaves no partial archive."""
         dest = Path(dest)
+        pages: LogPages = []
+        after = ""
+        while True:
+            target = dest if not pages else _page_path(dest, fmt, len(pages) + 1)
+            size, after = self._logs_page(ref, target, fmt, after)
+            pages.append((target, size))
+            if not after:
+                return pages
+
+    def _logs_page(self, ref: str, dest: Path, fmt: str, after: str) -> tuple[int, str]:
+        params = {"format": fmt, **({"after": after} if after else {})}
         resp = self._send(
             "GET",
             f"/v1/runs/{ref}/logs",
-            params={"format": fmt},
+            params=params,
             stream=True,
             accept="application/gzip, application/zip, application/json",
         )
@@ -417,7 +446,7 @@ class Client:
             raise ApiError(None, "unreachable", f"GET {self.url}/v1/runs/{ref}/logs broke off: {exc}") from exc
         finally:
             tmp.unlink(missing_ok=True)
-        return size
+        return size, resp.headers.get("Grader-Next-After", "")
 
     # --- transport -----------------------------------------------------------------------------
     def _request(
@@ -625,3 +654,10 @@ def _error_from(resp: requests.Response) -> ApiError:
 
 def _clean(params: dict[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in params.items() if v is not None}
+
+
+def _page_path(dest: Path, fmt: str, n: int) -> Path:
+    """The n-th page's file beside `dest`: logs.tar.gz -> logs.2.tar.gz."""
+    ext = f".{fmt}"
+    stem = dest.name[: -len(ext)] if dest.name.endswith(ext) else dest.name
+    return dest.with_name(f"{stem}.{n}{ext}")

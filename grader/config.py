@@ -99,6 +99,20 @@ class Settings(BaseSettings):
         "429 at once, so that the process's other threads stay free for other teams; "
         "`grader serve` keeps it at least 4 below its threads",
     )
+    max_inflight_anonymous: int = Field(
+        2,
+        ge=1,
+        description="requests naming no team (no key, no portal session: readers of the public "
+        "leaderboard and pages) in progress at once on one API process, all of them together; past "
+        "it 429 at once",
+    )
+    public_cache_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="an anonymous read of the leaderboard (API and portal) is answered with what another "
+        "anonymous read of the same board got this recently, if anything (any change to the board is a new "
+        "one; 0: never)",
+    )
     max_waiting_per_team: int = Field(
         8,
         ge=0,
@@ -111,8 +125,32 @@ class Settings(BaseSettings):
         description="requests held for their verdict at once by one API process; `grader serve` keeps it "
         "at least 4 below its threads, so requests that do not wait always find one",
     )
+    proxied: bool = Field(
+        False,
+        description="the API is reached through a buffering proxy that reads every body whole first "
+        "(grader proxy config): an answer given before a body was read (a refusal from the headers) "
+        "reads the rest first, so that the proxy's connection ends cleanly instead of being reset",
+    )
     max_request_bytes: int = Field(
         64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
+    )
+    max_publish_per_day: int = Field(
+        10,
+        ge=0,
+        description="runs a team may publish (make public for the first time) a UTC day; past it 429 "
+        "(hosts are not bound): every published run is one more on every reader's leaderboard",
+    )
+    max_archive_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="contents of one archive of a run's logs (GET /v1/runs/<id>/logs); a larger run "
+        "comes in pages (Link: rel=next)",
+    )
+    archive_cache_bytes: int = Field(
+        2 * 1024**3,
+        ge=0,
+        description="archives of runs' logs kept on disk (in cache_dir/archives) for the next download "
+        "of the same state; past it the least recently served go",
     )
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")

@@ -19,6 +19,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,12 +56,17 @@ QUEUE_NEAR = 16 * CHUNK
 # PostgreSQL queues its lock waiters, and locks only the team's row: no pause there.
 SQLITE_CHUNK_PAUSE = 0.1
 
+# Seconds a batch holds the runs it is stored into between two of its transactions (each
+# renews it): delete and publish are refused meanwhile. A batch whose process died lets go
+# when it runs out.
+RUN_LEASE = 30.0
+
 
 class Refusal(Exception):
     """Raised (or returned for one item of a batch) when intake does not take something:
     `reason` says what was refused, in one word the API maps to an HTTP status
     (unknown_task, invalid_fields, invalid_callback_url, patch_too_large, run_locked,
-    idempotency_conflict, quota_exceeded, queue_full); `message` says why, to the
+    run_deleted, idempotency_conflict, quota_exceeded, queue_full); `message` says why, to the
     submitter; `retry_after`, in seconds, when trying again later can succeed; `details`,
     the fields at fault, when the door that read the request knows them."""
 
@@ -217,6 +223,15 @@ def locked(run: Run) -> Refusal:
     )
 
 
+def deleted(name: str) -> Refusal:
+    """A run deleted while a batch was being stored into it takes no more of the batch."""
+    return Refusal(
+        "run_deleted",
+        f"run {name!r} was deleted while this batch was being stored; this item was not taken "
+        "(send it again to begin a new run of that name)",
+    )
+
+
 def conflict() -> Refusal:
     return Refusal("idempotency_conflict", "this Idempotency-Key was used before with a different request")
 
@@ -337,11 +352,23 @@ def accept(
     fresh: list[Accepted] = []
     if todo:
         hits = _cache_hits(svc, [row for _, row in todo])
-        store_runs.ensure_runs(svc.db, team.team_id, {row.run_id for _, row in todo if row.run_id})
-        for at in range(0, len(todo), CHUNK):
-            if at and svc.db.is_sqlite:
-                time.sleep(SQLITE_CHUNK_PAUSE)
-            fresh += _store(svc, team, todo[at : at + CHUNK], hits, out)
+        names = {row.run_id for _, row in todo if row.run_id}
+        # one chunk is one transaction, which takes the team's lock as delete and publish
+        # do; a batch of several holds its runs between them too (store_runs.Lease)
+        lease = store_runs.Lease(secrets.token_hex(16), RUN_LEASE) if len(todo) > CHUNK and names else None
+        run_ids = store_runs.ensure_runs(svc.db, team.team_id, names, lease=lease)
+        began = {name: run_ids.get(name) for name in names}
+        try:
+            for at in range(0, len(todo), CHUNK):
+                if at and svc.db.is_sqlite:
+                    time.sleep(SQLITE_CHUNK_PAUSE)
+                fresh += _store(svc, team, todo[at : at + CHUNK], hits, out, began, lease)
+        finally:
+            if lease:
+                try:
+                    lease.release(svc.db, set(run_ids.values()))
+                except StoreError as exc:  # it runs out by itself
+                    log.warning("giving back the runs' intake lease failed (%s); it runs out in %g s", exc, RUN_LEASE)
     for acc in fresh:
         if acc.row.webhook_status == "pending":
             _after_cached(svc, acc.row.id)
@@ -360,16 +387,24 @@ def _store(
     chunk: list[tuple[int, Submission]],
     hits: dict[tuple[str | None, str], Submission],
     out: list[Accepted | Refusal | None],
+    began: dict[str, str | None],
+    lease: store_runs.Lease | None,
 ) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
-    unique index is the last word), the chunk is tried again and its keys answered then."""
+    unique index is the last word), the chunk is tried again and its keys answered then.
+    Under that lock too, the chunk's runs are read again: one deleted or published since
+    the batch began (`began`: their ids then) takes none of its items."""
     cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
+    names = {row.run_id for _, row in chunk if row.run_id}
     for attempt in range(3):
         answers: dict[int, Accepted | Refusal] = {}
         try:
             with svc.db.write() as s:
                 subs.lock_team(s, team.team_id)
+                changed = store_runs.changed_under(s, team.team_id, {n: began.get(n) for n in names}, admin=team.admin)
+                if lease:
+                    lease.renew(s, {run_id for n in names - set(changed) if (run_id := began.get(n))})
                 seen = subs.by_idempotency_key(
                     s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
                 )
@@ -378,6 +413,10 @@ def _store(
                 for (n, template), hit in zip(chunk, cached, strict=True):
                     if template.idempotency_key in seen:
                         answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
+                        continue
+                    if template.run_id in changed:
+                        run = changed[template.run_id]
+                        answers[n] = locked(run) if run is not None else deleted(template.run_id)
                         continue
                     if room.room <= 0:
                         answers[n] = room.reason
@@ -392,6 +431,7 @@ def _store(
                     answers[n] = Accepted(row, enqueue=hit is None)
                     add.append(row)
                 subs.insert_many(s, add)
+                store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
                 raise

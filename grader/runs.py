@@ -8,9 +8,14 @@ trials passed; solve rate: the mean over tasks of the share passed)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from grader import metrics
@@ -18,6 +23,7 @@ from grader.errors import TaskError
 from grader.handles import Handles
 from grader.store import runs as store_runs
 from grader.store.models import Run, Status, Submission, Team
+from grader.version import GRADER_VERSION
 
 
 def plain(value: Any) -> Any:
@@ -190,7 +196,14 @@ def task_set(svc: Handles, attempts: list[metrics.Attempt], filters: Filters) ->
 
 def run_view(svc: Handles, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:
     """A run and its metrics (over the tasks it has valid trials of, and in `task_set`
-    over its suites' whole task sets); `host` adds the integrity counts."""
+    over its suites' whole task sets); `host` adds the integrity counts. Without a filter,
+    its stored figures (computed again first if it changed since)."""
+    if not host and (filters is None or filters == Filters()):
+        refresh(svc, [run.id])
+        with svc.db.read() as s:
+            found = store_runs.stored_figures(s, run.id)
+            if found is not None and found[2] is not None:
+                return {**run_meta(found[0], found[1]), **found[2]}
     with svc.db.read() as s:
         team = s.get(Team, run.team_id)
         assert team is not None  # the run's team_id is a foreign key
@@ -221,13 +234,91 @@ def _view(
     return view
 
 
-def leaderboard(svc: Handles, filters: Filters, *, include_incomplete: bool = False) -> list[dict[str, Any]]:
+def leaderboard(
+    svc: Handles,
+    filters: Filters,
+    *,
+    include_incomplete: bool = False,
+    offset: int = 0,
+    limit: int | None = None,
+    sort: str | None = None,
+    desc: bool = True,
+) -> Board:
     """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
     whole task set they resolve (a task not submitted is not resolved), then by solve rate
     over that set; so a run over one task cannot outrank a run that resolves more.
-    Incomplete runs are shown only when asked, and are never ranked. One query
-    (store_runs.board: the runs, their teams and what the metrics read of their
-    submissions), then the metrics."""
+    Incomplete runs are shown only when asked, and are never ranked. `sort` (a key of
+    store_runs.SORTS) orders every listed run by that column instead; `offset` and `limit`
+    take a page.
+
+    Without a filter (the leaderboard as everyone first sees it) the page is read from the
+    figures stored with each run (`refresh`: computed again only for the runs that changed
+    since), so a page costs the same however many runs are public. With a filter every
+    public run's figures are computed under it, once per state of the board and filter
+    (kept in this process), one such computation at a time."""
+    version = board_version(svc)
+    if filters == Filters():
+        return _stored_board(svc, include_incomplete, offset, limit, sort, desc)
+    key = (*dataclasses.astuple(filters), include_incomplete, sort, desc, version)
+    rows = _FILTERED.get(key)
+    if rows is None:
+        with _FILTERING:
+            rows = _FILTERED.get(key)
+            if rows is None:
+                rows = _computed_board(svc, filters, include_incomplete, sort, desc)
+                _FILTERED.put(key, rows)
+    ranked = sum(1 for r in rows if r["rank"] is not None)
+    end = len(rows) if limit is None else offset + limit
+    return Board([dict(r) for r in rows[offset:end]], len(rows), ranked, offset, limit)
+
+
+@dataclasses.dataclass
+class Board:
+    """A page of the leaderboard: its runs' views (each with its rank, None when
+    incomplete), how many runs are listed in all and how many of them are ranked."""
+
+    items: list[dict[str, Any]]
+    total: int
+    ranked: int
+    offset: int
+    limit: int | None
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + len(self.items)
+        return end if end < self.total and self.limit is not None else None
+
+
+def _stored_board(
+    svc: Handles, include_incomplete: bool, offset: int, limit: int | None, sort: str | None, desc: bool
+) -> Board:
+    with svc.db.read() as s:
+        page, total, ranked = store_runs.board_page(
+            s,
+            include_incomplete=include_incomplete,
+            offset=offset,
+            limit=limit if limit is not None else 2**31 - 1,
+            sort=sort,
+            desc=desc,
+        )
+        items = []
+        for n, (run, team, figures) in enumerate(page):
+            view = {**run_meta(run, team), **(figures or {})}
+            if not run.board_complete:
+                view["rank"] = None
+            elif sort is None and desc:
+                view["rank"] = offset + n + 1  # complete runs come first, in their rank's order
+            else:
+                view["rank"] = store_runs.rank_of(s, run)
+            items.append(view)
+    return Board(items, total, ranked, offset, limit)
+
+
+def _computed_board(
+    svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool
+) -> list[dict[str, Any]]:
+    """Every listed run's view under `filters`, in the board's order: one query (the
+    runs, their teams and what the metrics read of their submissions), then the metrics."""
     with svc.db.read() as s:
         board = store_runs.board(s)
     rows = []
@@ -242,7 +333,155 @@ def leaderboard(svc: Handles, filters: Filters, *, include_incomplete: bool = Fa
     for i, r in enumerate(ranked, 1):
         r["rank"] = i
     unranked = [dict(r, rank=None) for r in rows if not r["complete"]]
-    return ranked + sorted(unranked, key=rank_key, reverse=True)
+    out = ranked + sorted(unranked, key=rank_key, reverse=True)
+    if sort is not None or not desc:
+        out.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
+    return out
+
+
+def _sort_value(view: dict[str, Any], sort: str) -> tuple[Any, ...]:
+    """A view's value in a column of the board (store_runs.SORTS, from the views)."""
+    if sort == "name":
+        return (view["name"].lower(), view["team"])
+    st = standing(view)
+    return {
+        "resolved": (st.resolved, st.solve),
+        "solve_rate": (st.solve, st.resolved),
+        "success_rate": (st.success, st.resolved),
+        "tasks": (st.attempted, st.tasks),
+    }[sort]
+
+
+class _Cache:
+    """A few filtered boards, the most recently used kept (a filter's board is the same
+    until a public run changes, which changes the key)."""
+
+    def __init__(self, size: int):
+        self.size, self.items = size, collections.OrderedDict[tuple[Any, ...], list[dict[str, Any]]]()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> list[dict[str, Any]] | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], rows: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.items[key] = rows
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+class Recent:
+    """What a public read answered, by key (the request and `board_version`, so that a
+    change to the board is never hidden), for at most `ttl` seconds: anonymous readers of
+    the leaderboard get what another got for the same state, so that any number of them
+    costs the service one query each and a rendering per state. Signed-in readers and
+    keyed requests are never served from it."""
+
+    def __init__(self, ttl: float, size: int = 256):
+        self.ttl, self.size = ttl, size
+        self.items = collections.OrderedDict[Any, tuple[float, Any]]()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self.lock:
+            found = self.items.get(key)
+            if found is None or found[0] < time.monotonic():
+                return None
+            return found[1]
+
+    def put(self, key: Any, value: Any) -> None:
+        with self.lock:
+            self.items[key] = (time.monotonic() + self.ttl, value)
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_FILTERED = _Cache(32)
+_FILTERING = threading.Lock()  # one filtered board computed at a time in a process
+_REFRESHING = threading.Lock()  # one refresh of stored figures at a time in a process
+FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "metrics")
+
+
+def standing(view: dict[str, Any]) -> store_runs.Standing:
+    """What the board orders a run's view by."""
+    m = view["metrics"]
+    ts = m.get("task_set") or {}
+    resolved, solve = rank_key(view)
+    success = (m.get("success_rate") or {}).get("value")
+    return store_runs.Standing(
+        listed=bool(m["attempts"] or view["pending"]),
+        complete=bool(view["complete"]),
+        resolved=float(resolved),
+        solve=float(solve),
+        success=float(success) if success is not None else -1.0,
+        attempted=int(ts.get("attempted") or 0),
+        tasks=int(ts.get("tasks") or 0),
+    )
+
+
+_KEY: list[Any] = [None, ""]  # the task set the key below was made for, and the key
+
+
+def figures_key(svc: Handles) -> str:
+    """What stored figures depend on besides a run's submissions: the metadata of the
+    task set (suite, difficulty, language, date of every task) and the grader's version.
+    Figures stored under another key are computed again when read."""
+    tasks = svc.tasks
+    if _KEY[0] is not tasks:
+        data = sorted(
+            (t.id, t.metadata.suite, t.metadata.difficulty, t.metadata.language, str(t.metadata.created_at))
+            for t in tasks
+        )
+        _KEY[:] = [tasks, hashlib.sha256(json.dumps([GRADER_VERSION, data]).encode()).hexdigest()]
+    return str(_KEY[1])
+
+
+def board_version(svc: Handles) -> tuple[Any, ...]:
+    """The leaderboard's state, with the figures of every run on it up to date (computed
+    again for those that changed): equal twice only if the board did not change between,
+    so that what was answered for one state may be answered again (grader.runs.Recent,
+    the filtered boards). One query when nothing changed."""
+    key = figures_key(svc)
+    with svc.db.read() as s:
+        count, newest, needing = store_runs.board_state(s, key)
+    if needing:
+        refresh(svc)
+        with svc.db.read() as s:
+            count, newest, needing = store_runs.board_state(s, key)
+    return count, newest, key
+
+
+def refresh(svc: Handles, run_ids: Collection[str] | None = None) -> int:
+    """Compute the stored figures of the runs on the leaderboard (or of `run_ids`) that
+    changed since theirs were stored; how many were computed. What a read costs is then
+    what changed, never how many runs there are."""
+    key = figures_key(svc)
+    with svc.db.read() as s:
+        if not store_runs.needing_figures(s, key, run_ids=run_ids):
+            return 0
+    done = 0
+    with _REFRESHING:  # the others of this process wait, and then find nothing left to do
+        with svc.db.read() as s:
+            todo = store_runs.needing_figures(s, key, run_ids=run_ids)
+        for at in range(0, len(todo), 200):
+            ids = todo[at : at + 200]
+            with svc.db.write() as s:
+                store_runs.begin_figures(s, ids)
+            with svc.db.read() as s:
+                found = {run.id: (run, team, rows) for run, team, rows in store_runs.board(s, ids)}
+                for run, team in store_runs.runs_with_teams(s, set(ids) - set(found)):
+                    found[run.id] = (run, team, [])  # no submission (yet, or all detached)
+                views = {rid: _view(svc, run, team, rows, Filters()) for rid, (run, team, rows) in found.items()}
+            with svc.db.write() as s:
+                for rid, view in views.items():
+                    store_runs.save_figures(s, rid, {k: view[k] for k in FIGURES}, standing(view), key)
+            done += len(views)
+    return done
 
 
 def rank_key(view: dict[str, Any]) -> tuple[float, float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -58,20 +59,42 @@ class CallbackUnresolved(CallbackRefused):
     delivery (a name server's outage is not the receiver saying no)."""
 
 
-def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[str]:
+_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
+
+
+def plausible_host(host: str) -> bool:
+    """An IP address, or a name whose every label DNS could hold (IDNA for the others):
+    what a link or a callback can point at, before anything is resolved."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        pass
+    try:
+        ascii_name = host.encode("idna").decode("ascii")
+    except UnicodeError:  # an empty or too long label
+        return False
+    labels = ascii_name.removesuffix(".").split(".")
+    return len(ascii_name) <= 253 and all(_LABEL.match(label) for label in labels)
+
+
+def check_url(url: str, *, allow_private: bool, resolve: bool = True, name: str = "callback_url") -> list[str]:
     """Refuse what is not http(s) with a host and a valid port, and (unless allowed) hosts
     that resolve to non-public addresses. Checked when the submission is made and again
     when delivering; returns the addresses checked (none when `resolve` is off), so that
-    the delivery connects to one of them and not to what the name resolves to later."""
+    the delivery connects to one of them and not to what the name resolves to later.
+    `name`: the field the messages name (a run's links are checked the same way, unresolved)."""
     try:
         parts = urlsplit(url)
         port = parts.port  # a ValueError for ':99999' or ':abc'
     except ValueError as exc:  # '[::1' or '[zz]' too
-        raise CallbackRefused(f"callback_url is not a valid URL: {exc}") from None
+        raise CallbackRefused(f"{name} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CallbackRefused("callback_url must be an absolute http:// or https:// URL")
+        raise CallbackRefused(f"{name} must be an absolute http:// or https:// URL with a host")
     if parts.username or parts.password:
-        raise CallbackRefused("callback_url must not carry credentials")
+        raise CallbackRefused(f"{name} must not carry credentials")
+    if not plausible_host(parts.hostname):
+        raise CallbackRefused(f"{name} host {parts.hostname!r} is neither a host name nor an IP address")
     if not resolve:
         return []
     try:
@@ -79,12 +102,12 @@ def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> list[st
             parts.hostname, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
         )
     except (socket.gaierror, UnicodeError) as exc:
-        raise CallbackUnresolved(f"callback_url host {parts.hostname!r} does not resolve: {exc}") from None
+        raise CallbackUnresolved(f"{name} host {parts.hostname!r} does not resolve: {exc}") from None
     addresses = []
     for info in infos:
         addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if not allow_private and (not addr.is_global or addr.is_multicast):
-            raise CallbackRefused(f"callback_url host {parts.hostname!r} resolves to a non-public address ({addr})")
+            raise CallbackRefused(f"{name} host {parts.hostname!r} resolves to a non-public address ({addr})")
         addresses.append(str(addr))
     return addresses
 

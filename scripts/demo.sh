@@ -36,6 +36,7 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$STATE" --save '' --ap
   >"$STATE/redis.log" 2>&1 &
 pids+=($!)
 log "starting the API on $GRADER_API_URL and two workers (logs in $STATE)"
+log "(grader serve alone, on 127.0.0.1: for this machine. Wherever others reach it, put nginx in front: grader proxy config)"
 "$GRADER" db upgrade >/dev/null
 "$GRADER" serve --bind "127.0.0.1:$API_PORT" --workers 2 >"$STATE/api.log" 2>&1 &
 pids+=($!)

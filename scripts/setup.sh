@@ -37,6 +37,23 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# nginx, the buffering proxy a deployment puts in front of `grader serve` (grader proxy
+# config); the tests and benchmarks start their own from that configuration, on free
+# ports. The package's own server (its default site on port 80) is not started: Debian's
+# policy-rc.d answer 101 ("not allowed") keeps the package from starting it.
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  log "installing nginx (not started)"
+  as_root apt-get update -qq
+  if [ -e /usr/sbin/policy-rc.d ]; then
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq nginx >/dev/null
+  else
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod 755 /usr/sbin/policy-rc.d
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq nginx >/dev/null || { as_root rm -f /usr/sbin/policy-rc.d; exit 1; }
+    as_root rm -f /usr/sbin/policy-rc.d
+  fi
+fi
+
 # gVisor as an optional runtime. ptrace works everywhere (no KVM needed here).
 if command -v runsc >/dev/null && ! grep -q runsc /etc/docker/daemon.json 2>/dev/null; then
   log "registering runsc (gVisor) as a Docker runtime"

@@ -25,11 +25,17 @@ def init_app(app: Flask) -> None:
         per_team=settings.max_waiting_per_team,
         max_wait=settings.max_wait,
     )
-    app.extensions["grader.inflight"] = InFlight(settings.max_inflight_per_team)
+    app.extensions["grader.inflight"] = InFlight(
+        settings.max_inflight_per_team, anonymous=settings.max_inflight_anonymous
+    )
     app.extensions["grader.ingest"] = Ingest(
         svc.redis, settings.queue_name, rate=settings.ingest_bytes_per_second, burst=settings.max_request_bytes
     )
+    from grader.runs import Recent
+
+    app.extensions["grader.recent"] = Recent(settings.public_cache_seconds)
     errors.init_app(app)
     openapi.init_app(app)
-    for module in (submissions, tasks, runs, logs, system, openapi):
+    logs.init_app(app)
+    for module in (submissions, tasks, runs, system, openapi):
         app.register_blueprint(module.bp)

@@ -50,6 +50,7 @@ REFUSAL_STATUS = {
     "invalid_callback_url": 422,
     "patch_too_large": 413,
     "run_locked": 409,
+    "run_deleted": 409,
     "idempotency_conflict": 409,
     "quota_exceeded": 429,
     "queue_full": 503,
@@ -147,7 +148,7 @@ def init_app(app: Flask) -> None:
         code = exc.code or 500
         message = exc.description or exc.name
         if code == 413:
-            message = f"the request body is larger than the limit of {app.config['MAX_CONTENT_LENGTH']} bytes"
+            message = f"the request body is larger than the limit of {request.max_content_length} bytes"
         if _for_people():
             return _page(code, exc.name, message)
         response = render(ApiError(code, _CODES.get(code, "http_error"), message))

@@ -391,6 +391,11 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "response": {
             "filters": {"suite": "examples", "variant": None, "since": "2021-01-01", "until": None},
             "items": [{**RUN_VIEW, "rank": 1}],
+            "total": 1,
+            "ranked": 1,
+            "offset": 0,
+            "limit": 100,
+            "next_offset": None,
         },
     },
     ("get", "/v1/compare"): {

@@ -57,10 +57,11 @@ def _errors(*codes: int) -> dict[str, Any]:
         401: "missing or invalid API key",
         403: "needs an admin key",
         404: "not found (or another team's)",
-        409: "conflict",
+        409: "conflict (a run being stored into, published, or deleted meanwhile)",
         413: "body too large",
         422: "invalid fields",
-        429: "over quota, or past the team's requests in progress or bytes a second (see Retry-After)",
+        429: "over quota, or past the team's requests in progress, bytes a second, publications a day or "
+        "archive builds (see Retry-After)",
         503: "queue full or storage down (see Retry-After)",
     }
     return {str(c): _json(m.ErrorOut, text[c]) for c in codes}
@@ -353,7 +354,7 @@ def _paths() -> dict[str, Any]:
                 "security": _AUTH,
                 "parameters": [_P["run_ref"]],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.RunPatch)}}},
-                "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 422)},
+                "responses": {"200": _json(m.RunOut, "the run"), **_errors(401, 403, 404, 409, 422, 429)},
             },
             "delete": {
                 "summary": "Delete your run before it is published: its submissions stay yours, without a "
@@ -406,7 +407,8 @@ def _paths() -> dict[str, Any]:
         "/v1/runs/{run}/logs": {
             "get": {
                 "summary": "Your run's logs in one archive: per task and trial the patch submitted, the test output "
-                "and the result, as the feedback policy shows them, with index.json",
+                "and the result, as the feedback policy shows them, with index.json. Built once per state of the "
+                "run; a run larger than GRADER_MAX_ARCHIVE_BYTES comes in pages (Link: rel=next)",
                 "tags": ["runs"],
                 "security": _AUTH,
                 "parameters": [
@@ -417,27 +419,50 @@ def _paths() -> dict[str, Any]:
                         "required": False,
                         "schema": {"type": "string", "enum": ["tar.gz", "zip"], "default": "tar.gz"},
                     },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "description": "the page of the submissions after this id: the previous page's "
+                        "Grader-Next-After (its Link: rel=next gives the whole URL)",
+                        "schema": {"type": "string", "pattern": "^[0-9a-f]{1,32}$"},
+                    },
                 ],
                 "responses": {
                     "200": {
-                        "description": "the archive (Content-Disposition: attachment)",
+                        "description": "the archive (Content-Disposition: attachment); when the run goes on in "
+                        "another page, Link: <...>; rel=next and Grader-Next-After name it",
                         "content": {
                             "application/gzip": {"schema": {"type": "string", "format": "binary"}},
                             "application/zip": {"schema": {"type": "string", "format": "binary"}},
                         },
                     },
-                    **_errors(401, 404, 422),
+                    **_errors(401, 404, 422, 429),
                 },
             }
         },
         "/v1/leaderboard": {
             "get": {
                 "summary": "Public runs ranked by the tasks of their suites' whole task set they resolve; incomplete "
-                "runs only on request, never ranked",
+                "runs only on request, never ranked; a page at a time",
                 "tags": ["runs"],
                 "security": _OPTIONAL,
                 "parameters": [
                     *_WINDOW,
+                    {
+                        "name": "offset",
+                        "in": "query",
+                        "required": False,
+                        "description": "runs of the board to skip (the previous page's next_offset)",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 10**9, "default": 0},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "description": "runs on the page",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+                    },
                     {
                         "name": "include_incomplete",
                         "in": "query",

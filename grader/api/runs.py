@@ -7,13 +7,16 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
+from grader import intake
 from grader import runs as R
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.api.schemas import RunPatch
 from grader.handles import Handles
 from grader.store import runs as store_runs
+from grader.store import submissions as subs
 from grader.store.models import Run, Team
 
 bp = Blueprint("runs", __name__)
@@ -89,11 +92,17 @@ def update(run: str) -> Response:
     if host_only and not g.caller.admin:
         raise ApiError(403, "forbidden", f"only the host (an admin key) sets {sorted(host_only)}")
     with svc.db.write() as s:
+        subs.lock_team(s, found.team_id)  # as a batch's chunk does: publishing waits for one being stored
         row = s.get(Run, found.id)
-        assert row is not None  # found above; a run goes only by its own team's DELETE
+        if row is None:
+            raise ApiError(404, "not_found", f"no run {run!r}")
+        first = row.published_at is None
         for k, v in fields.items():
             setattr(row, k, v)
+        row.figures_stale = True  # on the board or off it: its readers' caches must know (store_runs.board_version)
         store_runs.publish(row)
+        if first and row.published_at is not None:
+            _may_publish(svc, s, row)
     with svc.db.read() as s:
         row, team = s.get(Run, found.id), s.get(Team, found.team_id)
         assert row is not None and team is not None
@@ -111,9 +120,11 @@ def delete(run: str) -> Response:
     if found.team_id != g.caller.team_id:
         raise ApiError(403, "forbidden", "only the run's own team deletes it; the host hides a run (PATCH hidden)")
     with svc.db.write() as s:
+        subs.lock_team(s, found.team_id)  # as a batch's chunk does: deleting waits for one being stored
         row = s.get(Run, found.id)
         if row is None:
             raise ApiError(404, "not_found", f"no run {run!r}")
+        _not_storing(row, "deleted")
         if store_runs.locked(row):
             raise ApiError(
                 409,
@@ -126,6 +137,38 @@ def delete(run: str) -> Response:
         meta = R.run_meta(row, team)
         detached = store_runs.delete(s, row)
     return jsonify({"deleted": meta, "submissions_detached": detached})
+
+
+def _not_storing(run: Run, what: str) -> None:
+    """409 while a batch is being stored into `run`: a run is changed between batches,
+    never under one (grader/intake.py: RUN_LEASE)."""
+    left = store_runs.storing(run)
+    if left > 0:
+        raise ApiError(
+            409,
+            "run_busy",
+            f"a batch is being stored into run {run.name!r}; it can be {what} once that batch is in "
+            "(try again in a few seconds)",
+            retry_after=max(1, min(int(left) + 1, 30)),
+        )
+
+
+def _may_publish(svc: Handles, s: Session, run: Run) -> None:
+    """Publishing `run` now, in this transaction: not while a batch is stored into it, and
+    at most GRADER_MAX_PUBLISH_PER_DAY runs of a team a UTC day (the host's own, and its
+    baselines, are not counted): every run published is one more on every reader's page."""
+    _not_storing(run, "published")
+    if g.caller.admin:
+        return
+    limit = svc.settings.max_publish_per_day
+    today = store_runs.published_since(s, run.team_id, subs.start_of_day(), but=run.id)
+    if today >= limit:
+        raise ApiError(
+            429,
+            "publish_quota",
+            f"your team has published {today} runs today; the limit is {limit} a day (UTC)",
+            retry_after=intake.seconds_to_midnight(),
+        )
 
 
 @bp.get("/v1/runs/<run>/report")
@@ -176,11 +219,45 @@ def predictions(run: str) -> Response:
 
 @bp.get("/v1/leaderboard")
 def leaderboard() -> Response:
-    _caller_ids()
+    caller = _caller_ids()[0]
+    recent: R.Recent = current_app.extensions["grader.recent"]
+    state = (request.full_path, R.board_version(_svc()))
+    if caller is None and (seen := recent.get(state)) is not None:
+        return Response(seen, mimetype="application/json")  # what another anonymous reader got for this state
     include = request.args.get("include_incomplete", "").lower() in ("1", "true", "yes")
     f = filters()
-    rows = R.leaderboard(_svc(), f, include_incomplete=include)
-    return jsonify({"filters": R.plain(f), "items": rows})
+    offset, limit = _int_arg("offset", 0, 0, 10**9), _int_arg("limit", BOARD_PAGE, 1, BOARD_PAGE_MAX)
+    board = R.leaderboard(_svc(), f, include_incomplete=include, offset=offset, limit=limit)
+    response = jsonify(
+        {
+            "filters": R.plain(f),
+            "items": board.items,
+            "total": board.total,
+            "ranked": board.ranked,
+            "offset": offset,
+            "limit": limit,
+            "next_offset": board.next_offset,
+        }
+    )
+    if caller is None:
+        recent.put(state, response.get_data())
+    return response
+
+
+BOARD_PAGE, BOARD_PAGE_MAX = 100, 500  # runs on a page of GET /v1/leaderboard: by default, at most
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_fields", f"{name} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise ApiError(422, "invalid_fields", f"{name} must be between {low} and {high}")
+    return value
 
 
 @bp.get("/v1/compare")

@@ -14,6 +14,27 @@ from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def _run_name(raw: str) -> str:
+    from grader.names import NameRefused, run_name
+
+    try:
+        return run_name(raw)
+    except NameRefused as exc:
+        raise ValueError(str(exc)) from None
+
+
+# A run's name: one segment of a URL path, NFC, never shaped like a run's id (grader/names.py)
+RunName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_run_name),
+]
+RUN_NAME_RULE = (
+    "letters, digits and marks of any script and - _ . ~ + @ : = , (stored NFC-normalised; "
+    "not 16 hex digits, which is a run id's shape)"
+)
 METADATA_MAX = 16 * 1024  # bytes of JSON
 
 
@@ -114,7 +135,9 @@ class SubmissionIn(_In):
         description="a unified diff (git diff or diff -u), applied at the task's base commit; "
         "the empty string grades the base as it is"
     )
-    run_id: Name | None = Field(None, description="groups the submissions of one campaign (system, configuration)")
+    run_id: RunName | None = Field(
+        None, description=f"groups the submissions of one campaign (system, configuration): {RUN_NAME_RULE}"
+    )
     system: Name | None = Field(None, description="the submitting system or model")
     trial: Trial
     prompt_variant: PromptVariant
@@ -138,7 +161,7 @@ class PredictionIn(_In):
 
 
 class BatchIn(_In):
-    run_id: Name | None = Field(None, description="the run of every item (?run_id= overrides it)")
+    run_id: RunName | None = Field(None, description=f"the run of every item (?run_id= overrides it): {RUN_NAME_RULE}")
     system: Name | None = Field(None, description="the system of items that name none")
     trial: Trial = Field(None, ge=0, le=1_000_000, description="the trial of items that give none")
     prompt_variant: PromptVariant = Field(None, description="the prompt variant of items that give none")
@@ -261,7 +284,20 @@ class WorkersOut(BaseModel):
     queue: dict[str, int]
 
 
-Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$")]
+def _link(url: str) -> str:
+    """A run's project or paper URL, checked as a callback URL is (grader/webhooks.py:
+    http or https, a real host, a valid port, no credentials), without resolving it: the
+    service never fetches it, the portal shows it as a link."""
+    from grader.webhooks import CallbackRefused, check_url
+
+    try:
+        check_url(url, allow_private=True, resolve=False, name="the URL")
+    except CallbackRefused as exc:
+        raise ValueError(str(exc)) from None
+    return url
+
+
+Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$"), AfterValidator(_link)]
 
 
 class RunPatch(_In):
@@ -321,7 +357,12 @@ class RunView(RunOut):
 
 class Leaderboard(BaseModel):
     filters: dict[str, Any]
-    items: list[RunView]
+    items: list[RunView] = Field(description="a page of the board, in its order")
+    total: int = Field(description="runs on the board (complete ones, and incomplete ones when asked)")
+    ranked: int = Field(description="of them, complete and so ranked")
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="the offset of the next page; null on the last")
 
 
 class CompareOut(BaseModel):

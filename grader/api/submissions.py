@@ -18,7 +18,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from grader import intake
+from grader import intake, names
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, refused, validation_error
 from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
@@ -180,7 +180,14 @@ def _batch_items(svc: Handles) -> tuple[list[Any], str | None, dict[str, Any]]:
                 "the body must be a JSON list, a JSON object with 'submissions', "
                 "or JSONL (Content-Type: application/x-ndjson)",
             )
-    run_id = request.args.get("run_id") or run_id
+    given = request.args.get("run_id")
+    if given:
+        try:
+            run_id = names.run_name(given)
+        except names.NameRefused as exc:
+            raise ApiError(
+                422, "invalid_fields", f"run_id: {exc}", details=[{"field": "run_id", "problem": str(exc)}]
+            ) from None
     if not raw:
         raise ApiError(422, "invalid_fields", "the batch holds no submissions")
     if len(raw) > svc.settings.max_batch_items:
@@ -294,7 +301,7 @@ def index() -> Response:
         rows = subs.page(
             s,
             team_id=None if g.caller.admin else g.caller.team_id,
-            run_id=request.args.get("run_id"),
+            run_id=names.normal(request.args["run_id"]) if "run_id" in request.args else None,
             status=status,
             after=request.args.get("cursor"),
             limit=limit + 1,

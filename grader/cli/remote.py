@@ -556,11 +556,13 @@ def _archive_format(dest: Path | None, fmt: str | None) -> str:
 )
 @remote
 def runs_logs(client: Client, run: str, dest: Path | None, fmt: str | None) -> None:
-    """Download every submission's logs of RUN (patch, test output, result) as one archive."""
+    """Download every submission's logs of RUN (patch, test output, result) as one archive;
+    a run larger than the service puts in one archive comes as several (OUT, then
+    OUT's name with .2, .3, ... before its extension)."""
     fmt = _archive_format(dest, fmt)
     dest = dest or Path(f"{_file_name(run)}-logs.{fmt}")
-    size = client.run_logs(run, dest, fmt)
-    err.print(f"{dest} ({size:,} bytes)", highlight=False, markup=False, soft_wrap=True)
+    for path, size in client.run_logs_pages(run, dest, fmt):
+        err.print(f"{path} ({size:,} bytes)", highlight=False, markup=False, soft_wrap=True)
 
 
 @runs.command("delete")

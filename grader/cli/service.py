@@ -4,6 +4,7 @@ they all read."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -28,6 +29,14 @@ def _service(settings: Settings) -> Handles:
     return svc
 
 
+SWITCH_INTERVAL = 0.001  # seconds: the API's threads' turns at the interpreter's lock (CPython's default 0.005)
+UNPROTECTED = (
+    "grader serve on {bind}: gunicorn reads every request itself, so a client that sends slowly "
+    "holds one of its threads; for anything but local use, put nginx in front of it "
+    "(grader proxy config) and bind this where only nginx reaches"
+)
+
+
 @main.command()
 @click.option("--bind", default=API_BIND, show_default=True, help="HOST:PORT to listen on.")
 @click.option("--workers", "processes", type=int, default=2, show_default=True, help="gunicorn worker processes.")
@@ -41,18 +50,26 @@ def _service(settings: Settings) -> Handles:
 )
 @common
 def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
-    """Run the REST API under gunicorn. The schema is migrated first."""
+    """Run the REST API under gunicorn. The schema is migrated first.
+
+    For local use, or behind a buffering proxy: gunicorn's threads read each request
+    themselves, so a client that sends its headers or body slowly holds a thread for as
+    long as it likes, and a few hundred such connections (no key needed) hold them all.
+    Wherever others can reach the service, put nginx in front (`grader proxy config`)
+    and bind this to an address only nginx reaches."""
     from gunicorn.app.base import BaseApplication
 
     from grader.app import create_app
 
     _service(settings).close()
+    click.echo(UNPROTECTED.format(bind=bind), err=True)
     # other requests, and other teams, must always find a thread: neither the requests held
     # for their verdict nor one team's requests in progress may take the last 4
     settings = settings.model_copy(
         update={
             "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
             "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4)),
+            "max_inflight_anonymous": max(1, min(settings.max_inflight_anonymous, threads - 4)),
         }
     )
 
@@ -65,6 +82,9 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
                 "worker_class": "gthread",
                 "timeout": int(settings.max_wait + 60),
                 "graceful_timeout": 30,
+                # idle keep-alive connections are kept longer than the proxy keeps its own
+                # (grader proxy config: 2 s), so that it never sends on one being closed
+                "keepalive": 5,
                 "accesslog": "-",
                 "errorlog": "-",
                 "loglevel": "info",
@@ -77,6 +97,10 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
         # types-gunicorn spells a WSGI app's start_response as a plain callable, Flask takes
         # the standard StartResponse protocol: the same thing at run time
         def load(self) -> Flask:  # type: ignore[override]
+            # in each worker process: a request waiting for the interpreter's lock gets it
+            # within a millisecond of asking, not five, while other threads compute (pages
+            # of the leaderboard): a short request is not held up by a long one's CPU
+            sys.setswitchinterval(SWITCH_INTERVAL)
             return create_app(settings, migrate=False)
 
     _App().run()

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
 SESSION_KEY = "grader:portal:session:"  # + sha256 of the session id -> the key's hash
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+FORM_BYTES = 64 * 1024  # the largest body a portal page reads
+PAGE_ROWS = 50  # runs on a page of the leaderboard
 SORTS = {
     "resolved": "resolved",
     "solve_rate": "solve rate",
@@ -90,6 +92,11 @@ def _who() -> None:
     g.team = None
     if request.path.startswith("/v1/"):
         return
+    # the portal's forms are a few hundred bytes: nobody's body is read past this, and one
+    # whose length is not announced (a browser always announces a form's) is not read at all
+    request.max_content_length = FORM_BYTES
+    if request.method in UNSAFE and request.content_length is None and request.headers.get("Transfer-Encoding"):
+        abort(411, description="Send the form with its Content-Length.")
     if request.method in UNSAFE and not _same_site_origin():
         abort(403, description="This form was sent from another site; open the page here and send it again.")
     if not session.get("sid"):
@@ -117,20 +124,6 @@ def _filters() -> R.Filters:
         abort(422, str(exc))
 
 
-def _figure_value(view: dict[str, Any], key: str) -> tuple[float, float]:
-    """The sort key of a leaderboard column; resolved and solve rate are over the suite's
-    whole task set, as the leaderboard ranks (grader.runs.rank_key)."""
-    m = view["metrics"]
-    ts = m.get("task_set") or {}
-    if key == "resolved":
-        return R.rank_key(view)
-    if key == "tasks":
-        return float(ts.get("attempted") or 0), float(ts.get("tasks") or 0)
-    fig = (ts.get("solve_rate") if key == "solve_rate" else m.get(key)) or {}
-    v = fig.get("value") if isinstance(fig, dict) else None
-    return (v if v is not None else -1.0), 0.0
-
-
 @bp.get("/")
 def home() -> ResponseReturnValue:
     return redirect(url_for("portal.leaderboard_page"))
@@ -139,24 +132,41 @@ def home() -> ResponseReturnValue:
 @bp.get("/leaderboard")
 def leaderboard_page() -> ResponseReturnValue:
     svc = _svc()
+    recent: R.Recent = current_app.extensions["grader.portal.recent"]
+    anonymous = g.team is None and not session.get("sid")
+    state = (request.full_path, R.board_version(svc))
+    if anonymous and (seen := recent.get(state)) is not None:
+        return str(seen)  # what another anonymous reader got for this state
     f = _filters()
     include = request.args.get("include_incomplete") == "1"
-    rows = R.leaderboard(svc, f, include_incomplete=include)
     sort = request.args.get("sort", "resolved")
     if sort not in SORTS:
         sort = "resolved"
     desc = request.args.get("dir", "desc") != "asc"
-    if sort == "name":
-        rows.sort(key=lambda r: (r["name"].lower(), r["team"]), reverse=desc)
-    else:
-        rows.sort(key=lambda r: _figure_value(r, sort), reverse=desc)
+    try:
+        page = max(1, int(request.args.get("page", "1")))
+    except ValueError:
+        page = 1
+    board = R.leaderboard(
+        svc,
+        f,
+        include_incomplete=include,
+        offset=(page - 1) * PAGE_ROWS,
+        limit=PAGE_ROWS,
+        sort=None if sort == "resolved" and desc else sort,  # the rank's own order
+        desc=desc,
+    )
+    pages = max(1, -(-board.total // PAGE_ROWS))
     suites = sorted({t.metadata.suite for t in svc.tasks})
     languages = sorted({t.metadata.language for t in svc.tasks})
     variants = ["minimal", "concise", "contextual", "guided"]
-    return render_template(
+    page_html = render_template(
         "leaderboard.html",
         languages=languages,
-        rows=rows,
+        rows=board.items,
+        total=board.total,
+        page=page,
+        pages=pages,
         f=f,
         include=include,
         sort=sort,
@@ -165,6 +175,9 @@ def leaderboard_page() -> ResponseReturnValue:
         suites=suites,
         variants=variants,
     )
+    if anonymous:
+        recent.put(state, page_html)
+    return page_html
 
 
 @bp.get("/runs/<ref>")
@@ -373,7 +386,13 @@ def my_runs() -> ResponseReturnValue:
     return render_template("me.html", runs=metas, recent=recent)
 
 
+def _svc_of(app: Flask) -> Handles:
+    svc: Handles = app.extensions["grader"]
+    return svc
+
+
 def init_app(app: Flask) -> None:
+    app.extensions["grader.portal.recent"] = R.Recent(_svc_of(app).settings.public_cache_seconds)
     app.register_blueprint(bp)
     app.jinja_env.filters["pct"] = _pct
     app.jinja_env.filters["ci"] = _ci

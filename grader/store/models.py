@@ -20,6 +20,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -141,10 +143,14 @@ class Submission(Base):
 
 class Run(Base):
     """A campaign: every submission of one team with one run_id. Its metadata is what a
-    leaderboard shows (as EvalAI does); its figures are computed from the submissions."""
+    leaderboard shows (as EvalAI does); its figures are computed from the submissions and
+    stored with it (migration 0008), computed again when it is read after a change."""
 
     __tablename__ = "runs"
-    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_runs_team_name"),)
+    __table_args__ = (
+        UniqueConstraint("team_id", "name", name="uq_runs_team_name"),
+        Index("ix_runs_board", "board_complete", "board_resolved", "board_solve"),
+    )
 
     id: Mapped[str] = mapped_column(String(16), primary_key=True)  # the public id
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
@@ -161,8 +167,37 @@ class Run(Base):
     # when it was first shown on the leaderboard (public, or a baseline): from then on it
     # takes no more submissions and cannot be deleted, even if it is made private again
     published_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # a batch being stored into the run, CHUNK items per transaction (grader/intake.py):
+    # until when (renewed by every chunk) and by which request; delete and publish are
+    # refused meanwhile, so that a run is never changed under a batch (migration 0007)
+    intake_until: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    intake_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # Its figures over the whole task set, no filter (grader/runs.py: refresh; the JSON in
+    # RunFigures), as of figures_at under the task set figures_key names; stale once a submission of it
+    # arrives, finishes or is cancelled, or it is published or hidden (store/runs.py). The
+    # board_* columns are what the leaderboard orders by, so that a page of it reads a page.
+    figures_stale: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    figures_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    figures_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    board_listed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    board_complete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    board_resolved: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    board_solve: Mapped[float] = mapped_column(Float, default=-1.0, server_default="-1")
+    board_success: Mapped[float] = mapped_column(Float, default=-1.0, server_default="-1")
+    board_attempted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    board_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     team: Mapped[Team] = relationship()
+
+
+class RunFigures(Base):
+    """A run's stored figures (Run.figures_*), apart from the run's narrow row: the
+    leaderboard scans and sorts runs, and reads these for its page's runs only."""
+
+    __tablename__ = "run_figures"
+
+    run_id: Mapped[str] = mapped_column(String(16), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    figures: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 class WebhookDelivery(Base):

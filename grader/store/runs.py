@@ -10,43 +10,115 @@ team's history (and its quota) with no run."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import ColumnElement, Row, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from grader.errors import StoreError
+from grader.names import normal
 from grader.store.db import Database
-from grader.store.models import Run, Submission, Team, utcnow
+from grader.store.models import Run, RunFigures, Submission, Team, utcnow
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
 
-def ensure_runs(db: Database, team_id: int, names: set[str]) -> None:
-    """Make the runs that do not exist yet; safe against a concurrent request making them."""
+def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | None = None) -> dict[str, str]:
+    """Make the runs that do not exist yet (safe against a concurrent request making them);
+    every run's id by name. `lease`: a batch stored in several transactions is about to
+    go into them, and takes their intake lease first (`storing`)."""
     if not names:
-        return
-    with db.read() as s:
-        have = set(s.scalars(select(Run.name).where(Run.team_id == team_id, Run.name.in_(names))))
-    for name in sorted(names - have):
+        return {}
+
+    def have() -> dict[str, str]:
+        with db.read() as s:
+            rows = s.execute(select(Run.name, Run.id).where(Run.team_id == team_id, Run.name.in_(names)))
+            return {name: run_id for name, run_id in rows}
+
+    runs = have()
+    for name in sorted(names - set(runs)):
+        run_id = secrets.token_hex(8)
         try:
             with db.write() as s:
-                s.add(Run(id=secrets.token_hex(8), team_id=team_id, name=name))
+                s.add(Run(id=run_id, team_id=team_id, name=name))
+            runs[name] = run_id
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
-                raise  # else: made meanwhile by another request
+                raise
+            runs = {**have(), **runs}  # made meanwhile by another request
+    if lease:
+        with db.write() as s:
+            lease.renew(s, set(runs.values()))
+    return runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """A batch's hold on the runs it is stored into, between its transactions: renewed by
+    each, given back at the end; one that is not renewed (its process died) runs out."""
+
+    token: str
+    seconds: float
+
+    def renew(self, s: Session, run_ids: set[str]) -> None:
+        if run_ids:
+            until = utcnow() + dt.timedelta(seconds=self.seconds)
+            s.execute(update(Run).where(Run.id.in_(run_ids)).values(intake_until=until, intake_token=self.token))
+
+    def release(self, db: Database, run_ids: set[str]) -> None:
+        """Given back, unless another batch has taken the run since (its own end gives it back)."""
+        if run_ids:
+            with db.write() as s:
+                s.execute(
+                    update(Run)
+                    .where(Run.id.in_(run_ids), Run.intake_token == self.token)
+                    .values(intake_until=None, intake_token=None)
+                )
+
+
+def storing(run: Run, now: dt.datetime | None = None) -> float:
+    """Seconds left of a batch's intake lease on `run` (0: none is being stored into it)."""
+    if run.intake_until is None:
+        return 0.0
+    until = run.intake_until if run.intake_until.tzinfo else run.intake_until.replace(tzinfo=dt.UTC)
+    return max(0.0, (until - (now or utcnow())).total_seconds())
+
+
+def changed_under(s: Session, team_id: int, runs: dict[str, str | None], *, admin: bool) -> dict[str, Run | None]:
+    """Of the runs a chunk of a batch goes into (name -> the id it had when the batch
+    began), those that changed since, read in the chunk's own transaction after the team's
+    lock: deleted (None: a run of that name now, if any, is another run) or published and
+    so locked (the run) unless the team is the host. Their items are refused."""
+    if not runs:
+        return {}
+    now = {r.name: r for r in s.scalars(select(Run).where(Run.team_id == team_id, Run.name.in_(set(runs))))}
+    out: dict[str, Run | None] = {}
+    for name, run_id in runs.items():
+        run = now.get(name)
+        if run is None or run.id != run_id:
+            out[name] = None
+        elif locked(run) and not admin:
+            out[name] = run
+    return out
 
 
 def find(s: Session, ref: str, *, team_id: int | None) -> Run | None:
-    """A run by public id, or by name among `team_id`'s runs."""
-    run = s.get(Run, ref) if len(ref) == 16 else None
-    if run is None and team_id is not None:
-        run = s.scalar(select(Run).where(Run.team_id == team_id, Run.name == ref))
-    return run
+    """A run by name among `team_id`'s own runs, else by public id: a team's own name wins
+    for that team, so that no other team's run (whose id a name made before grader/names.py
+    refused id-shaped names may spell) stands in for it. Names are looked up NFC, and as
+    given (a name stored before they were normalised)."""
+    if team_id is not None:
+        spellings = list(dict.fromkeys((normal(ref), ref)))
+        own = s.scalars(select(Run).where(Run.team_id == team_id, Run.name.in_(spellings))).all()
+        if own:
+            return min(own, key=lambda r: spellings.index(r.name))
+    return s.get(Run, ref) if len(ref) == 16 else None
 
 
 def visible(s: Session, *, team_id: int | None, admin: bool) -> list[Run]:
@@ -95,25 +167,189 @@ def metric_rows_of(s: Session, run: Run) -> list[Row[Any]]:
     )
 
 
-def board(s: Session) -> list[tuple[Run, Team, list[Row[Any]]]]:
-    """Every public, unhidden run (and baseline) that has submissions, with its team
-    and its submissions as the metrics read them (METRIC_COLUMNS), oldest first, in
-    `visible`'s order: the leaderboard's one query."""
-    shown = (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
-    rows = s.execute(
-        select(Run, Team, *METRIC_COLUMNS)
-        .join(Team, Team.id == Run.team_id)
-        .join(Submission, (Submission.team_id == Run.team_id) & (Submission.run_id == Run.name))
-        .where(shown)
-        .order_by(Run.created_at, Run.id, Submission.id)
-    )
+def _shown() -> ColumnElement[bool]:
+    """On the leaderboard: public or a baseline, and not hidden by the host."""
+    return (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
+
+
+def board(s: Session, run_ids: Collection[str] | None = None) -> list[tuple[Run, Team, list[Row[Any]]]]:
+    """Every public, unhidden run (and baseline) that has submissions (or those of
+    `run_ids`, shown or not), with its team and its submissions as the metrics read them
+    (METRIC_COLUMNS), oldest first, in `visible`'s order: one query."""
     out: list[tuple[Run, Team, list[Row[Any]]]] = []
-    for row in rows:
-        run, team = row[0], row[1]
-        if not out or out[-1][0].id != run.id:
-            out.append((run, team, []))
-        out[-1][2].append(cast("Row[Any]", row))
+    ids = list(run_ids) if run_ids is not None else [None]
+    for at in range(0, len(ids), 500):  # within every backend's limit of bound parameters
+        rows = s.execute(
+            select(Run, Team, *METRIC_COLUMNS)
+            .join(Team, Team.id == Run.team_id)
+            .join(Submission, (Submission.team_id == Run.team_id) & (Submission.run_id == Run.name))
+            .where(_shown() if run_ids is None else Run.id.in_(ids[at : at + 500]))
+            .order_by(Run.created_at, Run.id, Submission.id)
+        )
+        for row in rows:
+            run, team = row[0], row[1]
+            if not out or out[-1][0].id != run.id:
+                out.append((run, team, []))
+            out[-1][2].append(cast("Row[Any]", row))
     return out
+
+
+# --- the figures stored with a run (grader/runs.py computes them) ---------------------------------
+def mark_stale(s: Session, team_id: int, names: Collection[str]) -> None:
+    """The runs `names` of a team have changed (submissions were added): their figures are
+    computed again when next read. In the transaction that changed them."""
+    if names:
+        s.execute(update(Run).where(Run.team_id == team_id, Run.name.in_(list(names))).values(figures_stale=True))
+
+
+def needing_figures(s: Session, key: str, *, run_ids: Collection[str] | None = None) -> list[str]:
+    """Of the runs on the leaderboard (or of `run_ids`), those whose stored figures are
+    stale or were computed under another task set than `key`."""
+    where = _shown() if run_ids is None else Run.id.in_(list(run_ids))
+    old = Run.figures_stale.is_(True) | Run.figures_key.is_(None) | (Run.figures_key != key)
+    return list(s.scalars(select(Run.id).where(where, old)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """What the leaderboard orders a run by, under no filter: whether it is listed at all
+    (something of it was attempted, or is still to be graded), complete (nothing pending,
+    no ERROR), its resolved tasks and solve rate over its suites' whole task set (-1: none),
+    its success rate (-1: none), the tasks attempted and in its task set."""
+
+    listed: bool
+    complete: bool
+    resolved: float
+    solve: float
+    success: float
+    attempted: int
+    tasks: int
+
+
+def begin_figures(s: Session, run_ids: Collection[str]) -> None:
+    """The figures of these runs are being computed from their submissions as read after
+    this commits: not stale from now on, unless a change after this marks them so again
+    (and then they are computed again when next read; a change is never hidden)."""
+    ids = list(run_ids)
+    for at in range(0, len(ids), 500):
+        s.execute(update(Run).where(Run.id.in_(ids[at : at + 500])).values(figures_stale=False))
+
+
+def save_figures(s: Session, run_id: str, figures: dict[str, Any], standing: Standing, key: str) -> None:
+    """Store a run's figures (computed after begin_figures) and what the leaderboard orders it by."""
+    s.merge(RunFigures(run_id=run_id, figures=figures))
+    s.execute(
+        update(Run)
+        .where(Run.id == run_id)
+        .values(
+            figures_key=key,
+            figures_at=utcnow(),
+            board_listed=standing.listed,
+            board_complete=standing.complete,
+            board_resolved=standing.resolved,
+            board_solve=standing.solve,
+            board_success=standing.success,
+            board_attempted=standing.attempted,
+            board_tasks=standing.tasks,
+        )
+    )
+
+
+SORTS = {
+    "resolved": (Run.board_resolved, Run.board_solve),
+    "solve_rate": (Run.board_solve, Run.board_resolved),
+    "success_rate": (Run.board_success, Run.board_resolved),
+    "tasks": (Run.board_attempted, Run.board_tasks),
+    "name": (func.lower(Run.name), Team.name),
+}
+
+
+def board_page(
+    s: Session,
+    *,
+    include_incomplete: bool,
+    offset: int,
+    limit: int,
+    sort: str | None = None,
+    desc: bool = True,
+) -> tuple[list[tuple[Run, Team, dict[str, Any] | None]], int, int]:
+    """A page of the leaderboard from the stored figures: with no `sort`, complete runs
+    first in their rank's order, then incomplete ones (when asked); with one, every listed
+    run by that column. The page's runs with their teams, how many runs are listed, and how
+    many of them are complete (ranked)."""
+    listed = _shown() & Run.board_listed.is_(True)
+    if not include_incomplete:
+        listed = listed & Run.board_complete.is_(True)
+    columns = SORTS[sort or "resolved"]
+    order: list[Any] = [] if sort else [Run.board_complete.desc()]
+    order += [c.desc() if desc else c.asc() for c in columns]
+    order += [Run.created_at, Run.id]
+    # the page's ids first (narrow rows sorted), then those runs whole with their figures
+    ids = list(
+        s.scalars(
+            select(Run.id).join(Team, Team.id == Run.team_id).where(listed).order_by(*order).offset(offset).limit(limit)
+        )
+    )
+    found = {
+        r[0].id: (r[0], r[1], r[2])
+        for r in s.execute(
+            select(Run, Team, RunFigures.figures)
+            .join(Team, Team.id == Run.team_id)
+            .outerjoin(RunFigures, RunFigures.run_id == Run.id)
+            .where(Run.id.in_(ids))
+        )
+    }
+    total, complete = s.execute(
+        select(func.count(), func.sum(case((Run.board_complete.is_(True), 1), else_=0))).where(listed)
+    ).one()
+    return [found[i] for i in ids if i in found], int(total or 0), int(complete or 0)
+
+
+def stored_figures(s: Session, run_id: str) -> tuple[Run, Team, dict[str, Any] | None] | None:
+    """A run, its team and its stored figures (None before they were first computed)."""
+    row = s.execute(
+        select(Run, Team, RunFigures.figures)
+        .join(Team, Team.id == Run.team_id)
+        .outerjoin(RunFigures, RunFigures.run_id == Run.id)
+        .where(Run.id == run_id)
+    ).one_or_none()
+    return (row[0], row[1], row[2]) if row is not None else None
+
+
+def rank_of(s: Session, run: Run) -> int:
+    """A complete run's rank on the unfiltered board: 1 + the complete listed runs ahead
+    of it (more resolved; as many and a higher solve rate; tied, and made earlier)."""
+    ahead = (
+        (Run.board_resolved > run.board_resolved)
+        | ((Run.board_resolved == run.board_resolved) & (Run.board_solve > run.board_solve))
+        | (
+            (Run.board_resolved == run.board_resolved)
+            & (Run.board_solve == run.board_solve)
+            & ((Run.created_at < run.created_at) | ((Run.created_at == run.created_at) & (Run.id < run.id)))
+        )
+    )
+    listed = _shown() & Run.board_listed.is_(True) & Run.board_complete.is_(True)
+    return 1 + int(s.scalar(select(func.count()).select_from(Run).where(listed, ahead)) or 0)
+
+
+def runs_with_teams(s: Session, run_ids: Collection[str]) -> list[tuple[Run, Team]]:
+    if not run_ids:
+        return []
+    rows = s.execute(select(Run, Team).join(Team, Team.id == Run.team_id).where(Run.id.in_(list(run_ids))))
+    return [(r[0], r[1]) for r in rows]
+
+
+def board_state(s: Session, key: str) -> tuple[int, str, int]:
+    """In one query: how many runs the leaderboard shows, the newest time one of their
+    figures was stored, and how many of them need their figures computed again (stale, or
+    under another task set than `key`). The first two change whenever the board may, once
+    the third is 0: a change marks its run stale, and storing its figures moves the time
+    (publishing or hiding a run marks it stale too)."""
+    old = Run.figures_stale.is_(True) | Run.figures_key.is_(None) | (Run.figures_key != key)
+    count, newest, needing = s.execute(
+        select(func.count(), func.max(Run.figures_at), func.sum(case((old, 1), else_=0))).where(_shown())
+    ).one()
+    return int(count or 0), str(newest), int(needing or 0)
 
 
 def submissions_of(s: Session, run: Run) -> list[Submission]:
@@ -135,6 +371,18 @@ def publish(run: Run, now: dt.datetime | None = None) -> None:
     locks it."""
     if (run.public or run.baseline) and run.published_at is None:
         run.published_at = now or utcnow()
+
+
+def published_since(s: Session, team_id: int, since: dt.datetime, *, but: str) -> int:
+    """How many of the team's runs other than `but` were first published at or after `since`."""
+    return (
+        s.scalar(
+            select(func.count())
+            .select_from(Run)
+            .where(Run.team_id == team_id, Run.id != but, Run.published_at >= since)
+        )
+        or 0
+    )
 
 
 def locked_names(s: Session, team_id: int, names: set[str]) -> dict[str, Run]:

@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, and_, case, func, insert, or_, select, tex
 from sqlalchemy.orm import Session, defer
 
 from grader.store.db import Database
-from grader.store.models import Status, Submission, Team, utcnow
+from grader.store.models import Run, Status, Submission, Team, utcnow
 from grader.verdict import Result, Verdict
 
 if TYPE_CHECKING:
@@ -168,7 +168,9 @@ def finish(
     """running -> done with `result`; False (and nothing written) if the claim was lost."""
     done = _done(result, cached=cached, errored=errored, shown=shown)
     with db.write() as s:
-        return _rowcount(s.execute(update(Submission).where(*_held(c)).values(**done))) == 1
+        return _changed_run(
+            s, c.submission_id, _rowcount(s.execute(update(Submission).where(*_held(c)).values(**done)))
+        )
 
 
 def finish_abandoned(
@@ -178,7 +180,9 @@ def finish_abandoned(
     re-queueing it: the reconciler's move once it has been started too often. False if
     its worker renewed the lease since, or someone else moved it first."""
     with db.write() as s:
-        return (
+        return _changed_run(
+            s,
+            submission_id,
             _rowcount(
                 s.execute(
                     update(Submission)
@@ -196,8 +200,7 @@ def finish_abandoned(
                         }
                     )
                 )
-            )
-            == 1
+            ),
         )
 
 
@@ -226,16 +229,34 @@ def retry_later(db: Database, c: Claim, error: str) -> str | None:
 
 def cancel(db: Database, submission_id: str) -> bool:
     with db.write() as s:
-        return (
+        return _changed_run(
+            s,
+            submission_id,
             _rowcount(
                 s.execute(
                     update(Submission)
                     .where(Submission.id == submission_id, Submission.status == Status.QUEUED.value)
                     .values(status=Status.CANCELLED.value, finished_at=utcnow(), job_id=None)
                 )
-            )
-            == 1
+            ),
         )
+
+
+def _changed_run(s: Session, submission_id: str, moved: int) -> bool:
+    """After a move of a submission (`moved`: the rows the move's UPDATE matched): if it
+    moved, its run's stored figures are stale, in the same transaction. True if it moved."""
+    if moved != 1:
+        return False
+    of = select(Submission.team_id, Submission.run_id).where(Submission.id == submission_id)
+    s.execute(
+        update(Run)
+        .where(
+            Run.team_id == of.with_only_columns(Submission.team_id).scalar_subquery(),
+            Run.name == of.with_only_columns(Submission.run_id).scalar_subquery(),
+        )
+        .values(figures_stale=True)
+    )
+    return True
 
 
 def reassign_job(

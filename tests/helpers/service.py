@@ -162,6 +162,45 @@ def api_process(database_url: str, redis_url: str, tmp_path: Path, *args: str, *
             proc.wait(timeout=60)
 
 
+@contextlib.contextmanager
+def worker_process(database_url: str, redis_url: str, tmp_path: Path, **env: str) -> Iterator[subprocess.Popen]:
+    """`grader worker --count 1` on this database and Redis, with GRADER_* `env`, for the
+    tests that need verdicts without Docker (a patch the vetting refuses is PATCH FAILED
+    before any container: cheap_patch in benchmarks/_service.py makes one)."""
+    env = {
+        "GRADER_DATABASE_URL": database_url,
+        "GRADER_REDIS_URL": redis_url,
+        "GRADER_TASKS_DIR": str(ROOT / "tasks" / "examples"),
+        "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+        "GRADER_CACHE": "false",
+        "GRADER_CACHE_DIR": str(tmp_path / "cache"),
+        **env,
+    }
+    with open(tmp_path / "worker.log", "wb") as log:
+        proc = subprocess.Popen(
+            [str(BIN), "worker", "--count", "1"],
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            yield proc
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def outside_patch(tag: str, pad: int = 0) -> str:
+    """A unique patch the vetting refuses (a path outside the repository): PATCH FAILED by
+    a worker without a container, and never answered from the cache of another's."""
+    return f"--- a/../outside-{tag}.txt\n+++ b/../outside-{tag}.txt\n@@ -0,0 +1 @@\n+{tag}{'x' * pad}\n"
+
+
 def _children() -> dict[int, list[int]]:
     """ppid -> pids, of every process now."""
     out: dict[int, list[int]] = {}
