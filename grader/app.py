@@ -101,7 +101,10 @@ def _headers(response: Response) -> Response:
     served as text must stay text). An answer to a caller who said who they are (an API
     key, a session cookie) or that signs someone in or out is nobody else's: no cache
     may keep it (a shared proxy, the browser's back button on a shared machine). Public
-    answers to anonymous callers (the leaderboard, the docs) may be cached as before."""
+    answers to anonymous callers (the leaderboard, the docs) may be cached as before. A
+    route that chose `private` itself keeps its choice: the task's repository bundle is
+    the same bytes for every caller, named by its sha256 (ETag), and a client keeps it and
+    asks again with If-None-Match (`private, no-cache`: no shared cache keeps it)."""
     headers = response.headers
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")
@@ -116,7 +119,7 @@ def _headers(response: Response) -> Response:
         or session.modified  # its cookie is set or cleared on the way out (after this hook)
         or "Set-Cookie" in headers
     )
-    if private:
+    if private and not response.cache_control.private:
         headers["Cache-Control"] = "no-store"
     response.vary.update(("Authorization", "Cookie"))  # what decides whether an answer is private
     return response
