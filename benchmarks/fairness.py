@@ -369,11 +369,11 @@ def _slow(url: str, via: str, key: str) -> Attack:
     )
 
 
-def _chunked(url: str, key: str) -> Attack:
+def _chunked(url: str, via: str, key: str) -> Attack:
     stream = ChunkedStream(url, key)
     return Attack(
-        "chunked",
-        "gunicorn",
+        "chunked" if via == "gunicorn" else "chunked-proxy",
+        via,
         "two streams of 8 MiB bodies, Transfer-Encoding: chunked",
         stream.start,
         stream.finish,
