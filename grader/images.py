@@ -30,7 +30,7 @@ from typing import Any
 
 from grader.box.paths import GRADER_DIR, HIDDEN_DIR, REPO_DIR, UID
 from grader.config import Settings
-from grader.errors import ImageError
+from grader.errors import ImageError, ImageUnverified
 from grader.sandbox.docker.engine import DockerEngine
 from grader.tasks.model import Task
 from grader.tasks.prepare import PreparedTask, prepare
@@ -252,10 +252,11 @@ class Images:
                 task_hash=prepared.task_hash,
             )
             if problems:
-                raise ImageError(
+                raise ImageUnverified(
                     f"instance image {tag} for task {task.id} cannot be verified by hash, so nothing is graded on "
                     f"it: {'; '.join(problems)}. Import a verified archive (`grader env import`) or remove the "
-                    "image and build it again"
+                    "image and build it again",
+                    env.name,
                 )
             return str(facts["id"]), prepared
         if not build:

@@ -238,10 +238,11 @@ def test_accepted_while_redis_is_down_is_kept_and_enqueued_later(database_url, r
         finally:
             redis_server.start()
         svc.redis.connection_pool.disconnect()
-        assert svc.queue.count == 0
+        queue = svc.queue_for(_sub()["task_id"])  # its environment's
+        assert queue.name == f"grader-env-{svc.task(_sub()['task_id']).environment}" and queue.count == 0
         counts = reconcile(svc, grace=0)
         assert counts["requeued_lost_jobs"] == 1
-        [job] = svc.queue.get_jobs()
+        [job] = queue.get_jobs()
         assert job.args == (r.json["id"],)
         assert reconcile(svc, grace=0)["requeued_lost_jobs"] == 0  # its job is alive now
     finally:
