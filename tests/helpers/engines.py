@@ -96,6 +96,7 @@ class SecondEngine:
 
     def kill(self) -> list[int]:
         """The host lost whole: SIGKILL to all of it at once. Returns the pids killed."""
+        killed: list[int] = []
         for _ in range(5):  # a shim may start a process while the others die
             pids = self.processes()
             if not pids:
@@ -103,12 +104,13 @@ class SecondEngine:
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
                 except ProcessLookupError:
                     pass
             time.sleep(0.5)
         if self.proc is not None:
             self.proc.wait(timeout=30)
-        return pids
+        return killed
 
     def stop(self, timeout: float = 60) -> None:
         if self.proc is not None and self.proc.poll() is None:
