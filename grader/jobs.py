@@ -154,7 +154,7 @@ def grade_submission(submission_id: str) -> str:
                     task_hash=p.task_hash,
                     failing_since=first_error if first_error is not None else time.time(),
                 ),
-                breaker=blame.known_broken(_gold_cache(svc), _gold_key(p)) if erred else None,
+                breaker=blame.known_broken(_gold_cache(svc), _gold_key(svc, p)) if erred else None,
             )
         step = _settle(svc, grader, task, facts, policy)
         if isinstance(step, Retry):
@@ -261,14 +261,10 @@ def _refuse_unverified(svc: Handles, grader: Grader) -> None:
             log.warning("recording the refusal of %s: %s", env, exc)
 
 
-def _gold_key(p: Provenance) -> str | None:
+def _gold_key(svc: Handles, p: Provenance) -> str | None:
     if p.image_id is None or p.task_hash is None:
         return None
-    return blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
-
-
-def _host() -> str:
-    return host()
+    return blame.gold_key(host(svc.settings), p.task_hash, p.image_id, GRADER_VERSION)
 
 
 def _gold_cache(svc: Handles) -> blame.GoldCache:
@@ -301,7 +297,7 @@ def _gold(
         return blame.GoldAnswer.of(grader.grade(task, gold), at)
 
     return blame.gold_answer(
-        _gold_cache(svc), blame.gold_key(_host(), task_hash, image_id, GRADER_VERSION), grade, since=since
+        _gold_cache(svc), blame.gold_key(host(svc.settings), task_hash, image_id, GRADER_VERSION), grade, since=since
     )
 
 

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from rq import SimpleWorker
 from rq.worker import DequeueStrategy
@@ -36,6 +37,9 @@ from grader import jobs
 from grader.config import Settings
 from grader.errors import GraderError, StoreError
 from grader.handles import DOCKER_KEY, UNVERIFIED_KEY, Handles, host, host_name
+
+if TYPE_CHECKING:
+    from grader.images import Images
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ def run_worker(
     worker.work(burst=burst, with_scheduler=True, logging_level="INFO", dequeue_strategy=DequeueStrategy.ROUND_ROBIN)
 
 
-def ready_environments(svc: Handles) -> list[str] | None:
+def ready_environments(svc: Handles, images: Images | None = None) -> list[str] | None:
     """The environments this host takes grades of now (GRADER_WORKER_ENVIRONMENTS); None
     when its engine cannot say (the workers keep what they had)."""
     want = svc.settings.worker_environments.strip()
@@ -59,9 +63,9 @@ def ready_environments(svc: Handles) -> list[str] | None:
     if want != "auto":
         have = sorted({n.strip() for n in want.split(",") if n.strip()})
     else:
-        from grader.images import Images
+        from grader.images import Images  # the Docker SDK: loaded by the worker only
 
-        images = Images(svc.settings)
+        images = images or Images(svc.settings)
         try:
             have = [e.name for e in images.environments() if images.engine.image_id(images.env_tag(e)) is not None]
         except GraderError as exc:
@@ -82,7 +86,10 @@ def run_workers(svc: Handles, count: int, *, stop: threading.Event | None = None
     ctx = mp.get_context("fork")
     stop = stop or threading.Event()
     procs: dict[int, BaseProcess] = {}
-    envs: list[str] = ready_environments(svc) or []
+    from grader.images import Images
+
+    images = Images(svc.settings)  # one engine client for the parent's looks every 10 s
+    envs: list[str] = ready_environments(svc, images) or []
     asked: set[int] = set()  # workers told to finish their job and stop
     log.info("taking the grades of: %s", ", ".join(envs) or "no environment yet")
 
@@ -103,7 +110,7 @@ def run_workers(svc: Handles, count: int, *, stop: threading.Event | None = None
     while not stop.is_set():
         if time.monotonic() >= next_report:
             report_docker(svc)
-            now = ready_environments(svc)
+            now = ready_environments(svc, images)
             if now is not None and now != envs:
                 log.warning(
                     "this host now takes the grades of: %s (was: %s); each worker starts again after its current job",

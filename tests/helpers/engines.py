@@ -1,5 +1,5 @@
 """A second Docker engine on this machine, as a second grading host has: its own data
-root, exec root, pidfile and socket (so its own images and containers), no bridge and no
+root, exec root, pidfile and socket (so its own images and containers), a bridge of its own and no
 iptables rules (it must not fight the machine's engine over them), the machine's
 daemon.json (gVisor's runsc registered as scripts/setup.sh does) and a cgroup parent of
 its own, so that everything it ran can be found and killed. The machine's engine is
@@ -29,10 +29,15 @@ class SecondEngine:
         self.root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir="/tmp"))
         self.cgroup = f"grader-{self.root.name}"
         self.socket = self.root / "docker.sock"
+        self.bridge = f"gb{self.root.name[-10:]}"  # an interface name: 15 characters at most
         self.url = f"unix://{self.socket}"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> SecondEngine:
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        octet = 100 + int.from_bytes(self.bridge.encode(), "big") % 100
+        subprocess.run(["ip", "addr", "add", f"10.213.{octet}.1/24", "dev", self.bridge], check=True)
+        subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
         config = self.root / "daemon.json"
         config.write_text(DAEMON_JSON.read_text() if DAEMON_JSON.is_file() else "{}\n")
         self.log = open(self.root / "dockerd.log", "wb")
@@ -44,7 +49,10 @@ class SecondEngine:
                 "--pidfile", str(self.root / "docker.pid"),
                 "--host", self.url,
                 "--config-file", str(config),
-                "--bridge=none",
+                # a bridge of its own: dockerd started with --bridge=none deletes the
+                # machine's docker0 (libnetwork removes "the default bridge" it is told
+                # not to use), and every image build of the machine's engine then fails
+                "--bridge", self.bridge,
                 "--iptables=false",
                 "--ip-masq=false",
                 "--ip-forward=false",
@@ -123,8 +131,9 @@ class SecondEngine:
             self.kill()
 
     def cleanup(self) -> None:
-        """Everything it left: mounts under its root, its cgroups, its directory."""
+        """Everything it left: mounts under its root, its cgroups, its bridge, its directory."""
         self.stop()
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         mounts = []
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             point = line.split()[4].replace("\\040", " ")
