@@ -54,11 +54,11 @@ def _workers(url: str, key: str) -> list[dict]:
 
 @pytest.fixture
 def engine_b():
-    e = SecondEngine("hostb").start()
+    e = SecondEngine("hostb")
     try:
-        yield e
+        yield e.start()
     finally:
-        e.cleanup()
+        e.cleanup()  # a start that failed half-way leaves things too
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

@@ -54,11 +54,11 @@ def archive(settings, tmp_path_factory) -> dict:
 
 @pytest.fixture
 def engine():
-    e = SecondEngine().start()
+    e = SecondEngine()
     try:
-        yield e
+        yield e.start()
     finally:
-        e.cleanup()
+        e.cleanup()  # a start that failed half-way leaves things too
 
 
 def _grader_images(engine: SecondEngine) -> list[str]:
