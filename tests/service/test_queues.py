@@ -138,3 +138,35 @@ def test_an_unverifiable_image_is_error_retried_and_its_environment_left(api, sv
     assert b"cannot be verified" in svc.redis.get(f"{UNVERIFIED_KEY}{host(svc.settings)}:c")
     svc.settings.worker_environments = "c,go-1.24"
     assert ready_environments(svc) == ["go-1.24"]
+
+
+def test_a_burst_worker_drains_its_hosts_environments_only(database_url, redis_server, tmp_path):
+    import os
+    import subprocess
+
+    from helpers.service import BIN
+
+    redis_server.flush()
+    svc = make_service(database_url, redis_server.url, tasks_dir=LANGUAGES)
+    try:
+        from grader.app import create_app
+
+        api = Api(create_app(service=svc, migrate=False).test_client(), new_key(svc, "t"))
+        py39 = api.post("/v1/submissions", json={"task_id": "py39-median-even", "patch": outside_patch("u1")})
+        c = api.post("/v1/submissions", json={"task_id": "c-median-even", "patch": outside_patch("u2")})
+        env = {
+            **os.environ,
+            "GRADER_DATABASE_URL": database_url,
+            "GRADER_REDIS_URL": redis_server.url,
+            "GRADER_TASKS_DIR": str(LANGUAGES),
+            "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
+            "GRADER_CACHE_DIR": str(tmp_path / "cache"),
+            "GRADER_WORKER_ENVIRONMENTS": "c",
+        }
+        done = subprocess.run([str(BIN), "worker", "--burst"], env=env, capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        assert api.get(f"/v1/submissions/{c.json['id']}").json["verdict"] == "PATCH FAILED"
+        assert api.get(f"/v1/submissions/{py39.json['id']}").json["status"] == "queued"
+        assert [j.args[0] for j in svc.grade_queue("python-3.9").get_jobs()] == [py39.json["id"]]
+    finally:
+        svc.close()
