@@ -108,19 +108,26 @@ def readyz() -> ResponseReturnValue:
 
 
 def _queue_depth(svc: Handles) -> dict[str, int]:
+    """The database's queued and running counts, and Redis's jobs: every grading queue's
+    together, and each environment's waiting as `redis_queued:NAME` (a grade waits there
+    until a host that has the environment's image takes it: a depth that only grows names
+    an environment no host serves)."""
     from rq.registry import StartedJobRegistry
 
     with svc.db.read() as s:
         queued = subs.count_queued(s)
         active = subs.count_active(s)
-    queues = svc.grade_queues()  # one per environment, and that of grades of no known environment
+    envs = svc.environments()
+    queues = svc.grade_queues(envs)  # that of grades of no known environment, then one per environment
+    counts = [q.count for q in queues]
     return {
         "queued": queued,
         "running": active - queued,
-        "redis_queued": sum(q.count for q in queues),
+        "redis_queued": sum(counts),
         "redis_scheduled": sum(_scheduled(q) for q in queues),
         "redis_started": sum(StartedJobRegistry(queue=q).count for q in queues),
         "webhooks_queued": svc.webhook_queue.count,
+        **{f"redis_queued:{env}": n for env, n in zip(envs, counts[1:], strict=True)},
     }
 
 

@@ -35,7 +35,9 @@ def test_a_grade_waits_on_its_environments_queue(api, svc):
     assert [j.args[0] for j in py39.get_jobs()] == [i for i, t in ids.items() if t == "py39-median-even"]
     assert [j.args[0] for j in c.get_jobs()] == [i for i, t in ids.items() if t == "c-median-even"]
     assert svc.queue.count == 0  # no grade of a known environment waits where every worker looks
-    assert api.get("/v1/workers").json["queue"]["redis_queued"] == 3
+    depth = api.get("/v1/workers").json["queue"]
+    assert depth["redis_queued"] == 3
+    assert (depth["redis_queued:python-3.9"], depth["redis_queued:c"], depth["redis_queued:go-1.24"]) == (2, 1, 0)
 
 
 def test_a_batch_keeps_its_order_within_each_environment(api, svc):
