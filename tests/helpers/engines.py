@@ -35,7 +35,8 @@ class SecondEngine:
 
     def start(self, timeout: float = 60) -> SecondEngine:
         subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
-        octet = 100 + int.from_bytes(self.bridge.encode(), "big") % 100
+        taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+        octet = next(n for n in range(100, 200) if f" 10.213.{n}." not in taken)  # another engine's is taken
         subprocess.run(["ip", "addr", "add", f"10.213.{octet}.1/24", "dev", self.bridge], check=True)
         subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
         config = self.root / "daemon.json"
