@@ -2,9 +2,10 @@
 
 Host A is `grader worker` on this machine's Docker engine; host B is `grader worker` on a
 second engine with its own data root, exec root, pidfile and socket (tests/helpers/
-engines.py), which starts with no image at all: it gets the mini tasks' environment and
-instance images by `grader env export` here and `grader env import` there, and building
-is off on both hosts, so neither can turn a grade into a build. Both take the batch from
+engines.py), which starts with no image at all: its worker takes no grade of the mini
+tasks' environment until it has the image, which it gets by `grader env export` here and
+`grader env import` there, after which its worker starts again on that environment's queue;
+building is off on both hosts, so neither can turn a grade into a build. Both take the batch from
 one API (`grader serve`), one Redis and one PostgreSQL. Once host B has graded at least
 one submission and holds another, it is killed whole: its `grader worker` (parent and
 children) and its engine (dockerd, containerd, the shims and every process of its
@@ -52,6 +53,17 @@ def _workers(url: str, key: str) -> list[dict]:
     return r.json()["workers"]
 
 
+def _queues_of(url: str, key: str, host: str, proc: subprocess.Popen, tail) -> list[str]:
+    """The queues the live worker of `host` listens to (waiting for one to be registered)."""
+    deadline = time.monotonic() + 60
+    while True:
+        live = [w for w in _workers(url, key) if w.get("name", "").startswith(host) and w["state"] != "suspended"]
+        if live:
+            return sorted({q for w in live for q in w["queues"]})
+        assert proc.poll() is None and time.monotonic() < deadline, tail()
+        time.sleep(0.3)
+
+
 @pytest.fixture
 def engine_b():
     e = SecondEngine("hostb")
@@ -89,14 +101,6 @@ def test_a_host_lost_whole_mid_batch_loses_nothing(database_url, redis_server, s
     )
     assert done.returncode == 0, done.stderr.decode()
     archive = json.loads(done.stdout)
-    done = subprocess.run(
-        [str(BIN), "env", "import", archive["path"], "--sha256", archive["sha256"]],
-        env={**base, **env, "DOCKER_HOST": engine_b.url},
-        capture_output=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    Path(archive["path"]).unlink()
 
     svc = make_service(database_url, redis_server.url, tasks_dir=settings.tasks_dir)
     key = new_key(svc, f"hosts-{uuid.uuid4().hex[:6]}")
@@ -118,10 +122,23 @@ def test_a_host_lost_whole_mid_batch_loses_nothing(database_url, redis_server, s
         return stack.tail() + "\n--- host-b.log\n" + (tmp_path / "host-b.log").read_text(errors="replace")[-3000:]
 
     try:
-        deadline = time.monotonic() + 60
-        while not any(w.get("name", "").startswith("host-b:") for w in _workers(stack.url, host_key)):
-            assert host_b.poll() is None and time.monotonic() < deadline, tail()
-            time.sleep(0.3)
+        # host B's engine has no image yet: its worker takes no python-3.11 grade
+        b_queues = _queues_of(stack.url, host_key, "host-b:", host_b, tail)
+        assert "grader-env-python-3.11" not in b_queues and "grader" in b_queues, b_queues
+
+        done = subprocess.run(
+            [str(BIN), "env", "import", archive["path"], "--sha256", archive["sha256"]],
+            env={**base, **env, "DOCKER_HOST": engine_b.url},
+            capture_output=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        Path(archive["path"]).unlink()
+        # once it has: its worker starts again on the environment's queue too (the parent looks every 10 s)
+        deadline = time.monotonic() + 90
+        while "grader-env-python-3.11" not in _queues_of(stack.url, host_key, "host-b:", host_b, tail):
+            assert time.monotonic() < deadline, tail()
+            time.sleep(0.5)
 
         c = Client(stack.url, key)
         batch = c.submit_batch([{"task_id": "mini", "patch": _slow(mini, i)} for i in range(BATCH)])
