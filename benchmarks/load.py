@@ -7,7 +7,12 @@ takes them, waits until every one is graded, and prints:
 - accepted / rejected, the accept rate, and how long the burst took to submit;
 - grading throughput, and p50 / p95 of the time from acceptance to verdict;
 - RSS of the API processes and the worker processes at the start, peak and end;
-- the reconciliation: accepted by the API vs held by the database vs graded, and lost.
+- the reconciliation: accepted by the API vs held by the database vs graded, and lost;
+- with `--containers`, what a grade cost (`Costs`, sampled every 0.5 s): CPU seconds of the
+  worker processes and of the grading containers they made (their cgroups), per grade,
+  and each container's peak memory (cgroup v1's max_usage, v2's memory.peak): the
+  figures docs/deploy.md sizes hosts by. Sampling misses what a container spends in its
+  last half second, so the CPU is a floor.
 
 "Cheap": each patch is unique and is refused by the grading core's vetting (a path
 outside the repository), so every submission takes the whole path through the API,
@@ -26,14 +31,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
 import requests
 
-from _service import ROOT, TASK, Running, cheap_patch
+from _service import ROOT, TASK, Running, cheap_patch, descendants
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -64,6 +71,74 @@ def rss_of(pattern: str) -> int:
         except OSError:
             continue
     return total
+
+
+class Costs(threading.Thread):
+    """CPU of the `grader worker` processes under `leader`, and CPU and peak memory of
+    each grading container they own, sampled until stopped (the last value seen counts)."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, leader: int):
+        super().__init__(daemon=True)
+        from grader.sandbox.docker import LABEL, OWNER_LABEL, DockerEngine
+
+        self.leader, self.label, self.owner = leader, LABEL, OWNER_LABEL
+        self.client = DockerEngine().client
+        self.cpu: dict[int, float] = {}
+        self.boxes: dict[str, tuple[float, int]] = {}
+        self.stop = threading.Event()
+
+    @staticmethod
+    def _cgroup(kind: str, cid: str, v1: str, v2: str) -> int | None:
+        for path in (f"/sys/fs/cgroup/{kind}/docker/{cid}/{v1}", f"/sys/fs/cgroup/docker/{cid}/{v2}",
+                     f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/{v2}"):  # fmt: skip
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            if v2 == "cpu.stat" and not path.endswith(v1):
+                return int(text.split("usage_usec")[1].split()[0]) * 1000
+            return int(text.split()[0])
+        return None
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            pids = descendants(self.leader)
+            for pid in pids:
+                try:
+                    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    self.cpu[pid] = (int(f[11]) + int(f[12])) / self.TICK
+                except (OSError, IndexError, ValueError):
+                    pass
+            try:
+                boxes = self.client.containers.list(filters={"label": self.label}, ignore_removed=True)
+            except Exception:  # noqa: BLE001 - the next sample tries again
+                continue
+            for c in boxes:
+                pid = (c.labels or {}).get(self.owner, "").rpartition(":")[2]
+                if not pid.isdigit() or int(pid) not in pids:
+                    continue
+                ns = self._cgroup("cpuacct", c.id, "cpuacct.usage", "cpu.stat")
+                peak = self._cgroup("memory", c.id, "memory.max_usage_in_bytes", "memory.peak")
+                if ns is not None and peak is not None:
+                    self.boxes[c.id] = (ns / 1e9, peak)
+
+    def figures(self, graded: int) -> dict:
+        ran = [b for b in self.boxes.values() if b[0] >= 0.05]  # a warm container never used spends ~0
+        peaks = sorted(b[1] / 2**20 for b in ran)
+        box_cpu, worker_cpu = sum(b[0] for b in self.boxes.values()), sum(self.cpu.values())
+        return {
+            "worker_cpu_s": round(worker_cpu, 2),
+            "container_cpu_s": round(box_cpu, 2),
+            "cpu_s_per_grade": round((worker_cpu + box_cpu) / graded, 3) if graded else None,
+            "grades_per_core_s": round(graded / (worker_cpu + box_cpu), 2) if worker_cpu + box_cpu else None,
+            "containers_used": len(ran),
+            "container_peak_mib": {
+                "p50": round(statistics.median(peaks), 1) if peaks else None,
+                "max": round(peaks[-1], 1) if peaks else None,
+            },
+        }
 
 
 def main() -> int:
@@ -98,6 +173,10 @@ def main() -> int:
             samples.append({"api": rss_of("grader-api") or rss_of(" serve "), "workers": rss_of(" worker ")})
 
         sample()
+        costs = None
+        if args.containers and svc.grading is not None:
+            costs = Costs(svc.grading.pid)
+            costs.start()
         t0 = time.monotonic()
         accepted, rejected, ids = 0, 0, []
         for start in range(0, args.count, args.batch):
@@ -121,6 +200,9 @@ def main() -> int:
             time.sleep(1.0)
         total_s = time.monotonic() - t0
         sample()
+        if costs is not None:
+            costs.stop.set()
+            costs.join()
         # reconcile against the database
         sys.path.insert(0, str(ROOT))
         from grader.store.db import Database
@@ -179,6 +261,8 @@ def main() -> int:
             "baseline_in_process_per_s": round(base_rate, 1),
             "service_vs_in_process": round((len(done) / total_s) / base_rate, 2),
         }
+        if costs is not None:
+            figures["cost"] = costs.figures(len(done))
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / ("load-containers.json" if args.containers else "load.json")).write_text(json.dumps(figures, indent=1))
         for k, v in figures.items():

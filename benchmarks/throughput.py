@@ -164,7 +164,13 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
         with db.read() as s:
             in_db = s.query(Submission).count()
         db.dispose()
-        queued = Redis.from_url(svc.env["GRADER_REDIS_URL"]).llen("rq:queue:grader")
+        redis = Redis.from_url(svc.env["GRADER_REDIS_URL"])
+        # every grading queue: the plain one and one per environment (grader-env-NAME)
+        queued = sum(
+            redis.llen(k)
+            for k in redis.scan_iter(match="rq:queue:grader*")
+            if k in (b"rq:queue:grader",) or k.startswith(b"rq:queue:grader-env-")
+        )
     measured = [(ms, code) for ms, code, m in samples if m]
     ok = sorted(ms for ms, code in measured if code == 202)
     codes: dict[int, int] = {}

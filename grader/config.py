@@ -178,6 +178,17 @@ class Settings(BaseSettings):
         60.0, description="a running submission whose worker has not renewed it this long is re-queued"
     )
     reconcile_interval: float = Field(30.0, description="seconds between reconciler passes in `grader worker`")
+    worker_environments: str = Field(
+        "auto",
+        description="the environments whose grades this host's workers take (each environment has a queue of its "
+        "own): auto, those whose environment image this host's engine has, looked at every 10 s (a host without "
+        "it takes none of its grades until it has it: `grader env import`); all; or names, comma-separated",
+    )
+    host_name: str | None = Field(
+        None,
+        description="this host's name in claims (a submission's `host`), worker names, /readyz and the gold "
+        "cache; default: the machine's hostname (set it when several hosts share one machine or hostname)",
+    )
     cache: bool = Field(
         True, description="answer a submission from an identical finished grade (same task, patch, image, version)"
     )

@@ -6,6 +6,7 @@ it into the ERROR verdict, which is retried and never charged to the submitter.
     ├── TaskError             a task definition or its files are unusable
     │   └── TaskNotFound
     ├── ImageError            an image could not be found or built
+    │   └── ImageUnverified   the image under a task's tag is not the one its hash names
     ├── SandboxError          the container runtime failed (Docker down, API error)
     ├── ConfigError           the settings cannot run the service (production without secrets)
     └── StoreError            the database or the queue cannot be reached
@@ -29,6 +30,15 @@ class TaskNotFound(TaskError):
 
 class ImageError(GraderError):
     """Raised when an environment, base or instance image is missing and cannot be built."""
+
+
+class ImageUnverified(ImageError):
+    """Raised when the image under a task's instance tag cannot be verified by hash to be
+    that task's instance image, so nothing may be graded on it."""
+
+    def __init__(self, message: str, environment: str):
+        super().__init__(message)
+        self.environment = environment
 
 
 class SandboxError(GraderError):

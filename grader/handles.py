@@ -14,6 +14,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job
+from rq.queue import EnqueueData
 
 from grader.config import DEFAULT_TIMEOUT, Settings, get_settings
 from grader.errors import StoreError, TaskError, TaskNotFound
@@ -31,8 +32,25 @@ RESULT_TTL = 3600  # a grading job that finished
 FAILURE_TTL = 86400  # a job that failed (a grading or a webhook delivery), to be looked at
 
 
-def host_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+UNVERIFIED_KEY = "grader:unverified:"  # + host:environment: an instance image there failed its check (workers.py)
+UNVERIFIED_TTL = 600  # seconds the host takes none of that environment's grades after such a refusal
+
+
+def host_name(settings: Settings | None = None) -> str:
+    """This worker process as claims and worker names give it: the host (GRADER_HOST_NAME,
+    else the machine's hostname) and the pid."""
+    return f"{host(settings)}:{os.getpid()}"
+
+
+def host(settings: Settings | None = None) -> str:
+    return (settings or get_settings()).host_name or socket.gethostname()
+
+
+def grade_queue_name(queue_name: str, environment: str | None) -> str:
+    """The RQ queue of an environment's grades (NAME-env-ENVIRONMENT); NAME itself for
+    grades no environment is known for (a task removed since it was accepted, jobs queued
+    before queues were per environment), which every worker takes."""
+    return queue_name if environment is None else f"{queue_name}-env-{environment}"
 
 
 class Handles:
@@ -42,8 +60,9 @@ class Handles:
         self.redis = Redis.from_url(
             self.settings.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )
-        self.queue = Queue(self.settings.queue_name, connection=self.redis)
+        self.queue = Queue(self.settings.queue_name, connection=self.redis)  # grades of no known environment
         self.webhook_queue = Queue(f"{self.settings.queue_name}-webhooks", connection=self.redis)
+        self._queues: dict[str | None, Queue] = {None: self.queue}
         self._tasks = tasks
 
     @property
@@ -123,9 +142,40 @@ class Handles:
         return int(2 * timeout + self.settings.job_timeout_margin)
 
     # --- queueing -------------------------------------------------------------------------
+    def grade_queue(self, environment: str | None) -> Queue:
+        """The queue of one environment's grades (grade_queue_name)."""
+        if environment not in self._queues:
+            name = grade_queue_name(self.settings.queue_name, environment)
+            self._queues[environment] = Queue(name, connection=self.redis)
+        return self._queues[environment]
+
+    def queue_for(self, task_id: str) -> Queue:
+        """Where a task's grades wait: its environment's queue, taken only by hosts that have
+        the environment's image (workers.py), so a host never turns a grade into a build of one."""
+        try:
+            return self.grade_queue(self.task(task_id).environment)
+        except TaskError:  # removed or unreadable: any worker finishes it (as ERROR, the service's fault)
+            return self.queue
+
+    def environments(self) -> list[str]:
+        """Every environment a grade can be queued for: the served tasks' and the
+        environments directory's."""
+        names = {t.environment for t in self.tasks}
+        root = self.settings.environments_dir
+        if root.is_dir():
+            names |= {p.name for p in root.iterdir() if (p / "Dockerfile").is_file()}
+        return sorted(names)
+
+    def grade_queues(self, environments: Sequence[str] | None = None) -> list[Queue]:
+        """The queue of grades of no known environment, then each environment's (every one
+        known when `environments` is None)."""
+        envs = self.environments() if environments is None else environments
+        return [self.queue, *(self.grade_queue(e) for e in envs)]
+
     def enqueue(self, submission_id: str, job_id: str, task_id: str, *, delay: float = 0.0) -> None:
-        """Put the grading job for a submission on the queue. Raises StoreError if Redis is
-        unreachable: the database already holds the submission, and the reconciler enqueues it."""
+        """Put the grading job for a submission on its environment's queue. Raises StoreError
+        if Redis is unreachable: the database already holds the submission, and the reconciler
+        enqueues it."""
         kwargs = dict(
             job_id=job_id,
             job_timeout=self.job_timeout(task_id),
@@ -133,32 +183,38 @@ class Handles:
             failure_ttl=FAILURE_TTL,
             description=f"grade {submission_id} ({task_id})",
         )
+        queue = self.queue_for(task_id)
         try:
             if delay > 0:
-                self.queue.enqueue_in(dt.timedelta(seconds=delay), GRADE_JOB, submission_id, **kwargs)
+                queue.enqueue_in(dt.timedelta(seconds=delay), GRADE_JOB, submission_id, **kwargs)
             else:
-                self.queue.enqueue(GRADE_JOB, submission_id, **kwargs)
+                queue.enqueue(GRADE_JOB, submission_id, **kwargs)
         except RedisError as exc:
             raise StoreError(f"redis: {exc}") from exc
 
     def enqueue_many(self, items: Sequence[tuple[str, str | None, str]]) -> None:
-        """(submission id, job id, task id) each; one round trip."""
+        """(submission id, job id, task id) each, each to its environment's queue in input
+        order; one round trip per 500."""
         try:
             data = [
-                Queue.prepare_data(
-                    GRADE_JOB,
-                    args=(sid,),
-                    job_id=jid,
-                    timeout=self.job_timeout(tid),
-                    result_ttl=RESULT_TTL,
-                    failure_ttl=FAILURE_TTL,
-                    description=f"grade {sid} ({tid})",
+                (
+                    self.queue_for(tid),
+                    Queue.prepare_data(
+                        GRADE_JOB,
+                        args=(sid,),
+                        job_id=jid,
+                        timeout=self.job_timeout(tid),
+                        result_ttl=RESULT_TTL,
+                        failure_ttl=FAILURE_TTL,
+                        description=f"grade {sid} ({tid})",
+                    ),
                 )
                 for sid, jid, tid in items
             ]
             for i in range(0, len(data), 500):
                 with self.redis.pipeline() as pipe:
-                    self.queue.enqueue_many(data[i : i + 500], pipeline=pipe)
+                    for queue, chunk in _runs(data[i : i + 500]):
+                        queue.enqueue_many(chunk, pipeline=pipe)
                     pipe.execute()
         except RedisError as exc:
             raise StoreError(f"redis: {exc}") from exc
@@ -216,3 +272,14 @@ class Handles:
     def close(self) -> None:
         self.db.dispose()
         self.redis.close()
+
+
+def _runs(data: Sequence[tuple[Queue, EnqueueData]]) -> list[tuple[Queue, list[EnqueueData]]]:
+    """Consecutive items bound for one queue, together, in order."""
+    out: list[tuple[Queue, list[EnqueueData]]] = []
+    for queue, item in data:
+        if out and out[-1][0] is queue:
+            out[-1][1].append(item)
+        else:
+            out.append((queue, [item]))
+    return out

@@ -30,7 +30,7 @@ from typing import Any
 
 from grader.box.paths import GRADER_DIR, HIDDEN_DIR, REPO_DIR, UID
 from grader.config import Settings
-from grader.errors import ImageError
+from grader.errors import ImageError, ImageUnverified
 from grader.sandbox.docker.engine import DockerEngine
 from grader.tasks.model import Task
 from grader.tasks.prepare import PreparedTask, prepare
@@ -85,6 +85,36 @@ class Environment:
 
     def files(self) -> list[Path]:
         return sorted(p for p in self.path.rglob("*") if p.is_file())
+
+
+def instance_problems(
+    facts: dict[str, Any], env_facts: dict[str, Any], *, env: str, env_hash: str, task_id: str, task_hash: str
+) -> list[str]:
+    """Why the image found under a task's instance tag cannot be trusted to be that task's
+    instance image, if it cannot (an empty list when it can). The tag is the hash of the
+    task's definition and its environment image's id; the image must say the same in its
+    labels, and the environment image under the environment's tag must say it is that
+    environment, built from the hashed directory, and be the bottom of the instance image:
+    its layers, by content hash, first. Labels and layers are part of what an image's id
+    hashes, and the engine checks layers against those hashes when it loads or builds one,
+    so a wrong tag (`docker tag`, a stale or foreign archive) is found here, whatever way
+    the image arrived."""
+    labels, env_labels = facts.get("labels") or {}, env_facts.get("labels") or {}
+    problems = []
+    if env_labels.get(KIND_LABEL) != "env" or env_labels.get("grader.env") != env:
+        problems.append(f"the environment image is not labelled as environment {env}")
+    if env_labels.get("grader.hash") != env_hash:
+        problems.append(f"the environment image was built from {env_labels.get('grader.hash')}, not {env_hash}")
+    if labels.get(KIND_LABEL) != "task" or labels.get("grader.task") != task_id:
+        problems.append(f"the image is not labelled as task {task_id}'s instance image")
+    if labels.get("grader.task_hash") != task_hash:
+        problems.append(f"it was built for task definition {labels.get('grader.task_hash')}, not {task_hash}")
+    if labels.get("grader.env_image") != env_facts.get("id"):
+        problems.append(f"it was built on {labels.get('grader.env_image')}, not on {env_facts.get('id')}")
+    env_layers, layers = list(env_facts.get("layers") or []), list(facts.get("layers") or [])
+    if not env_layers or layers[: len(env_layers)] != env_layers:
+        problems.append("its layers do not start with the environment image's")
+    return problems
 
 
 class Images:
@@ -201,15 +231,34 @@ class Images:
         """The instance image id for `task` (built if missing and `build`), and the prepared task."""
         prepared = prepare(task, self.settings.cache_dir, task_hash)
         env = self.environment(task.environment)
-        env_id = self.engine.image_id(self.env_tag(env))
-        if env_id is None:
+        env_tag = self.env_tag(env)
+        env_facts = self.engine.image_facts(env_tag)
+        if env_facts is None:
             if not build:
                 raise ImageError(f"environment image for {env.name} is missing; run `grader env build {env.name}`")
-            env_id = self.build_env(env.name, log=log)
+            env_facts = self.engine.image_facts(self.build_env(env.name, log=log))
+            if env_facts is None:
+                raise ImageError(f"environment image {env_tag} was built but the engine does not find it")
+        env_id = env_facts["id"]
         tag = self.instance_tag(prepared, env_id)
-        image_id = self.engine.image_id(tag)
-        if image_id:
-            return image_id, prepared
+        facts = self.engine.image_facts(tag)
+        if facts:
+            problems = instance_problems(
+                facts,
+                env_facts,
+                env=env.name,
+                env_hash=env_tag.rsplit(":", 1)[1],
+                task_id=task.id,
+                task_hash=prepared.task_hash,
+            )
+            if problems:
+                raise ImageUnverified(
+                    f"instance image {tag} for task {task.id} cannot be verified by hash, so nothing is graded on "
+                    f"it: {'; '.join(problems)}. Import a verified archive (`grader env import`) or remove the "
+                    "image and build it again",
+                    env.name,
+                )
+            return str(facts["id"]), prepared
         if not build:
             raise ImageError(f"instance image {tag} for task {task.id} is missing; run `grader tasks build {task.id}`")
         log(f"building instance image {tag}")

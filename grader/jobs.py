@@ -28,7 +28,7 @@ from sqlalchemy import select
 from grader import blame, notify, serializers
 from grader.errors import GraderError, StoreError, TaskError, TaskNotFound
 from grader.grading.adjudicate import Ask, Case, Facts, Final, Policy, Retry, adjudicate, removed_task
-from grader.handles import Handles, host_name
+from grader.handles import UNVERIFIED_KEY, UNVERIFIED_TTL, Handles, host, host_name
 from grader.pipeline import Grader
 from grader.store import cache
 from grader.store import submissions as subs
@@ -93,7 +93,7 @@ def grade_submission(submission_id: str) -> str:
     st = svc.settings
     job = get_current_job()
     job_id = job.id if job is not None else None
-    claim = subs.claim(svc.db, submission_id, job_id, host_name(), st.lease_seconds)
+    claim = subs.claim(svc.db, submission_id, job_id, host_name(st), st.lease_seconds)
     if claim is None:
         return "not claimed: cancelled, finished or owned by another job"
     lease = _Lease(svc, claim)
@@ -144,6 +144,7 @@ def grade_submission(submission_id: str) -> str:
             facts = Facts(case=case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash()))
         elif task is not None:
             graded = grader.grade(task, patch, lookup=lookup)
+            _refuse_unverified(svc, grader)
             p = graded.provenance
             erred = graded.verdict is Verdict.ERROR
             facts = Facts(
@@ -153,7 +154,7 @@ def grade_submission(submission_id: str) -> str:
                     task_hash=p.task_hash,
                     failing_since=first_error if first_error is not None else time.time(),
                 ),
-                breaker=blame.known_broken(_gold_cache(svc), _gold_key(p)) if erred else None,
+                breaker=blame.known_broken(_gold_cache(svc), _gold_key(svc, p)) if erred else None,
             )
         step = _settle(svc, grader, task, facts, policy)
         if isinstance(step, Retry):
@@ -248,14 +249,22 @@ def _settle(svc: Handles, grader: Grader, task: Task | None, facts: Facts, polic
             return Final(blame.abandoned(facts.case, f"Judging it failed in the machinery: {exc}"))
 
 
-def _gold_key(p: Provenance) -> str | None:
+def _refuse_unverified(svc: Handles, grader: Grader) -> None:
+    """An instance image that failed its check by hash here: this host takes none of its
+    environment's grades for UNVERIFIED_TTL seconds (workers.py reads it), so the ERROR's
+    retry is graded by another host that has the environment, if one does."""
+    for env, why in grader.take_unverified().items():
+        log.error("this host takes no grades of %s for %d s: %s", env, UNVERIFIED_TTL, why)
+        try:
+            svc.redis.set(f"{UNVERIFIED_KEY}{host(svc.settings)}:{env}", why[:2000], ex=UNVERIFIED_TTL)
+        except Exception as exc:  # noqa: BLE001 - the ERROR stands; this host may take the retry itself
+            log.warning("recording the refusal of %s: %s", env, exc)
+
+
+def _gold_key(svc: Handles, p: Provenance) -> str | None:
     if p.image_id is None or p.task_hash is None:
         return None
-    return blame.gold_key(_host(), p.task_hash, p.image_id, GRADER_VERSION)
-
-
-def _host() -> str:
-    return host_name().rpartition(":")[0]
+    return blame.gold_key(host(svc.settings), p.task_hash, p.image_id, GRADER_VERSION)
 
 
 def _gold_cache(svc: Handles) -> blame.GoldCache:
@@ -288,7 +297,7 @@ def _gold(
         return blame.GoldAnswer.of(grader.grade(task, gold), at)
 
     return blame.gold_answer(
-        _gold_cache(svc), blame.gold_key(_host(), task_hash, image_id, GRADER_VERSION), grade, since=since
+        _gold_cache(svc), blame.gold_key(host(svc.settings), task_hash, image_id, GRADER_VERSION), grade, since=since
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from grader.audit import audit_patch
 from grader.config import Settings, get_settings
-from grader.errors import GraderError
+from grader.errors import GraderError, ImageUnverified
 from grader.grading.decide import Expected, decide
 from grader.grading.ship import archive
 from grader.grading.spec import container_spec, order_for
@@ -48,6 +48,8 @@ class Grader:
         self.runtime = runtime or self.settings.runtime
         self.images = images or Images(self.settings)
         self._sandbox = sandbox
+        # environments whose instance image this grader refused since asked last (take_unverified)
+        self._unverified: dict[str, str] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -133,11 +135,19 @@ class Grader:
             )
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
+            if isinstance(exc, ImageUnverified):
+                self._unverified[exc.environment] = str(exc)
             result = self._error(task, provenance, str(exc), durations)
         except Exception as exc:  # a bug of ours is still not the submitter's fault
             log.exception("unexpected failure grading %s", task.id)
             result = self._error(task, provenance, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", durations)
         return self._finish(result, started)
+
+    def take_unverified(self) -> dict[str, str]:
+        """Environment -> why, for each whose instance image a grade here refused since the
+        last call (the worker tells its host to take none of its grades for a while)."""
+        out, self._unverified = self._unverified, {}
+        return out
 
     # ------------------------------------------------------------------------------
     @staticmethod

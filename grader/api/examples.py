@@ -283,7 +283,7 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
                     "last_heartbeat": "2026-11-24T01:14:09.912000",
                     "successful_jobs": 1211,
                     "failed_jobs": 0,
-                    "queues": ["grader"],
+                    "queues": ["grader", "grader-env-python-3.11", "grader-webhooks"],
                 }
             ],
             "queue": {
@@ -293,6 +293,7 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
                 "redis_scheduled": 0,
                 "redis_started": 1,
                 "webhooks_queued": 0,
+                "redis_queued:python-3.11": 4,
             },
         },
     },

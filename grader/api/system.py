@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from flask import Blueprint, Response, current_app, g, jsonify
 from flask.typing import ResponseReturnValue
@@ -22,6 +22,9 @@ from grader.handles import DOCKER_KEY, Handles
 from grader.store import submissions as subs
 from grader.store.keys import create_key
 from grader.store.models import Team
+
+if TYPE_CHECKING:
+    from rq import Queue
 
 bp = Blueprint("system", __name__)
 DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800]
@@ -105,20 +108,34 @@ def readyz() -> ResponseReturnValue:
 
 
 def _queue_depth(svc: Handles) -> dict[str, int]:
-    from rq.registry import ScheduledJobRegistry, StartedJobRegistry
+    """The database's queued and running counts, and Redis's jobs: every grading queue's
+    together, and each environment's waiting as `redis_queued:NAME` (a grade waits there
+    until a host that has the environment's image takes it: a depth that only grows names
+    an environment no host serves)."""
+    from rq.registry import StartedJobRegistry
 
     with svc.db.read() as s:
         queued = subs.count_queued(s)
         active = subs.count_active(s)
+    envs = svc.environments()
+    queues = svc.grade_queues(envs)  # that of grades of no known environment, then one per environment
+    counts = [q.count for q in queues]
     return {
         "queued": queued,
         "running": active - queued,
-        "redis_queued": svc.queue.count,
-        # rq's ScheduledJobRegistry.__init__ is not annotated
-        "redis_scheduled": ScheduledJobRegistry(queue=svc.queue).count,  # type: ignore[no-untyped-call]
-        "redis_started": StartedJobRegistry(queue=svc.queue).count,
+        "redis_queued": sum(counts),
+        "redis_scheduled": sum(_scheduled(q) for q in queues),
+        "redis_started": sum(StartedJobRegistry(queue=q).count for q in queues),
         "webhooks_queued": svc.webhook_queue.count,
+        **{f"redis_queued:{env}": n for env, n in zip(envs, counts[1:], strict=True)},
     }
+
+
+def _scheduled(queue: Queue) -> int:
+    from rq.registry import ScheduledJobRegistry
+
+    # rq's ScheduledJobRegistry.__init__ is not annotated
+    return int(ScheduledJobRegistry(queue=queue).count)  # type: ignore[no-untyped-call]
 
 
 @bp.get("/v1/workers")

@@ -447,7 +447,7 @@ _import_command(
 # --- environments and images ------------------------------------------------------------
 @main.group()
 def env() -> None:
-    """Build, list and prune environment images."""
+    """Build, list, prune, export and import environment images."""
 
 
 @env.command("build")
@@ -549,6 +549,68 @@ def env_prune(settings: Settings, everything: bool, dry_run: bool) -> None:
     for name in removed:
         out.print(("would remove " if dry_run else "removed ") + name, highlight=False)
     out.print(f"{len(removed)} image(s), about {freed / 1e6:.0f} MB{' (dry run)' if dry_run else ''}")
+
+
+@env.command("export")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--output",
+    "-o",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The directory the archive is written to.",
+)
+@click.option("--no-tasks", is_flag=True, help="Leave the tasks' instance images out.")
+@click.option("--json", "as_json", is_flag=True, help="Print the archive's path, sha256 and images as JSON.")
+@common
+def env_export(settings: Settings, names: tuple[str, ...], directory: Path, no_tasks: bool, as_json: bool) -> None:
+    """Write environment images (all built ones by default), their base images and the
+    instance images of their tasks that this engine has, to one archive named by its
+    sha256, for `grader env import` on a host without a registry."""
+    from grader import image_archive
+
+    images = Images(settings)
+    if names:
+        chosen = [images.environment(n).name for n in names]
+    else:
+        chosen = [e.name for e in images.environments() if images.engine.image_id(images.env_tag(e)) is not None]
+    if not chosen:
+        raise click.UsageError("no environment image is built here; nothing to export")
+    ts = [] if no_tasks or not settings.tasks_dir.is_dir() else list(TaskSet(settings.tasks_dir, strict=False))
+    selection = image_archive.select(images, chosen, ts)
+    for task_id, why in sorted(selection.skipped.items()):
+        err.print(f"left out task {task_id}: {why}", highlight=False)
+    path = image_archive.export(images, selection, directory)
+    digest = path.name[len(image_archive.PREFIX) : -len(".tar")]
+    if as_json:
+        listed = image_archive.describe(selection.images)
+        click.echo(json.dumps({"path": str(path), "sha256": digest, "images": listed}))
+        return
+    for e in selection.images:
+        out.print(f"{e.kind:5} {e.ref:60} {e.id[7:19]}", highlight=False)
+    out.print(f"{path} ({path.stat().st_size / 1e6:.0f} MB)", highlight=False)
+    out.print(f"sha256 {digest}  (on the new host: grader env import {path.name} --sha256 {digest})", highlight=False)
+
+
+@env.command("import")
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--sha256",
+    default=None,
+    help="The hash the exporting host printed; without it the hash in the file's name is checked.",
+)
+@common
+def env_import(settings: Settings, archive: Path, sha256: str | None) -> None:
+    """Load an archive from `grader env export` into this host's engine, once its sha256
+    is checked (nothing is loaded otherwise) and every image is the one its manifest names."""
+    from grader import image_archive
+
+    manifest = image_archive.import_archive(Images(settings), archive, sha256)
+    for e in manifest.images:
+        out.print(f"{e.kind:5} {e.ref:60} {e.id[7:19]}", highlight=False)
+    out.print(f"{len(manifest.images)} image(s) loaded and verified from {archive.name}", highlight=False)
 
 
 @main.group()

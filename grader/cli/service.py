@@ -111,17 +111,18 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
 @click.option("--burst", is_flag=True, help="One worker: grade what is queued, then exit.")
 @common
 def worker(settings: Settings, count: int, burst: bool) -> None:
-    """Run grading workers (restarted if one dies) and the reconciler."""
+    """Run grading workers (restarted if one dies) and the reconciler. They take the grades
+    of the environments this host has (GRADER_WORKER_ENVIRONMENTS: auto, all or names)."""
     import logging
 
     from grader.jobs import reconcile
-    from grader.workers import run_worker, run_workers
+    from grader.workers import ready_environments, run_worker, run_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s")
     svc = _service(settings)
     if burst:
         reconcile(svc, grace=0)
-        run_worker(svc, burst=True)
+        run_worker(svc, burst=True, environments=ready_environments(svc) or [])
         return
     run_workers(svc, count)
 

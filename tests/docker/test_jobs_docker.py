@@ -67,7 +67,7 @@ def test_gold_passes_and_empty_fails_through_the_queue(svc, api, mini):
     again = api.post("/v1/submissions", json={"task_id": "mini", "patch": gold})
     assert again.status_code == 200 and again.json["cached"] and again.json["verdict"] == "PASS"
     assert again.json["result"]["provenance"] == ra["result"]["provenance"]
-    assert svc.queue.count == 0
+    assert sum(q.count for q in svc.grade_queues()) == 0
 
 
 def test_cache_in_the_worker_and_switched_off(database_url, redis_url, settings, mini):

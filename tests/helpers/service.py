@@ -73,7 +73,9 @@ class Api:
 
 def work(svc: Handles) -> None:
     """Run every queued job (grading and webhooks) to the end, in this process."""
-    SimpleWorker([svc.queue, svc.webhook_queue], connection=svc.redis).work(burst=True, logging_level="WARNING")
+    SimpleWorker([*svc.grade_queues(), svc.webhook_queue], connection=svc.redis).work(
+        burst=True, logging_level="WARNING"
+    )
 
 
 class Receiver:
@@ -174,6 +176,8 @@ def worker_process(database_url: str, redis_url: str, tmp_path: Path, **env: str
         "GRADER_ENVIRONMENTS_DIR": str(ROOT / "environments"),
         "GRADER_CACHE": "false",
         "GRADER_CACHE_DIR": str(tmp_path / "cache"),
+        # every environment's grades, whatever images the machine has: these need none
+        "GRADER_WORKER_ENVIRONMENTS": "all",
         **env,
     }
     with open(tmp_path / "worker.log", "wb") as log:

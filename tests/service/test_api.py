@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from rq import Queue
 
 from grader.api.openapi import document
 from grader.app import create_app
@@ -58,7 +57,8 @@ def test_submission_is_stored_then_queued_with_only_its_id(api, svc):
     assert r.headers["Location"] == f"/v1/submissions/{body['id']}"
     assert body["status"] == "queued" and body["verdict"] is None and body["result"] is None
     assert (body["run_id"], body["system"], body["trial"], body["metadata"]) == ("r1", "sys", 2, {"k": [1, "é"]})
-    q = Queue(svc.settings.queue_name, connection=svc.redis)
+    q = svc.queue_for("calc-mean-empty")  # its environment's queue
+    assert q.name == "grader-env-python-3.11"
     [job] = q.get_jobs()
     assert job.args == (body["id"],) and job.kwargs == {}
     assert job.timeout > svc.task("calc-mean-empty").limits.timeout
@@ -130,7 +130,7 @@ def test_idempotency_key_returns_the_first_submission(api, svc):
     assert again.json["id"] == first.json["id"] and again.headers["Idempotent-Replayed"] == "true"
     other = api.post("/v1/submissions", json=_sub(patch=""), headers=h)
     assert other.status_code == 409 and other.json["error"]["code"] == "idempotency_conflict"
-    assert Queue(svc.settings.queue_name, connection=svc.redis).count == 1
+    assert sum(q.count for q in svc.grade_queues()) == 1
     # keys are per team: another team's same key is a different submission
     b = Api(api.client, new_key(svc, "team-b")).post("/v1/submissions", json=_sub(), headers=h)
     assert b.status_code == 202 and b.json["id"] != first.json["id"]
@@ -164,7 +164,7 @@ def test_batch_of_1000_keeps_order_and_fails_items_not_the_batch(api, svc):
     assert b["items"][999]["error"]["code"] == "invalid_fields"
     ids = [it["id"] for it in b["items"] if "id" in it]
     assert len(set(ids)) == 998
-    assert Queue(svc.settings.queue_name, connection=svc.redis).count == 998
+    assert sum(q.count for q in svc.grade_queues()) == 998
     page, seen, cursor = None, [], None
     while True:
         page = api.get("/v1/submissions?run_id=big&limit=300" + (f"&cursor={cursor}" if cursor else "")).json
@@ -238,10 +238,11 @@ def test_accepted_while_redis_is_down_is_kept_and_enqueued_later(database_url, r
         finally:
             redis_server.start()
         svc.redis.connection_pool.disconnect()
-        assert svc.queue.count == 0
+        queue = svc.queue_for(_sub()["task_id"])  # its environment's
+        assert queue.name == f"grader-env-{svc.task(_sub()['task_id']).environment}" and queue.count == 0
         counts = reconcile(svc, grace=0)
         assert counts["requeued_lost_jobs"] == 1
-        [job] = svc.queue.get_jobs()
+        [job] = queue.get_jobs()
         assert job.args == (r.json["id"],)
         assert reconcile(svc, grace=0)["requeued_lost_jobs"] == 0  # its job is alive now
     finally:

@@ -8,7 +8,7 @@ the engine itself). Grading runs live in runs.py, which reaches the engine throu
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +70,54 @@ class DockerEngine:
             return None
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise SandboxError(f"Docker engine error: {exc}") from exc
+
+    def image_facts(self, ref: str) -> dict[str, Any] | None:
+        """What the engine says of one image, None when it has none by that reference: its
+        id (the hash of its configuration, which names every layer's content hash), tags,
+        labels and its layers' content hashes, in order."""
+        try:
+            im = self.client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"Docker engine error: {exc}") from exc
+        return {
+            "id": im.id,
+            "tags": list(im.tags),
+            "labels": dict(im.labels or {}),
+            "layers": list((im.attrs.get("RootFS") or {}).get("Layers") or []),
+        }
+
+    def save(self, refs: list[str], write: Callable[[bytes], object], chunk_size: int = 1 << 20) -> None:
+        """`docker save` of every image in `refs` into one tar stream (layers they share are
+        written once), each chunk given to `write`. The SDK's own save takes one image, so this asks the
+        engine's API (GET /images/get?names=...) through the client's session."""
+        api = self.client.api
+        try:
+            res = api.get(f"{api.base_url}/images/get", params={"names": refs}, stream=True, timeout=API_TIMEOUT)
+            if res.status_code != 200:
+                raise ImageError(f"saving {', '.join(refs)} failed: {res.status_code} {res.text[:500]}")
+            for chunk in res.iter_content(chunk_size):
+                write(chunk)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"Docker engine error while saving images: {exc}") from exc
+
+    def load(self, chunks: Iterator[bytes]) -> list[str]:
+        """`docker load` of a `docker save` stream; returns the engine's lines (each
+        "Loaded image: REF" or "Loaded image ID: ID"). The engine checks every layer's
+        content against the hash its image's configuration names."""
+        lines: list[str] = []
+        try:
+            # docker-py's load_image is not annotated
+            for item in self.client.api.load_image(chunks):  # type: ignore[no-untyped-call]
+                if "error" in item or "errorDetail" in item:
+                    raise ImageError(f"loading images failed: {item.get('error') or item.get('errorDetail')}")
+                text = str(item.get("stream") or "").strip()
+                if text:
+                    lines.append(text)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise ImageError(f"loading images failed: {exc}") from exc
+        return lines
 
     def images(self, label: str) -> list[dict[str, Any]]:
         found = self._call(self.client.images.list, filters={"label": label})
