@@ -56,6 +56,10 @@ def test_a_burst_graded_in_containers_reconciles():
     assert figures["lost"] == 0 and figures["verdicts"] == {"PASS": 24}
 
 
+def _answered(statuses: dict[str, int], n: int) -> bool:
+    return sum(statuses.values()) == n and all(code.startswith("2") for code in statuses)
+
+
 def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
     """benchmarks/fairness.py, small: the victim's rounds are all timed in both phases, and
     every one of the hostile team's requests is accounted for (held or answered at once)."""
@@ -111,11 +115,11 @@ def test_fairness_times_the_victim_idle_and_under_attack(tmp_path):
         for kind, f in attack["victim"].items():
             if not isinstance(f, dict):  # worst_p99_ratio
                 continue
-            ok = "202" if kind.startswith("POST") else "200"
-            assert f["idle"]["n"] == 10 and f["statuses_idle"] == {ok: 10}, (name, kind)
+            # every round answered 2xx (a POST 202, or 200 when its verdict came from the cache)
+            assert f["idle"]["n"] == 10 and _answered(f["statuses_idle"], 10), (name, kind, f)
             if name == "slow-direct":  # gunicorn alone: its threads held, what the proxy is for
                 continue
-            assert f["attack"]["n"] == 10 and f["statuses_attack"] == {ok: 10}, (name, kind)
+            assert f["attack"]["n"] == 10 and _answered(f["statuses_attack"], 10), (name, kind, f)
             assert f["p99_ratio"] > 0
     # the slow clients meet nginx and never reach gunicorn; chunked bodies are paid for as read
     # (over the limit 413, past the team's bytes 429, whichever door); the logs archive is
