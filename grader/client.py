@@ -132,9 +132,12 @@ class Client:
         callback_url: str | None = None,
         wait: float | None = None,
         idempotency_key: str | None = None,
+        overwrite: bool = False,
     ) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
-        seconds for the verdict. Returns the submission (check its `status`)."""
+        seconds for the verdict. Returns the submission (check its `status`). A run holds
+        one attempt per task and trial: a second is refused (409 attempt_exists) unless
+        `trial` is new or `overwrite` replaces the earlier one."""
         if isinstance(patch, bytes):
             patch = patch.decode("utf-8", errors="surrogateescape")
         body = _without_none(
@@ -147,6 +150,7 @@ class Client:
                 "prompt_variant": prompt_variant,
                 "metadata": metadata,
                 "callback_url": callback_url,
+                "overwrite": True if overwrite else None,
             }
         )
         params = {"wait": _seconds(wait)} if wait else None
@@ -310,9 +314,9 @@ class Client:
         return seen
 
     # --- tasks and account -----------------------------------------------------------------
-    def tasks(self) -> TaskViews:
-        """The public views of every task."""
-        return self._items("GET", "/v1/tasks")
+    def tasks(self, suite: str | None = None) -> TaskViews:
+        """The public views of every task (of `suite` only; an unknown suite is a 422 naming the suites)."""
+        return self._items("GET", "/v1/tasks", params={"suite": suite} if suite else None)
 
     def task(self, id: str) -> dict[str, Any]:
         return self._object("GET", f"/v1/tasks/{id}")

@@ -66,7 +66,8 @@ class Refusal(Exception):
     """Raised (or returned for one item of a batch) when intake does not take something:
     `reason` says what was refused, in one word the API maps to an HTTP status
     (unknown_task, invalid_fields, invalid_callback_url, patch_too_large, run_locked,
-    run_deleted, idempotency_conflict, quota_exceeded, queue_full); `message` says why, to the
+    run_deleted, attempt_exists, idempotency_conflict, quota_exceeded, queue_full); `message`
+    says why, to the
     submitter; `retry_after`, in seconds, when trying again later can succeed; `details`,
     the fields at fault, when the door that read the request knows them."""
 
@@ -108,6 +109,10 @@ class Item:
     prompt_variant: str | None = None
     metadata: dict[str, Any] | None = None
     callback_url: str | None = None
+    # replace the run's attempt at this (task, trial) instead of being refused for it
+    # (accept's `exclusive`); None, not False, when not asked, so that it is no part of
+    # the hash of a request that did not say it
+    overwrite: bool | None = None
 
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
@@ -232,6 +237,17 @@ def deleted(name: str) -> Refusal:
     )
 
 
+def attempt_exists(item: Item) -> Refusal:
+    """A run holds one attempt per (task, trial): a second one would silently become a
+    second trial (a FAIL, then a fixed PASS: a 1-of-2 tie, so the task shows unresolved)."""
+    trial = "with no trial number" if item.trial is None else f"as trial {item.trial}"
+    return Refusal(
+        "attempt_exists",
+        f"run {item.run_id!r} already holds an attempt at {item.task_id!r} {trial}; "
+        "name a new trial (trial), submit under another run_id, or replace that attempt (overwrite: true)",
+    )
+
+
 def conflict() -> Refusal:
     return Refusal("idempotency_conflict", "this Idempotency-Key was used before with a different request")
 
@@ -313,6 +329,7 @@ def accept(
     keys: Sequence[str | None],
     *,
     batch_hash: str | None = None,
+    exclusive: bool = False,
 ) -> list[Accepted | Refusal]:
     """Check, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping
     order: each item's answer, where an item given as a Refusal (refused by the door that
@@ -323,7 +340,11 @@ def accept(
     requests in between its chunks, and concurrent requests of one team cannot both take the
     last of a quota or both take one key. `batch_hash`: the items are one batch under one key,
     each stored with the whole batch's hash, so that a key reused for a batch that differs in
-    any item (or in their number) refuses every item, before anything is stored."""
+    any item (or in their number) refuses every item, before anything is stored.
+    `exclusive`: an item that would add a second attempt at a (task, trial) its run already
+    holds (cancelled ones aside) is refused (`attempt_exists`), unless it asks to `overwrite`,
+    which takes the earlier attempt out of the run (it stays the team's, as a deleted run's
+    submissions do); counted in the chunk's transaction, under the team's lock."""
     out: list[Accepted | Refusal | None] = [None] * len(items)
     wanted = [k for k in keys if k]
     with svc.db.read() as s:
@@ -331,6 +352,7 @@ def accept(
         runs = {i.run_id for i in items if isinstance(i, Item) and i.run_id}
         locked_runs = {} if team.admin else store_runs.locked_names(s, team.team_id, runs)
     todo: list[tuple[int, Submission]] = []
+    pairs: dict[int, Item] = {}  # exclusive: the items whose (run, task, trial) is checked
     for n, (item, key) in enumerate(zip(items, keys, strict=True)):
         if isinstance(item, Refusal):
             out[n] = item
@@ -347,6 +369,8 @@ def accept(
             out[n] = refused
             continue
         todo.append((n, _new_row(svc, team, item, key, request_hash)))
+        if exclusive and item.run_id:
+            pairs[n] = item
     if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
         return [o if isinstance(o, Refusal) and o.reason == "idempotency_conflict" else conflict() for o in out]
     fresh: list[Accepted] = []
@@ -362,7 +386,7 @@ def accept(
             for at in range(0, len(todo), CHUNK):
                 if at and svc.db.is_sqlite:
                     time.sleep(SQLITE_CHUNK_PAUSE)
-                fresh += _store(svc, team, todo[at : at + CHUNK], hits, out, began, lease)
+                fresh += _store(svc, team, todo[at : at + CHUNK], hits, out, began, lease, pairs)
         finally:
             if lease:
                 try:
@@ -389,12 +413,14 @@ def _store(
     out: list[Accepted | Refusal | None],
     began: dict[str, str | None],
     lease: store_runs.Lease | None,
+    pairs: dict[int, Item],
 ) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
     unique index is the last word), the chunk is tried again and its keys answered then.
     Under that lock too, the chunk's runs are read again: one deleted or published since
-    the batch began (`began`: their ids then) takes none of its items."""
+    the batch began (`began`: their ids then) takes none of its items; and the attempts
+    the runs hold are read for the items of `pairs` (accept's `exclusive`)."""
     cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
     names = {row.run_id for _, row in chunk if row.run_id}
     for attempt in range(3):
@@ -409,6 +435,8 @@ def _store(
                     s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
                 )
                 room = quota(svc, team, s)
+                held = subs.attempts_held(s, team.team_id, {p.run_id for p in pairs.values() if p.run_id})
+                taken: set[subs.Pair] = set()
                 add = []
                 for (n, template), hit in zip(chunk, cached, strict=True):
                     if template.idempotency_key in seen:
@@ -418,10 +446,18 @@ def _store(
                         run = changed[template.run_id]
                         answers[n] = locked(run) if run is not None else deleted(template.run_id)
                         continue
+                    given = pairs.get(n)
+                    pair = (template.run_id, template.task_id, template.trial)
+                    if given is not None and (pair in taken or (pair in held and not given.overwrite)):
+                        answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
+                        continue
                     if room.room <= 0:
                         answers[n] = room.reason
                         continue
                     room.room -= 1
+                    if given is not None:
+                        subs.detach(s, team.team_id, held.pop(pair, []))
+                        taken.add(pair)
                     row = _copy(template)
                     if hit is not None:
                         _answer_from_cache(row, hit)

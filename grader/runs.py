@@ -85,6 +85,19 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
     return f
 
 
+def suites(svc: Handles) -> list[str]:
+    """The suites the service has tasks of."""
+    return sorted({t.metadata.suite for t in svc.tasks})
+
+
+def check_filters(svc: Handles, f: Filters) -> Filters:
+    """`f`, or FilterError when it names a suite the service has no task of (a misspelt
+    suite would otherwise show an empty board, or a run's figures over nothing)."""
+    if f.suite is not None and f.suite not in (known := suites(svc)):
+        raise FilterError(f"there is no suite {f.suite!r}; the suites are: {', '.join(known) or 'none'}")
+    return f
+
+
 class Graded(Protocol):
     """A submission as the metrics read it (grader/store/runs.py: METRIC_COLUMNS): a
     Submission, or a row of those columns alone."""
@@ -227,11 +240,25 @@ def _view(
         "complete": pending == 0 and errors == 0,
         "filters": plain(filters),
         "suites": suites,
+        "table": store_runs.TABLE_JOIN.join(suites or _pending_suites(svc, rows)),
         "metrics": summary,
     }
     if host:
         view["integrity"] = integrity_of(rows)
     return view
+
+
+def _pending_suites(svc: Handles, rows: Sequence[Graded]) -> list[str]:
+    """The suites of a run's queued and running submissions: the table a run with nothing
+    finished yet waits in (its task set, once graded)."""
+    found: set[str] = set()
+    for sub in rows:
+        if sub.status in (Status.QUEUED.value, Status.RUNNING.value):
+            try:
+                found.add(svc.task(sub.task_id).metadata.suite)
+            except TaskError:
+                continue
+    return sorted(found)
 
 
 def leaderboard(
@@ -244,12 +271,13 @@ def leaderboard(
     sort: str | None = None,
     desc: bool = True,
 ) -> Board:
-    """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
-    whole task set they resolve (a task not submitted is not resolved), then by solve rate
-    over that set; so a run over one task cannot outrank a run that resolves more.
-    Incomplete runs are shown only when asked, and are never ranked. `sort` (a key of
-    store_runs.SORTS) orders every listed run by that column instead; `offset` and `limit`
-    take a page.
+    """Public, unhidden runs (and baselines), one table per task set (the suites a run's
+    figures are over: a filter's suite, else the run's own; each view's `table`), never
+    ranked across tables; in each, ranked by how many tasks of that whole task set they
+    resolve (a task not submitted is not resolved), then by solve rate over that set; so a
+    run over one task cannot outrank a run that resolves more. Incomplete runs are shown
+    only when asked, and are never ranked. `sort` (a key of store_runs.SORTS) orders every
+    listed run of a table by that column instead; `offset` and `limit` take a page.
 
     Without a filter (the leaderboard as everyone first sees it) the page is read from the
     figures stored with each run (`refresh`: computed again only for the runs that changed
@@ -301,13 +329,15 @@ def _stored_board(
             sort=sort,
             desc=desc,
         )
-        items = []
-        for n, (run, team, figures) in enumerate(page):
+        items: list[dict[str, Any]] = []
+        for run, team, figures in page:
             view = {**run_meta(run, team), **(figures or {})}
+            view["table"] = run.board_suites
+            before = items[-1] if items else None
             if not run.board_complete:
                 view["rank"] = None
-            elif sort is None and desc:
-                view["rank"] = offset + n + 1  # complete runs come first, in their rank's order
+            elif sort is None and desc and before and before["table"] == run.board_suites and before["rank"]:
+                view["rank"] = before["rank"] + 1  # complete runs come first in a table, in their rank's order
             else:
                 view["rank"] = store_runs.rank_of(s, run)
             items.append(view)
@@ -329,13 +359,17 @@ def _computed_board(
         if not view["complete"] and not include_incomplete:
             continue
         rows.append(view)
-    ranked = sorted((r for r in rows if r["complete"]), key=rank_key, reverse=True)
-    for i, r in enumerate(ranked, 1):
-        r["rank"] = i
-    unranked = [dict(r, rank=None) for r in rows if not r["complete"]]
-    out = ranked + sorted(unranked, key=rank_key, reverse=True)
-    if sort is not None or not desc:
-        out.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
+    out: list[dict[str, Any]] = []
+    for table in sorted({table_of(r) for r in rows}):  # one table per task set, never ranked together
+        mine = [dict(r, table=table) for r in rows if table_of(r) == table]
+        ranked = sorted((r for r in mine if r["complete"]), key=rank_key, reverse=True)
+        for i, r in enumerate(ranked, 1):
+            r["rank"] = i
+        unranked = [dict(r, rank=None) for r in mine if not r["complete"]]
+        part = ranked + sorted(unranked, key=rank_key, reverse=True)
+        if sort is not None or not desc:
+            part.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
+        out += part
     return out
 
 
@@ -404,7 +438,7 @@ class Recent:
 _FILTERED = _Cache(32)
 _FILTERING = threading.Lock()  # one filtered board computed at a time in a process
 _REFRESHING = threading.Lock()  # one refresh of stored figures at a time in a process
-FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "metrics")
+FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "table", "metrics")
 
 
 def standing(view: dict[str, Any]) -> store_runs.Standing:
@@ -421,7 +455,14 @@ def standing(view: dict[str, Any]) -> store_runs.Standing:
         success=float(success) if success is not None else -1.0,
         attempted=int(ts.get("attempted") or 0),
         tasks=int(ts.get("tasks") or 0),
+        suites=table_of(view),
     )
+
+
+def table_of(view: dict[str, Any]) -> str:
+    """The board's table a run's view ranks in: the suites its figures are over (those of
+    its submissions still to be graded while none is)."""
+    return str(view.get("table") or store_runs.TABLE_JOIN.join(view.get("suites") or []))
 
 
 _KEY: list[Any] = [None, ""]  # the task set the key below was made for, and the key

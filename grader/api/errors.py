@@ -51,6 +51,7 @@ REFUSAL_STATUS = {
     "patch_too_large": 413,
     "run_locked": 409,
     "run_deleted": 409,
+    "attempt_exists": 409,
     "idempotency_conflict": 409,
     "quota_exceeded": 429,
     "queue_full": 503,

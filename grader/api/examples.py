@@ -460,7 +460,7 @@ ERRORS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "422",
         _unknown_field(
             "unknown field 'trail' (did you mean 'trial'?); the fields are: task_id, patch, run_id, system, trial, "
-            "prompt_variant, metadata, callback_url"
+            "prompt_variant, metadata, callback_url, overwrite"
         ),
     ),
     ("patch", "/v1/runs/{run}"): (

@@ -57,7 +57,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         401: "missing or invalid API key",
         403: "needs an admin key",
         404: "not found (or another team's)",
-        409: "conflict (a run being stored into, published, or deleted meanwhile)",
+        409: "conflict (an attempt the run already holds; a run being stored into, published, or deleted meanwhile)",
         413: "body too large",
         422: "invalid fields",
         429: "over quota, or past the team's requests in progress, bytes a second, publications a day or "
@@ -233,10 +233,11 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/tasks": {
             "get": {
-                "summary": "Every task's public view",
+                "summary": "Every task's public view (of one suite with ?suite=)",
                 "tags": ["tasks"],
                 "security": _AUTH,
-                "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401)},
+                "parameters": [_WINDOW[0]],
+                "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401, 422)},
             }
         },
         "/v1/tasks/{task_id}": {

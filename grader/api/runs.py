@@ -29,7 +29,7 @@ def _svc() -> Handles:
 
 def filters() -> R.Filters:
     try:
-        return R.parse_filters(request.args)
+        return R.check_filters(_svc(), R.parse_filters(request.args))
     except R.FilterError as exc:
         raise ApiError(422, "invalid_fields", str(exc)) from None
 

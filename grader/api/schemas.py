@@ -143,6 +143,13 @@ class SubmissionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    overwrite: bool | None = Field(
+        None,
+        description="a run holds one attempt per task and trial: a single submission that would add a "
+        "second is refused (409 attempt_exists) unless it names a new trial, or says overwrite: true, "
+        "which takes the earlier attempt out of the run (it stays in your history and quota); "
+        "not taken by a batch's items",
+    )
 
 
 class PredictionIn(_In):
@@ -352,12 +359,20 @@ class RunView(RunOut):
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"
     )
-    rank: int | None = None
+    rank: int | None = Field(None, description="on the leaderboard: its rank in its table (None: incomplete)")
+    table: str | None = Field(
+        None,
+        description="on the leaderboard: the task set it is ranked over (its suites, joined by ' + '); "
+        "runs of different tables are never ranked together",
+    )
 
 
 class Leaderboard(BaseModel):
     filters: dict[str, Any]
-    items: list[RunView] = Field(description="a page of the board, in its order")
+    items: list[RunView] = Field(
+        description="a page of the board, in its order: one table per task set (`table`) after another, "
+        "each ranked on its own"
+    )
     total: int = Field(description="runs on the board (complete ones, and incomplete ones when asked)")
     ranked: int = Field(description="of them, complete and so ranked")
     offset: int

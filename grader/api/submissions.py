@@ -135,7 +135,8 @@ def create() -> Response:
     except ValidationError as exc:
         raise validation_error(exc) from None
     wait = _wait_seconds()
-    result = intake.accept(svc, g.caller, [_item(item)], [_idempotency_key()])[0]
+    # a run holds one attempt per (task, trial): a second is refused unless it says overwrite
+    result = intake.accept(svc, g.caller, [_item(item)], [_idempotency_key()], exclusive=True)[0]
     if isinstance(result, Refusal):
         raise refused(result)
     sub = result.row
@@ -226,6 +227,14 @@ def _batch_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> Item:
                 }
             )
             return Item(_item(sub), sorted(p.model_extra or {}))
+        if "overwrite" in raw:
+            return Item(
+                Refusal(
+                    "invalid_fields",
+                    "overwrite is for a single submission; to replace a run, DELETE /v1/runs/<run> and send the batch",
+                    details=[{"field": "overwrite", "problem": "not taken by a batch's items"}],
+                )
+            )
         merged = {"run_id": run_id, **defaults, **raw}
         return Item(_item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw})))
     except ValidationError as exc:

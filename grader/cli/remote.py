@@ -25,6 +25,7 @@ from grader.cli.render import (
     print_leaderboard,
     print_run,
     print_runs,
+    print_score,
     print_submission,
     print_verdict_counts,
     progress,
@@ -146,10 +147,17 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
     help="With --predictions: submit only these instances (comma-separated, or the option repeated).",
 )
 @click.option(
+    "--suite",
+    default=None,
+    help="The suite the task(s) must belong to (as sb-cli's subset): a task of another suite is refused "
+    "before anything is sent.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="With --predictions: replace the run if it exists (it is deleted first, as `grader runs delete` "
-    "does). Without it, a run that already holds any of these tasks and trials is refused.",
+    "does); with --task: replace the run's attempt at that task and trial (it leaves the run, and stays "
+    "in your history). Without it, a run that already holds any of these tasks and trials is refused.",
 )
 @click.option(
     "--output-dir",
@@ -178,6 +186,7 @@ def submit_cmd(
     metadata: dict[str, Any] | None,
     callback_url: str | None,
     instance_ids: list[str] | None,
+    suite: str | None,
     overwrite: bool,
     output_dir: Path | None,
     wait_: bool,
@@ -186,6 +195,8 @@ def submit_cmd(
 ) -> None:
     """Submit a patch (--task, --patch) or a batch of predictions (--predictions) to the service."""
     import time
+
+    from grader.client import ApiError
 
     attempt: dict[str, Any] = {
         "system": system,
@@ -205,6 +216,7 @@ def submit_cmd(
             predictions_file,
             run_id,
             attempt,
+            suite=suite,
             instance_ids=instance_ids,
             overwrite=overwrite,
             output_dir=output_dir,
@@ -215,12 +227,28 @@ def submit_cmd(
         return
     if not (task_id and patch_file):
         raise click.UsageError("give --task and --patch (or --predictions)")
-    for given, name in ((instance_ids, "--instance-ids"), (overwrite, "--overwrite"), (output_dir, "--output-dir")):
+    for given, name in ((instance_ids, "--instance-ids"), (output_dir, "--output-dir")):
         if given:
             raise click.UsageError(f"{name} goes with --predictions")
+    if overwrite and not run_id:
+        raise click.UsageError("--overwrite with --task replaces an attempt of a run: give --run-id")
+    if suite is not None:
+        _outside_suite(client, suite, [task_id])
     started = time.monotonic()
     hold = None if not wait_ else LONG_POLL if timeout is None else min(timeout, LONG_POLL)
-    sub = client.submit(task_id, patch_file.read(), run_id=run_id, wait=hold, **attempt)
+    try:
+        sub = client.submit(task_id, patch_file.read(), run_id=run_id, wait=hold, overwrite=overwrite, **attempt)
+    except ApiError as exc:
+        if exc.code != "attempt_exists":
+            raise
+        shown = task_id if trial is None else f"{task_id} trial {trial}"
+        err.print(
+            f"[red]error:[/red] run {escape(run_id)} already holds an attempt at {escape(shown)}; submit it "
+            "as a new --trial, under another --run-id, or replace that attempt with --overwrite",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
     if wait_ and sub["status"] not in ("done", "cancelled"):
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         with err.status(f"waiting for the verdict of {sub['id']}"):
@@ -229,6 +257,8 @@ def submit_cmd(
         click.echo(json.dumps(sub, indent=2))
     else:
         print_submission(sub)
+        if wait_ and run_id and sub["status"] == "done" and (score := _score(client, run_id)) is not None:
+            print_score(score)
     if not wait_:
         return
     verdict = verdict_of(sub.get("verdict")) if sub["status"] == "done" else None
@@ -269,6 +299,21 @@ def _task_of(item: dict[str, Any]) -> str:
     return str(item.get("instance_id") or item.get("task_id"))
 
 
+def _outside_suite(client: Client, suite: str, task_ids: list[str]) -> None:
+    """--suite: every task must be one of the suite's (the service names the suites when
+    it has no such suite); else exit 2 naming those that are not, before anything is sent."""
+    inside = {t["id"] for t in client.tasks(suite=suite)}
+    outside = sorted(set(task_ids) - inside)
+    if outside:
+        err.print(
+            f"[red]error:[/red] {len(outside)} task(s) are not in suite {escape(suite)}: "
+            f"{escape(', '.join(outside[:10]))}{' ...' if len(outside) > 10 else ''}; nothing was submitted",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
+
+
 def _reused(
     client: Client, run_id: str, items: list[dict[str, Any]], trial: int | None
 ) -> list[tuple[str, int | None]]:
@@ -289,6 +334,7 @@ def _submit_batch(
     run_id: str,
     attempt: dict[str, Any],
     *,
+    suite: str | None,
     instance_ids: list[str] | None,
     overwrite: bool,
     output_dir: Path | None,
@@ -299,6 +345,8 @@ def _submit_batch(
     from grader.client import ApiError
 
     items = _read_predictions(predictions_file, instance_ids)
+    if suite is not None:
+        _outside_suite(client, suite, [_task_of(i) for i in items])
     if overwrite:
         try:
             gone = client.delete_run(run_id)
@@ -375,6 +423,7 @@ def _submit_batch(
         output_dir.mkdir(parents=True, exist_ok=True)
         report_file = _report_path(output_dir, run_id)
         report_file.write_text(json.dumps(client.report(run_id), indent=1) + "\n")
+    score = _score(client, run_id)
     if as_json:
         click.echo(
             json.dumps(
@@ -382,12 +431,15 @@ def _submit_batch(
                     "batch": answer,
                     "submissions": [subs[i] for i in ids if i in subs],
                     "counts": counts,
+                    "run": score,
                     "report": str(report_file) if report_file else None,
                 },
                 indent=2,
             )
         )
     else:
+        if score is not None:
+            print_score(score)  # first the run's score, as the leaderboard ranks it; then this batch's verdicts
         print_verdict_counts(run_id, counts)
     if report_file:
         err.print(f"SWE-bench report: {report_file}", highlight=False, markup=False, soft_wrap=True)
@@ -396,6 +448,17 @@ def _submit_batch(
     if final < len(ids):
         err.print(f"{len(ids) - final} of {len(ids)} submission(s) reached no verdict", highlight=False)
     sys.exit(EXIT_REJECTED if answer["rejected"] else EXIT_NO_VERDICT if final < len(ids) else 0)
+
+
+def _score(client: Client, run_id: str) -> dict[str, Any] | None:
+    """The run's view (its score over its suites), or None if it cannot be read now."""
+    from grader.client import ApiError
+
+    try:
+        return client.run(run_id)
+    except ApiError as exc:
+        err.print(f"the run's score could not be read: {escape(exc.message)}", highlight=False, soft_wrap=True)
+        return None
 
 
 @main.command("status")

@@ -153,9 +153,31 @@ def _spans(sub: dict[str, Any]) -> str:
         return ""
 
 
+def score_line(view: dict[str, Any]) -> str:
+    """A run's score in one line, as the leaderboard ranks it: the tasks it resolves of its
+    suites' whole task set (a task not attempted is not resolved), then the solve rate."""
+    ts = (view.get("metrics") or {}).get("task_set") or {}
+    suites = " + ".join(view.get("suites") or []) or "its suites"
+    kind = "suites" if len(view.get("suites") or []) > 1 else "suite"
+    resolved = ts.get("resolved") or {}
+    share = f"{100 * resolved['value']:.1f}%, " if resolved.get("value") is not None else ""
+    line = (
+        f"run {view['name']}: resolved {_num(resolved.get('numerator') or 0)} of {resolved.get('denominator') or 0} "
+        f"tasks of {kind} {suites} ({share}{ts.get('attempted', 0)} attempted); "
+        f"solve rate over the {kind} {_fig(ts.get('solve_rate'))}"
+    )
+    if not view.get("complete"):
+        line += f"; INCOMPLETE: {view.get('pending', 0)} pending, {view.get('errors', 0)} machinery errors (not ranked)"
+    return line
+
+
+def print_score(view: dict[str, Any]) -> None:
+    out.print(escape(score_line(view)), highlight=False, soft_wrap=True)
+
+
 def print_verdict_counts(run_id: str, counts: dict[str, int]) -> None:
     """A batch's verdicts, counted: every verdict, then the statuses that were not one."""
-    table = Table("verdict", "count", title=f"run {escape(run_id)}")
+    table = Table("verdict", "count", title=f"this batch's verdicts (run {escape(run_id)})")
     for key, n in counts.items():
         verdict = verdict_of(key)
         if n or verdict or key == "rejected":
@@ -305,6 +327,17 @@ def print_leaderboard(rows: list[dict[str, Any]], *, filtered: bool) -> None:
     if not rows:
         out.print("no public run matches" + (" these filters" if filtered else " yet"), highlight=False)
         return
+    tables: list[tuple[str, list[dict[str, Any]]]] = []
+    for r in rows:  # one table per task set, in the board's order: never ranked together
+        table = r.get("table") or " + ".join(r.get("suites") or [])
+        if not tables or tables[-1][0] != table:
+            tables.append((table, []))
+        tables[-1][1].append(r)
+    for table, mine in tables:
+        _print_board_table(table, mine)
+
+
+def _print_board_table(table: str, rows: list[dict[str, Any]]) -> None:
     t = Table(
         "#",
         "run",
@@ -315,7 +348,7 @@ def print_leaderboard(rows: list[dict[str, Any]], *, filtered: bool) -> None:
         "success rate",
         "tasks attempted / in suite",
         "",
-        title="leaderboard",
+        title=f"leaderboard: {'suites' if ' + ' in table else 'suite'} {escape(table)}" if table else "leaderboard",
     )
     for r in rows:
         m = r["metrics"]

@@ -119,7 +119,7 @@ def _ids() -> tuple[int | None, bool]:
 
 def _filters() -> R.Filters:
     try:
-        return R.parse_filters(request.args)
+        return R.check_filters(_svc(), R.parse_filters(request.args))
     except R.FilterError as exc:
         abort(422, str(exc))
 
@@ -157,13 +157,18 @@ def leaderboard_page() -> ResponseReturnValue:
         desc=desc,
     )
     pages = max(1, -(-board.total // PAGE_ROWS))
-    suites = sorted({t.metadata.suite for t in svc.tasks})
+    suites = R.suites(svc)
     languages = sorted({t.metadata.language for t in svc.tasks})
     variants = ["minimal", "concise", "contextual", "guided"]
+    tables: list[tuple[str, list[dict[str, Any]]]] = []
+    for row in board.items:  # in the board's order: one table after another
+        if not tables or tables[-1][0] != row["table"]:
+            tables.append((row["table"], []))
+        tables[-1][1].append(row)
     page_html = render_template(
         "leaderboard.html",
         languages=languages,
-        rows=board.items,
+        tables=tables,
         total=board.total,
         page=page,
         pages=pages,

@@ -150,6 +150,7 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("team_id", "name", name="uq_runs_team_name"),
         Index("ix_runs_board", "board_complete", "board_resolved", "board_solve"),
+        Index("ix_runs_board_suites", "board_suites", "board_complete", "board_resolved", "board_solve"),
     )
 
     id: Mapped[str] = mapped_column(String(16), primary_key=True)  # the public id
@@ -186,6 +187,9 @@ class Run(Base):
     board_success: Mapped[float] = mapped_column(Float, default=-1.0, server_default="-1")
     board_attempted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     board_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # the suites its figures are over, joined by " + " (migration 0009): the board's table
+    # it ranks in, never beside a run over another task set
+    board_suites: Mapped[str] = mapped_column(String(500), default="", server_default="")
 
     team: Mapped[Team] = relationship()
 

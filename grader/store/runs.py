@@ -215,7 +215,8 @@ class Standing:
     """What the leaderboard orders a run by, under no filter: whether it is listed at all
     (something of it was attempted, or is still to be graded), complete (nothing pending,
     no ERROR), its resolved tasks and solve rate over its suites' whole task set (-1: none),
-    its success rate (-1: none), the tasks attempted and in its task set."""
+    its success rate (-1: none), the tasks attempted and in its task set, and that task
+    set's suites (its table on the board: `TABLE_JOIN` between them)."""
 
     listed: bool
     complete: bool
@@ -224,6 +225,10 @@ class Standing:
     success: float
     attempted: int
     tasks: int
+    suites: str = ""
+
+
+TABLE_JOIN = " + "  # between the suites of a task set of several, in board_suites
 
 
 def begin_figures(s: Session, run_ids: Collection[str]) -> None:
@@ -251,6 +256,7 @@ def save_figures(s: Session, run_id: str, figures: dict[str, Any], standing: Sta
             board_success=standing.success,
             board_attempted=standing.attempted,
             board_tasks=standing.tasks,
+            board_suites=standing.suites,
         )
     )
 
@@ -273,15 +279,16 @@ def board_page(
     sort: str | None = None,
     desc: bool = True,
 ) -> tuple[list[tuple[Run, Team, dict[str, Any] | None]], int, int]:
-    """A page of the leaderboard from the stored figures: with no `sort`, complete runs
-    first in their rank's order, then incomplete ones (when asked); with one, every listed
-    run by that column. The page's runs with their teams, how many runs are listed, and how
-    many of them are complete (ranked)."""
+    """A page of the leaderboard from the stored figures, one table per task set
+    (board_suites) after another: in each, with no `sort`, complete runs first in their
+    rank's order, then incomplete ones (when asked); with one, every listed run of the
+    table by that column. The page's runs with their teams, how many runs are listed, and
+    how many of them are complete (ranked)."""
     listed = _shown() & Run.board_listed.is_(True)
     if not include_incomplete:
         listed = listed & Run.board_complete.is_(True)
     columns = SORTS[sort or "resolved"]
-    order: list[Any] = [] if sort else [Run.board_complete.desc()]
+    order: list[Any] = [Run.board_suites] + ([] if sort else [Run.board_complete.desc()])
     order += [c.desc() if desc else c.asc() for c in columns]
     order += [Run.created_at, Run.id]
     # the page's ids first (narrow rows sorted), then those runs whole with their figures
@@ -317,8 +324,9 @@ def stored_figures(s: Session, run_id: str) -> tuple[Run, Team, dict[str, Any] |
 
 
 def rank_of(s: Session, run: Run) -> int:
-    """A complete run's rank on the unfiltered board: 1 + the complete listed runs ahead
-    of it (more resolved; as many and a higher solve rate; tied, and made earlier)."""
+    """A complete run's rank in its table of the unfiltered board (the runs over the same
+    task set): 1 + the complete listed runs of that table ahead of it (more resolved; as
+    many and a higher solve rate; tied, and made earlier)."""
     ahead = (
         (Run.board_resolved > run.board_resolved)
         | ((Run.board_resolved == run.board_resolved) & (Run.board_solve > run.board_solve))
@@ -328,7 +336,9 @@ def rank_of(s: Session, run: Run) -> int:
             & ((Run.created_at < run.created_at) | ((Run.created_at == run.created_at) & (Run.id < run.id)))
         )
     )
-    listed = _shown() & Run.board_listed.is_(True) & Run.board_complete.is_(True)
+    listed = (
+        _shown() & Run.board_listed.is_(True) & Run.board_complete.is_(True) & (Run.board_suites == run.board_suites)
+    )
     return 1 + int(s.scalar(select(func.count()).select_from(Run).where(listed, ahead)) or 0)
 
 
