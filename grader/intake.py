@@ -66,10 +66,11 @@ class Refusal(Exception):
     """Raised (or returned for one item of a batch) when intake does not take something:
     `reason` says what was refused, in one word the API maps to an HTTP status
     (unknown_task, invalid_fields, invalid_callback_url, patch_too_large, run_locked,
-    run_deleted, attempt_exists, idempotency_conflict, quota_exceeded, queue_full); `message`
-    says why, to the
-    submitter; `retry_after`, in seconds, when trying again later can succeed; `details`,
-    the fields at fault, when the door that read the request knows them."""
+    run_deleted, attempt_exists, withheld, idempotency_conflict, quota_exceeded, queue_full;
+    and for a run's changes, grader/publish.py's run_busy, publish_quota, forbidden,
+    not_found); `message` says why, to the submitter; `retry_after`, in seconds, when
+    trying again later can succeed; `details`, the fields at fault, when the door that read
+    the request knows them."""
 
     def __init__(
         self, reason: str, message: str, *, retry_after: int | None = None, details: list[dict[str, Any]] | None = None
@@ -330,6 +331,7 @@ def accept(
     *,
     batch_hash: str | None = None,
     exclusive: bool = False,
+    whole: bool = False,
 ) -> list[Accepted | Refusal]:
     """Check, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping
     order: each item's answer, where an item given as a Refusal (refused by the door that
@@ -344,7 +346,10 @@ def accept(
     `exclusive`: an item that would add a second attempt at a (task, trial) its run already
     holds (cancelled ones aside) is refused (`attempt_exists`), unless it asks to `overwrite`,
     which takes the earlier attempt out of the run (it stays the team's, as a deleted run's
-    submissions do); counted in the chunk's transaction, under the team's lock."""
+    submissions do); counted in the chunk's transaction, under the team's lock. `whole`:
+    every item is taken or none is (one refused, the others are answered `withheld`), all
+    in one transaction: for a door that must not leave a request half-accepted unless its
+    submitter chose so (the portal's upload)."""
     out: list[Accepted | Refusal | None] = [None] * len(items)
     wanted = [k for k in keys if k]
     with svc.db.read() as s:
@@ -373,6 +378,8 @@ def accept(
             pairs[n] = item
     if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
         return [o if isinstance(o, Refusal) and o.reason == "idempotency_conflict" else conflict() for o in out]
+    if whole and any(isinstance(o, Refusal) for o in out):
+        return _withhold(out)
     fresh: list[Accepted] = []
     if todo:
         hits = _cache_hits(svc, [row for _, row in todo])
@@ -382,11 +389,12 @@ def accept(
         lease = store_runs.Lease(secrets.token_hex(16), RUN_LEASE) if len(todo) > CHUNK and names else None
         run_ids = store_runs.ensure_runs(svc.db, team.team_id, names, lease=lease)
         began = {name: run_ids.get(name) for name in names}
+        size = len(todo) if whole else CHUNK  # whole: one transaction, taken or refused as one
         try:
-            for at in range(0, len(todo), CHUNK):
+            for at in range(0, len(todo), size):
                 if at and svc.db.is_sqlite:
                     time.sleep(SQLITE_CHUNK_PAUSE)
-                fresh += _store(svc, team, todo[at : at + CHUNK], hits, out, began, lease, pairs)
+                fresh += _store(svc, team, todo[at : at + size], hits, out, began, lease, pairs, whole=whole)
         finally:
             if lease:
                 try:
@@ -414,6 +422,8 @@ def _store(
     began: dict[str, str | None],
     lease: store_runs.Lease | None,
     pairs: dict[int, Item],
+    *,
+    whole: bool = False,
 ) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
@@ -466,8 +476,15 @@ def _store(
                         row.job_id = subs.new_job_id(row.id)
                     answers[n] = Accepted(row, enqueue=hit is None)
                     add.append(row)
+                if whole and any(isinstance(a, Refusal) for a in answers.values()):
+                    raise _Withheld  # rolls this transaction back: nothing of the request is stored
                 subs.insert_many(s, add)
                 store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
+        except _Withheld:
+            for n, answer in answers.items():
+                out[n] = answer
+            _withhold(out)
+            return []
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
                 raise
@@ -477,6 +494,29 @@ def _store(
             out[n] = answer
         return [a for a in answers.values() if isinstance(a, Accepted) and not a.replayed]
     raise AssertionError("unreachable")
+
+
+class _Withheld(Exception):
+    """Raised inside a `whole` request's transaction when an item of it is refused there:
+    the transaction rolls back, and nothing of the request is stored."""
+
+
+def withheld(refused: int) -> Refusal:
+    return Refusal(
+        "withheld",
+        f"not taken: {refused} other item(s) of this request were refused, and a request that asks "
+        "for every item or none takes none of them",
+    )
+
+
+def _withhold(out: list[Accepted | Refusal | None]) -> list[Accepted | Refusal]:
+    """A `whole` request with a refused item: every item that would have been taken is
+    answered `withheld` instead (replays of earlier requests stay answered as they are)."""
+    refused = sum(1 for o in out if isinstance(o, Refusal))
+    for n, o in enumerate(out):
+        if o is None or (isinstance(o, Accepted) and not o.replayed):
+            out[n] = withheld(refused)
+    return cast("list[Accepted | Refusal]", out)
 
 
 def _copy(row: Submission) -> Submission:

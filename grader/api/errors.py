@@ -52,6 +52,11 @@ REFUSAL_STATUS = {
     "run_locked": 409,
     "run_deleted": 409,
     "attempt_exists": 409,
+    "withheld": 422,
+    "run_busy": 409,
+    "publish_quota": 429,
+    "forbidden": 403,
+    "not_found": 404,
     "idempotency_conflict": 409,
     "quota_exceeded": 429,
     "queue_full": 503,
@@ -97,9 +102,10 @@ def json_body() -> Any:
 
 
 def validation_error(exc: ValidationError, where: str = "body") -> ApiError:
-    details = [{"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in exc.errors()]
-    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
-    return ApiError(422, "invalid_fields", f"invalid {where}: {summary}", details=details)
+    from grader.schemas import problems
+
+    message, details = problems(exc, where)
+    return ApiError(422, "invalid_fields", message, details=details)
 
 
 _CODES = {

@@ -13,7 +13,7 @@ from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from grader.api import schemas as m
+from grader import schemas as m
 from grader.version import GRADER_VERSION
 
 bp = Blueprint("openapi", __name__)
@@ -685,14 +685,15 @@ PORTAL_PAGES = {
     "portal.home": ("Home", "goes to the leaderboard", "anyone"),
     "portal.leaderboard_page": (
         "Leaderboard",
-        "public runs ranked over their suites' whole task set; sortable, "
+        "public runs ranked over their suites' whole task set, one table per suite; sortable, "
         "filtered by suite, prompt variant and time window; incomplete runs on request",
         "anyone",
     ),
     "portal.run_page": (
         "A run",
         "its figures with intervals, the per-task grid of trials and breakdown charts; "
-        "its own team also gets a link to each submission",
+        "its own team also gets a link to each submission, its progress while it grades (the page "
+        "reloads itself meanwhile) and the publish form",
         "anyone for a public run; its team",
     ),
     "portal.compare_page": (
@@ -712,6 +713,18 @@ PORTAL_PAGES = {
     "portal.login": ("Sign in", "with the team's API key (the session keeps only its hash)", "anyone"),
     "portal.logout": ("Sign out", "a button in the header", "signed in"),
     "portal.my_runs": ("Your runs", "the team's runs, private ones included, and its recent submissions", "signed in"),
+    "portal.submit_page": (
+        "Submit",
+        "upload predictions (JSONL or JSON) or one patch for one task, with a run id, system, trial and "
+        "metadata, through the API's intake; every refused line shown with its reason, nothing taken "
+        "unless every line is (or the team ticks to take the valid ones)",
+        "signed in",
+    ),
+    "portal.publish_run": (
+        "Publish a run",
+        "the run page's form: method, description, project and paper URLs, public or private",
+        "the run's team, signed in",
+    ),
 }
 
 

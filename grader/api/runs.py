@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
 
-from grader import intake
+from grader import publish
 from grader import runs as R
 from grader.api import auth
-from grader.api.errors import ApiError, json_body, validation_error
-from grader.api.schemas import RunPatch
+from grader.api.errors import ApiError, json_body, refused, validation_error
 from grader.handles import Handles
+from grader.intake import Refusal
+from grader.schemas import RunPatch
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
 from grader.store.models import Run, Team
@@ -87,26 +87,10 @@ def update(run: str) -> Response:
         patch = RunPatch.model_validate(json_body())
     except ValidationError as exc:
         raise validation_error(exc) from None
-    fields = patch.model_dump(exclude_unset=True)
-    host_only = {"baseline", "hidden", "verified"} & fields.keys()
-    if host_only and not g.caller.admin:
-        raise ApiError(403, "forbidden", f"only the host (an admin key) sets {sorted(host_only)}")
-    with svc.db.write() as s:
-        subs.lock_team(s, found.team_id)  # as a batch's chunk does: publishing waits for one being stored
-        row = s.get(Run, found.id)
-        if row is None:
-            raise ApiError(404, "not_found", f"no run {run!r}")
-        first = row.published_at is None
-        for k, v in fields.items():
-            setattr(row, k, v)
-        row.figures_stale = True  # on the board or off it: its readers' caches must know (store_runs.board_version)
-        store_runs.publish(row)
-        if first and row.published_at is not None:
-            _may_publish(svc, s, row)
-    with svc.db.read() as s:
-        row, team = s.get(Run, found.id), s.get(Team, found.team_id)
-        assert row is not None and team is not None
-        return jsonify(R.run_meta(row, team))
+    try:
+        return jsonify(publish.change(svc, found, patch.model_dump(exclude_unset=True), admin=g.caller.admin))
+    except Refusal as exc:
+        raise refused(exc) from None
 
 
 @bp.delete("/v1/runs/<run>")
@@ -124,7 +108,10 @@ def delete(run: str) -> Response:
         row = s.get(Run, found.id)
         if row is None:
             raise ApiError(404, "not_found", f"no run {run!r}")
-        _not_storing(row, "deleted")
+        try:
+            publish.not_storing(row, "deleted")
+        except Refusal as exc:
+            raise refused(exc) from None
         if store_runs.locked(row):
             raise ApiError(
                 409,
@@ -137,38 +124,6 @@ def delete(run: str) -> Response:
         meta = R.run_meta(row, team)
         detached = store_runs.delete(s, row)
     return jsonify({"deleted": meta, "submissions_detached": detached})
-
-
-def _not_storing(run: Run, what: str) -> None:
-    """409 while a batch is being stored into `run`: a run is changed between batches,
-    never under one (grader/intake.py: RUN_LEASE)."""
-    left = store_runs.storing(run)
-    if left > 0:
-        raise ApiError(
-            409,
-            "run_busy",
-            f"a batch is being stored into run {run.name!r}; it can be {what} once that batch is in "
-            "(try again in a few seconds)",
-            retry_after=max(1, min(int(left) + 1, 30)),
-        )
-
-
-def _may_publish(svc: Handles, s: Session, run: Run) -> None:
-    """Publishing `run` now, in this transaction: not while a batch is stored into it, and
-    at most GRADER_MAX_PUBLISH_PER_DAY runs of a team a UTC day (the host's own, and its
-    baselines, are not counted): every run published is one more on every reader's page."""
-    _not_storing(run, "published")
-    if g.caller.admin:
-        return
-    limit = svc.settings.max_publish_per_day
-    today = store_runs.published_since(s, run.team_id, subs.start_of_day(), but=run.id)
-    if today >= limit:
-        raise ApiError(
-            429,
-            "publish_quota",
-            f"your team has published {today} runs today; the limit is {limit} a day (UTC)",
-            retry_after=intake.seconds_to_midnight(),
-        )
 
 
 @bp.get("/v1/runs/<run>/report")

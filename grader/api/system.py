@@ -16,9 +16,9 @@ from sqlalchemy.exc import IntegrityError
 
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
-from grader.api.schemas import TeamIn
 from grader.errors import StoreError
 from grader.handles import DOCKER_KEY, Handles
+from grader.schemas import TeamIn
 from grader.store import submissions as subs
 from grader.store.keys import create_key
 from grader.store.models import Team

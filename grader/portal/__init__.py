@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -27,11 +29,15 @@ from flask import Blueprint, Flask, abort, current_app, flash, g, redirect, rend
 from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
+from grader import intake, publish
 from grader import runs as R
 from grader.errors import TaskNotFound
 from grader.handles import Handles
+from grader.intake import Accepted, Refusal
+from grader.portal import forms
 from grader.serializers import listed, shown_to
 from grader.store import runs as store_runs
+from grader.store import submissions as subs
 from grader.store.keys import hash_key
 from grader.store.models import ApiKey, Run, Submission, Team
 
@@ -95,6 +101,11 @@ def _who() -> None:
     # the portal's forms are a few hundred bytes: nobody's body is read past this, and one
     # whose length is not announced (a browser always announces a form's) is not read at all
     request.max_content_length = FORM_BYTES
+    if request.path == "/submit" and request.method == "POST":
+        # an upload of predictions: as large as the API takes a batch, in a file part
+        # (spooled to disk past Werkzeug's 500 KB), or one patch pasted into the form
+        request.max_content_length = _svc().settings.max_request_bytes
+        request.max_form_memory_size = _svc().settings.max_patch_bytes + FORM_BYTES
     if request.method in UNSAFE and request.content_length is None and request.headers.get("Transfer-Encoding"):
         abort(411, description="Send the form with its Content-Length.")
     if request.method in UNSAFE and not _same_site_origin():
@@ -194,10 +205,210 @@ def run_page(ref: str) -> ResponseReturnValue:
     if run is None or not store_runs.may_see(run, team_id=team_id, admin=admin):
         abort(404, _no_run(ref))
     f = _filters()
+    return _run_page(svc, run, f, team_id=team_id, admin=admin)
+
+
+def _run_page(
+    svc: Handles,
+    run: Run,
+    f: R.Filters,
+    *,
+    team_id: int | None,
+    admin: bool,
+    change: forms.RunChange | None = None,
+    status: int = 200,
+) -> ResponseReturnValue:
     view = R.run_view(svc, run, f)
     own = store_runs.owns(run, team_id=team_id, admin=admin)
     grid = _grid(svc, run) if own else None
-    return render_template("run.html", run=view, f=f, own=own, grid=grid)
+    progress = None
+    if own:
+        with svc.db.read() as s:
+            counts = store_runs.status_counts(s, run)
+        total = sum(counts.values())
+        progress = {k: counts.get(k, 0) for k in ("queued", "running", "done", "cancelled")} | {"total": total}
+    said = change.said if change else _said_of(view)
+    return (
+        render_template(
+            "run.html",
+            run=view,
+            f=f,
+            own=own,
+            grid=grid,
+            progress=progress,
+            mine=own and run.team_id == team_id,
+            said=said,
+            errors=change.errors if change else {},
+            refresh=REFRESH_SECONDS if progress and (progress["queued"] or progress["running"]) else None,
+        ),
+        status,
+    )
+
+
+REFRESH_SECONDS = 5  # a page following a run or a submission being graded loads itself again this often
+
+
+def _said_of(view: dict[str, Any]) -> dict[str, str]:
+    """The publish form filled with what the run says of itself now."""
+    return {
+        "method": view.get("method") or "",
+        "description": view.get("description") or "",
+        "project_url": view.get("project_url") or "",
+        "paper_url": view.get("paper_url") or "",
+        "public": "1" if view.get("public") else "0",
+    }
+
+
+@bp.post("/runs/<ref>/publish")
+def publish_run(ref: str) -> ResponseReturnValue:
+    """The run page's form: what the team says of its run, and public or private. Checked
+    as PATCH /v1/runs/<run> checks it, and changed by the same code (grader/publish.py)."""
+    svc = _svc()
+    if g.team is None:
+        return redirect(url_for("portal.login", next=url_for("portal.run_page", ref=ref)))
+    team_id, admin = _ids()
+    with svc.db.read() as s:
+        run = store_runs.find(s, ref, team_id=team_id)
+    if run is None or run.team_id != team_id:
+        abort(404, _no_run(ref))  # only the run's own team publishes it here
+    change = forms.read_run_change(request.form)
+    if not change.errors:
+        try:
+            meta = publish.change(svc, run, change.fields, admin=admin)
+        except Refusal as exc:
+            change.errors["public" if exc.reason in ("publish_quota", "run_busy") else "method"] = exc.message
+            return _run_page(
+                svc, run, R.Filters(), team_id=team_id, admin=admin, change=change, status=_STATUS.get(exc.reason, 409)
+            )
+        flash(
+            f"Run {meta['name']} is public: it is on the leaderboard once every submission is graded."
+            if meta["public"]
+            else f"Run {meta['name']} is private to your team."
+        )
+        return redirect(url_for("portal.run_page", ref=run.id))
+    return _run_page(svc, run, R.Filters(), team_id=team_id, admin=admin, change=change, status=422)
+
+
+_STATUS = {"quota_exceeded": 429, "queue_full": 503, "publish_quota": 429, "run_busy": 409, "attempt_exists": 409}
+
+
+@dataclass(frozen=True)
+class _Submitter:
+    """The signed-in team, as intake counts it (intake.Submitter)."""
+
+    team_id: int
+    admin: bool
+    daily_quota: int | None
+    queued_quota: int | None
+
+
+def _submitter(svc: Handles) -> _Submitter:
+    with svc.db.read() as s:
+        team = s.get(Team, g.team["id"])
+        assert team is not None  # the signed-in team, read on this request
+        return _Submitter(team.id, team.admin, team.daily_quota, team.queued_quota)
+
+
+@bp.route("/submit", methods=["GET", "POST"])
+def submit_page() -> ResponseReturnValue:
+    """Upload predictions, or one patch for one task, through intake as the API's batch
+    and single submission go: the same checks, quotas and Idempotency-Keys (the form's
+    own id, new on every page: a form sent twice is taken once). Every line's error is
+    shown against its line, and nothing is taken unless every line is, or the team ticked
+    to take the valid ones."""
+    svc = _svc()
+    if g.team is None:
+        return redirect(url_for("portal.login", next=request.path))
+    if request.method == "GET":
+        said = {"kind": request.args.get("kind", "predictions"), "run_id": request.args.get("run_id", "")}
+        return _submit_form(svc, said)
+    part = request.files.get("predictions")
+    upload = (part.filename or "", part.read()) if part is not None and part.filename else None
+    form = forms.read_submit(svc, request.form, upload)
+    partial = bool(form.said["partial"])
+    if form.errors or not form.items or (form.refused and not partial):
+        if not form.errors and not form.items:
+            form.errors["predictions"] = "The file holds no predictions."
+        return _submit_form(svc, form.said, form, status=422)
+    form_id = (request.form.get("form_id") or "").strip()[:64] or None
+    keys = [f"portal:{form_id}#{i}" if form_id else None for i in range(len(form.items))]
+    asked = json.dumps([form.raw, form.run_id, form.said], sort_keys=True, default=str)
+    answers = intake.accept(
+        svc,
+        _submitter(svc),
+        form.items,
+        keys,
+        batch_hash=hashlib.sha256(asked.encode()).hexdigest() if form_id else None,
+        exclusive=True,
+        whole=not partial,
+    )
+    for line, answer in zip(form.lines, answers, strict=True):
+        if isinstance(answer, Refusal) and not line.error:
+            line.error = answer.message
+    accepted = [a for a in answers if isinstance(a, Accepted)]
+    if not accepted:
+        reasons = {a.reason for a in answers if isinstance(a, Refusal)} - {"withheld"}
+        status = max((_STATUS.get(r, 422) for r in reasons), default=422)
+        if form.said["kind"] == "patch" and form.lines and form.lines[0].error:
+            form.errors["patch"] = form.lines[0].error
+            form.lines.clear()
+        return _submit_form(svc, form.said, form, status=status)
+    cached = sum(1 for a in accepted if a.row.cached)
+    told = f"{len(accepted)} submission(s) accepted" + (
+        f", {cached} answered at once from earlier grades" if cached else ""
+    )
+    if form.refused:
+        return _submit_form(svc, form.said, form, status=200, taken=told, run_id=form.run_id)
+    flash(told + (f" into run {form.run_id}." if form.run_id else "."))
+    if form.run_id:
+        return redirect(url_for("portal.run_page", ref=form.run_id))
+    return redirect(url_for("portal.submission_page", sid=accepted[0].row.id))
+
+
+def _submit_form(
+    svc: Handles,
+    said: dict[str, str],
+    form: forms.Upload | None = None,
+    *,
+    status: int = 200,
+    taken: str | None = None,
+    run_id: str | None = None,
+) -> ResponseReturnValue:
+    return (
+        render_template(
+            "submit.html",
+            said=said,
+            errors=form.errors if form else {},
+            lines=form.lines if form else [],
+            refused=form.refused if form else 0,
+            tasks=sorted(t.id for t in svc.tasks),
+            form_id=secrets.token_urlsafe(16),
+            limits=_limits(svc),
+            taken=taken,
+            run_id=run_id,
+        ),
+        status,
+    )
+
+
+def _limits(svc: Handles) -> dict[str, Any]:
+    """What the signed-in team may still send today, and the bounds of one upload."""
+    st = svc.settings
+    team = _submitter(svc)
+    with svc.db.read() as s:
+        today, active = subs.count_today(s, team.team_id), subs.count_active(s, team.team_id)
+    daily = team.daily_quota if team.daily_quota is not None else st.daily_quota
+    at_once = team.queued_quota if team.queued_quota is not None else st.queued_quota
+    return {
+        "daily": daily,
+        "today": today,
+        "left": max(0, daily - today),
+        "at_once": at_once,
+        "active": active,
+        "max_items": st.max_batch_items,
+        "bytes": st.max_request_bytes,
+        "patch_bytes": st.max_patch_bytes,
+    }
 
 
 def _no_run(ref: str) -> str:
@@ -274,6 +485,7 @@ def submission_page(sid: str) -> ResponseReturnValue:
         groups=_test_groups(view.get("result")),
         patch=shown,
         patch_cut=len(patch) - len(shown),
+        refresh=REFRESH_SECONDS if view.get("status") in ("queued", "running") else None,
     )
 
 
@@ -402,6 +614,7 @@ def init_app(app: Flask) -> None:
     app.jinja_env.filters["pct"] = _pct
     app.jinja_env.filters["ci"] = _ci
     app.jinja_env.filters["vclass"] = _vclass
+    app.jinja_env.filters["vmark"] = _vmark
     app.jinja_env.filters["num"] = _num
     app.jinja_env.filters["pvalue"] = _pvalue
     app.jinja_env.filters["breakdown_rows"] = _breakdown_rows
@@ -436,6 +649,23 @@ def _pvalue(p: float | None) -> str:
 def _vclass(verdict: str | None) -> str:
     """A CSS-safe class for a verdict or status: PASS, FAIL, PATCH, TIMED, ERROR, queued..."""
     return (verdict or "none").split(" ")[0]
+
+
+MARKS = {
+    "PASS": "✓",
+    "FAIL": "✗",
+    "PATCH FAILED": "⊘",
+    "TIMED OUT": "⏱",
+    "ERROR": "!",
+    "queued": "…",
+    "running": "↻",
+    "cancelled": "–",
+}
+
+
+def _vmark(verdict: str | None) -> str:
+    """A verdict's or status's own mark, so that no two differ by colour alone."""
+    return MARKS.get(verdict or "", "?")
 
 
 def _breakdown_rows(groups: dict[Any, Any], key: str) -> list[tuple[str, dict[str, Any]]]:

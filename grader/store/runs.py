@@ -362,6 +362,17 @@ def board_state(s: Session, key: str) -> tuple[int, str, int]:
     return int(count or 0), str(newest), int(needing or 0)
 
 
+def status_counts(s: Session, run: Run) -> dict[str, int]:
+    """How many of a run's submissions are queued, running, done and cancelled: one query,
+    however large the run (its page follows a run while it grades)."""
+    rows = s.execute(
+        select(Submission.status, func.count())
+        .where(Submission.team_id == run.team_id, Submission.run_id == run.name)
+        .group_by(Submission.status)
+    )
+    return {str(status): int(n) for status, n in rows}
+
+
 def submissions_of(s: Session, run: Run) -> list[Submission]:
     return list(
         s.scalars(

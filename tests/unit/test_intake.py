@@ -157,6 +157,32 @@ def test_a_cancelled_attempt_is_not_held_and_one_request_cannot_add_two(svc):
     assert isinstance(two[0], Accepted) and isinstance(two[1], Refusal) and two[1].reason == "attempt_exists"
 
 
+def test_a_whole_request_takes_every_item_or_none(svc):
+    t = team(svc)
+    # refused before the store (an unknown task): the others are withheld, nothing stored
+    answers = intake.accept(svc, t, [item(0), Item(task_id="nope", patch=""), item(1)], [None] * 3, whole=True)
+    assert [a.reason for a in answers] == ["withheld", "unknown_task", "withheld"]
+    assert "1 other item(s) of this request were refused" in answers[0].message
+    assert stored(svc) == 0 and svc.queued == []
+    # refused in the store's transaction (the run already holds the attempt): rolled back whole
+    (held,) = intake.accept(svc, t, [item(2, run_id="r")], [None], exclusive=True)
+    assert isinstance(held, Accepted)
+    answers = intake.accept(
+        svc, t, [item(3, run_id="r", trial=1), item(4, run_id="r")], [None, None], exclusive=True, whole=True
+    )
+    assert [a.reason for a in answers] == ["withheld", "attempt_exists"]
+    assert stored(svc) == 1 and len(svc.queued) == 1
+    # and past the quota: none of the request, though one would fit
+    answers = intake.accept(svc, team(svc, "team-b", daily_quota=1), [item(5), item(6)], [None, None], whole=True)
+    assert {a.reason for a in answers} == {"withheld", "quota_exceeded"} and stored(svc) == 1
+    # all good: all taken, in one transaction
+    answers = intake.accept(svc, t, [item(7), item(8)], ["w#0", "w#1"], whole=True)
+    assert all(isinstance(a, Accepted) for a in answers) and stored(svc) == 3
+    # the same request again (a form sent twice) replays every item
+    again = intake.accept(svc, t, [item(7), item(8)], ["w#0", "w#1"], whole=True)
+    assert all(isinstance(a, Accepted) and a.replayed for a in again) and stored(svc) == 3
+
+
 # --- Idempotency-Keys -----------------------------------------------------------------------------
 def test_a_key_replays_the_same_request_and_refuses_another(svc):
     t = team(svc)
@@ -191,7 +217,7 @@ def test_the_request_hash_is_what_the_api_stored_before_intake_moved():
     import hashlib
     import json
 
-    from grader.api.schemas import SubmissionIn
+    from grader.schemas import SubmissionIn
 
     body = {"task_id": "mini", "patch": "p", "trial": 0, "metadata": {"a": None, "b": [1]}, "run_id": "r"}
     model = SubmissionIn.model_validate(body)

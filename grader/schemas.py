@@ -1,15 +1,20 @@
-"""Request and response shapes. The request models validate what comes in (422 with the
-field named when it is wrong); the response models document what goes out, and the
-OpenAPI document is built from both."""
+"""Request and response shapes, shared by the API and the portal. The request models
+validate what comes in (422 with the field named when it is wrong), and `read_item` reads
+one item of a batch (ours or a SWE-bench prediction) into intake's terms, whichever door
+it came by; the response models document what goes out, and the OpenAPI document is built
+from both."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from grader import intake
+from grader.intake import Refusal
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
@@ -165,6 +170,66 @@ class PredictionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+
+
+def problems(exc: ValidationError, where: str = "body") -> tuple[str, list[dict[str, str]]]:
+    """A validation error as one message naming each field at fault, and the fields."""
+    details = [{"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in exc.errors()]
+    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
+    return f"invalid {where}: {summary}", details
+
+
+ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
+
+
+@dataclass
+class ReadItem:
+    """One batch item as read: the submission, or why it is refused; and the fields of a
+    SWE-bench prediction that are not kept (said in the answer, never dropped silently)."""
+
+    sub: intake.Item | Refusal
+    ignored: list[str] = field(default_factory=list)
+
+
+def read_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> ReadItem:
+    """A batch's item (SubmissionIn, or a SWE-bench prediction) in intake's terms, with the
+    batch's run and its defaults for what the item does not say; or why it is refused."""
+
+    def item(sub: SubmissionIn) -> intake.Item:
+        return intake.Item(**sub.model_dump())
+
+    if not isinstance(raw, dict):
+        return ReadItem(Refusal("invalid_fields", "each item must be a JSON object"))
+    try:
+        if "instance_id" in raw:  # SWE-bench's prediction format
+            p = PredictionIn.model_validate(raw)
+            own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
+            sub = SubmissionIn.model_validate(
+                {
+                    **defaults,
+                    **own,
+                    "task_id": p.instance_id,
+                    "patch": p.model_patch or "",
+                    "run_id": run_id,
+                    "system": p.model_name_or_path or defaults.get("system"),
+                }
+            )
+            return ReadItem(item(sub), sorted(p.model_extra or {}))
+        if "overwrite" in raw:
+            return ReadItem(
+                Refusal(
+                    "invalid_fields",
+                    "overwrite is for a single submission; to replace a run, DELETE /v1/runs/<run> and send the batch",
+                    details=[{"field": "overwrite", "problem": "not taken by a batch's items"}],
+                )
+            )
+        merged = {"run_id": run_id, **defaults, **raw}
+        return ReadItem(
+            item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw}))
+        )
+    except ValidationError as exc:
+        message, details = problems(exc, "item")
+        return ReadItem(Refusal("invalid_fields", message, details=details))
 
 
 class BatchIn(_In):
