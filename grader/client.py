@@ -133,6 +133,7 @@ class Client:
         wait: float | None = None,
         idempotency_key: str | None = None,
         overwrite: bool = False,
+        phase: str | None = None,
     ) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
         seconds for the verdict. Returns the submission (check its `status`). A run holds
@@ -151,6 +152,7 @@ class Client:
                 "metadata": metadata,
                 "callback_url": callback_url,
                 "overwrite": True if overwrite else None,
+                "phase": phase,
             }
         )
         params = {"wait": _seconds(wait)} if wait else None
@@ -174,11 +176,12 @@ class Client:
         metadata: dict[str, Any] | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
+        phase: str | None = None,
     ) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
-        `system`, `trial`, `prompt_variant`, `metadata` and `callback_url` are given to
-        the items that do not say their own.
+        `system`, `trial`, `prompt_variant`, `metadata`, `callback_url` and `phase` are
+        given to the items that do not say their own.
 
         Each chunk's Idempotency-Key is derived from `idempotency_key`, so repeating the
         whole call with the same key and batch size repeats nothing. A chunk the server
@@ -201,6 +204,7 @@ class Client:
                     "prompt_variant": prompt_variant,
                     "metadata": metadata,
                     "callback_url": callback_url,
+                    "phase": phase,
                     "submissions": chunk,
                 }
             )
@@ -356,6 +360,14 @@ class Client:
             "commit": resp.headers.get("X-Grader-Commit"),
             "merge": resp.headers.get("X-Grader-Merge"),
         }
+
+    def phases(self) -> Records:
+        """A challenge's phases: each one's window (open or why not), limits and split."""
+        return self._items("GET", "/v1/phases")
+
+    def put_phase(self, slug: str, **fields: Any) -> dict[str, Any]:
+        """Create phase `slug` or change the fields given (an admin key)."""
+        return self._object("PUT", f"/v1/admin/phases/{slug}", json_body=fields)
 
     def account(self) -> dict[str, Any]:
         """The team, whether the key is an admin's, its quotas and usage."""

@@ -32,9 +32,10 @@ from grader import webhooks
 from grader.errors import StoreError, TaskNotFound
 from grader.handles import Handles
 from grader.store import cache
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Run, Status, Submission, utcnow
+from grader.store.models import Phase, Run, Status, Submission, utcnow
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.version import GRADER_VERSION
 
@@ -114,6 +115,7 @@ class Item:
     # (accept's `exclusive`); None, not False, when not asked, so that it is no part of
     # the hash of a request that did not say it
     overwrite: bool | None = None
+    phase: str | None = None  # the challenge phase it is submitted to (its slug)
 
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
@@ -192,6 +194,37 @@ def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     return Quota(max(room, 0), reason)
 
 
+def _phase_room(s: Session, team: Submitter, phase_id: int) -> Quota:
+    """How many more submissions the team may send to a phase now (its limits a day and in
+    all), counted under the team's lock in the chunk's transaction."""
+    phase = store_phases.by_ids(s, {phase_id})[phase_id]
+    today, total = store_phases.used(s, phase_id, team.team_id, subs.start_of_day())
+    limits = [(1 << 30, Refusal("phase_limit", ""))]
+    if phase.daily_limit is not None:
+        limits.append(
+            (
+                phase.daily_limit - today,
+                Refusal(
+                    "phase_limit",
+                    f"your team's {phase.daily_limit} submissions a day to phase {phase.slug!r} are used up",
+                    retry_after=seconds_to_midnight(),
+                ),
+            )
+        )
+    if phase.total_limit is not None:
+        limits.append(
+            (
+                phase.total_limit - total,
+                Refusal(
+                    "phase_limit",
+                    f"your team has sent phase {phase.slug!r} its {phase.total_limit} submissions in all",
+                ),
+            )
+        )
+    room, reason = min(limits, key=lambda r: r[0])
+    return Quota(max(room, 0), reason)
+
+
 def seconds_to_midnight() -> int:
     now = utcnow()
     return int((subs.start_of_day(now) + dt.timedelta(days=1) - now).total_seconds()) + 1
@@ -218,6 +251,39 @@ def check(svc: Handles, item: Item) -> Refusal | None:
             "patch_too_large", f"the patch is {size} bytes; the limit is {limit} bytes (GRADER_MAX_PATCH_BYTES)"
         )
     return None
+
+
+def check_phase(svc: Handles, item: Item, phase: Phase | None, *, host: bool) -> Refusal | None:
+    """Why `item` cannot go to the phase it names now: no such phase, a task the phase's
+    suite does not hold, or outside its window (a host's own submissions are not bound by
+    the window, as its runs are not by the lock)."""
+    if item.phase is None:
+        return None
+    if phase is None:
+        return Refusal("unknown_phase", f"no phase {item.phase!r}; GET /v1/phases lists them")
+    try:
+        suite = svc.task(item.task_id).metadata.suite
+    except TaskNotFound:
+        return Refusal("unknown_task", f"no task {item.task_id!r}; GET /v1/tasks lists them")
+    if suite != phase.suite:
+        return Refusal(
+            "invalid_fields",
+            f"task {item.task_id!r} is of suite {suite!r}; phase {phase.slug!r} takes the tasks of "
+            f"suite {phase.suite!r}",
+        )
+    why = None if host else store_phases.closed(phase)
+    return Refusal("phase_closed", why) if why else None
+
+
+def other_phase(name: str, has: str | None, asked: str | None) -> Refusal:
+    """A run belongs to the phase it was made for (or to none), for good."""
+    where = f"phase {has!r}" if has else "no phase"
+    return Refusal(
+        "run_phase",
+        f"run {name!r} was made for {where}; this item "
+        + (f"names phase {asked!r}" if asked else "names no phase")
+        + ": submit it to the run's phase, or under a new run id",
+    )
 
 
 def locked(run: Run) -> Refusal:
@@ -356,6 +422,9 @@ def accept(
         seen = subs.by_idempotency_key(s, team.team_id, wanted)
         runs = {i.run_id for i in items if isinstance(i, Item) and i.run_id}
         locked_runs = {} if team.admin else store_runs.locked_names(s, team.team_id, runs)
+        phases = store_phases.by_slug(s, {i.phase for i in items if isinstance(i, Item) and i.phase})
+        run_phases = store_runs.phases_of(s, team.team_id, runs)  # the runs there are: name -> phase id
+    slugs = {p.id: p.slug for p in phases.values()}
     todo: list[tuple[int, Submission]] = []
     pairs: dict[int, Item] = {}  # exclusive: the items whose (run, task, trial) is checked
     for n, (item, key) in enumerate(zip(items, keys, strict=True)):
@@ -369,11 +438,20 @@ def accept(
         if item.run_id in locked_runs:
             out[n] = locked(locked_runs[item.run_id])
             continue
-        refused = check(svc, item)
+        phase = phases.get(item.phase) if item.phase else None
+        refused = check(svc, item) or check_phase(svc, item, phase, host=team.admin)
+        if refused is None and item.run_id:
+            asked = phase.id if phase else None
+            has = run_phases.setdefault(item.run_id, asked)  # a new run: its first item's phase
+            if has != asked:
+                named = None if has is None else slugs.get(has) or _slug(svc, has)
+                refused = other_phase(item.run_id, named, item.phase)
         if refused is not None:
             out[n] = refused
             continue
-        todo.append((n, _new_row(svc, team, item, key, request_hash)))
+        row = _new_row(svc, team, item, key, request_hash)
+        row.phase_id = phase.id if phase else None
+        todo.append((n, row))
         if exclusive and item.run_id:
             pairs[n] = item
     if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
@@ -387,7 +465,9 @@ def accept(
         # one chunk is one transaction, which takes the team's lock as delete and publish
         # do; a batch of several holds its runs between them too (store_runs.Lease)
         lease = store_runs.Lease(secrets.token_hex(16), RUN_LEASE) if len(todo) > CHUNK and names else None
-        run_ids = store_runs.ensure_runs(svc.db, team.team_id, names, lease=lease)
+        run_ids = store_runs.ensure_runs(
+            svc.db, team.team_id, names, lease=lease, phases={n: run_phases.get(n) for n in names}
+        )
         began = {name: run_ids.get(name) for name in names}
         size = len(todo) if whole else CHUNK  # whole: one transaction, taken or refused as one
         try:
@@ -411,6 +491,12 @@ def accept(
         except StoreError as exc:  # stored already: the reconciler will enqueue them
             log.warning("enqueueing %d submission(s) failed (%s); the reconciler will", len(queued), exc)
     return cast("list[Accepted | Refusal]", out)  # every item is answered by now
+
+
+def _slug(svc: Handles, phase_id: int) -> str | None:
+    with svc.db.read() as s:
+        found = store_phases.by_ids(s, {phase_id}).get(phase_id)
+        return found.slug if found else None
 
 
 def _store(
@@ -447,6 +533,7 @@ def _store(
                 room = quota(svc, team, s)
                 held = subs.attempts_held(s, team.team_id, {p.run_id for p in pairs.values() if p.run_id})
                 taken: set[subs.Pair] = set()
+                phase_rooms: dict[int, Quota] = {}
                 add = []
                 for (n, template), hit in zip(chunk, cached, strict=True):
                     if template.idempotency_key in seen:
@@ -464,6 +551,13 @@ def _store(
                     if room.room <= 0:
                         answers[n] = room.reason
                         continue
+                    if template.phase_id is not None and not team.admin:
+                        limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
+                        phase_rooms[template.phase_id] = limit
+                        if limit.room <= 0:
+                            answers[n] = limit.reason
+                            continue
+                        limit.room -= 1
                     room.room -= 1
                     if given is not None:
                         subs.detach(s, team.team_id, held.pop(pair, []))

@@ -18,9 +18,10 @@ from grader import intake
 from grader import runs as R
 from grader.handles import Handles
 from grader.intake import Refusal
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Run, Team
+from grader.store.models import Run, Team, utcnow
 
 HOST_MARKS = frozenset({"baseline", "hidden", "verified"})
 
@@ -38,16 +39,42 @@ def change(svc: Handles, found: Run, fields: dict[str, Any], *, admin: bool) -> 
         if row is None:
             raise Refusal("not_found", f"no run {found.name!r} (deleted meanwhile)")
         first = row.published_at is None
+        fields = _reviewed(s, row, fields, admin=admin)
         for k, v in fields.items():
             setattr(row, k, v)
         row.figures_stale = True  # on the board or off it: its readers' caches must know (store_runs.board_version)
         store_runs.publish(row)
+        if row.review_requested_at is not None and row.published_at is None:
+            row.published_at = utcnow()  # what the host reviews must not change meanwhile
         if first and row.published_at is not None:
             _may_publish(svc, s, row, admin=admin)
     with svc.db.read() as s:
         row, team = s.get(Run, run_id), s.get(Team, found.team_id)
         assert row is not None and team is not None
         return R.run_meta(row, team)
+
+
+def _reviewed(s: Session, run: Run, fields: dict[str, Any], *, admin: bool) -> dict[str, Any]:
+    """The approval queue: in a phase whose host reviews runs first (auto_publish off), a
+    team asking for its run to be public gets it queued for review instead (it stays
+    private, and is locked meanwhile); asking for private withdraws the request. The host
+    approves by verifying the run (which makes it public) and refuses by making it private."""
+    phase = store_phases.by_ids(s, {run.phase_id}).get(run.phase_id) if run.phase_id is not None else None
+    if admin:
+        if fields.get("verified") is True and run.review_requested_at is not None:
+            run.review_requested_at = None
+            return {"public": True, **fields}
+        if fields.get("public") is False:
+            run.review_requested_at = None
+        return fields
+    if phase is None or phase.auto_publish or run.verified:
+        return fields
+    if fields.get("public") is True and not run.public:
+        run.review_requested_at = run.review_requested_at or utcnow()
+        return {**fields, "public": False}
+    if fields.get("public") is False:
+        run.review_requested_at = None
+    return fields
 
 
 def not_storing(run: Run, what: str) -> None:

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 from grader import metrics
 from grader.errors import TaskError
 from grader.handles import Handles
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
-from grader.store.models import Run, Status, Submission, Team
+from grader.store.models import Phase, Run, Status, Submission, Team
 from grader.version import GRADER_VERSION
 
 
@@ -166,6 +167,7 @@ def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Atte
 
 def run_meta(run: Run, team: Team) -> dict[str, Any]:
     return {
+        "phase_id": run.phase_id,
         "id": run.id,
         "name": run.name,
         "team": team.name,
@@ -179,6 +181,7 @@ def run_meta(run: Run, team: Team) -> dict[str, Any]:
         "verified": run.verified,
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "published_at": run.published_at.isoformat() if run.published_at else None,
+        "review_requested_at": run.review_requested_at.isoformat() if run.review_requested_at else None,
         "locked": store_runs.locked(run),
         "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"},
     }
@@ -261,11 +264,73 @@ def _pending_suites(svc: Handles, rows: Sequence[Graded]) -> list[str]:
     return sorted(found)
 
 
+AGGREGATE = (
+    "attempts",
+    "valid",
+    "errors",
+    "incomplete",
+    "window",
+    "trials",
+    "tasks",
+    "resolved",
+    "solve_rate",
+    "one_attempt_success",
+    "success_rate",
+    "pass_at_k",
+    "pass_any_at_n",
+)
+
+
+def phase_of(svc: Handles, run: Run | dict[str, Any]) -> Phase | None:
+    phase_id = run.phase_id if isinstance(run, Run) else run.get("phase_id")
+    if phase_id is None:
+        return None
+    with svc.db.read() as s:
+        return store_phases.by_ids(s, {phase_id}).get(phase_id)
+
+
+def for_viewer(svc: Handles, view: dict[str, Any], *, host: bool, phase: Phase | None = None) -> dict[str, Any]:
+    """A run's view as a viewer may see it: whole outside a private phase (and for the
+    host); in one, its aggregate figures only (no per-task table, breakdowns, stability or
+    localization), and none at all until the phase has ended and the host reveals them
+    (store/phases.py)."""
+    phase = phase or phase_of(svc, view)
+    if phase is None:
+        return view
+    view = {**view, "phase": phase.slug}
+    if host or not phase.private:
+        return view
+    if not store_phases.results_shown(phase, host=False):
+        view["metrics"] = {}
+        view["withheld"] = (
+            f"phase {phase.slug!r} is scored on a private split: its figures are shown once it has ended, "
+            "if the host reveals them; no per-task result of it is ever shown"
+        )
+        return view
+    m = view.get("metrics") or {}
+    ts = {k: v for k, v in (m.get("task_set") or {}).items() if k != "per_task"}
+    view["metrics"] = {k: m[k] for k in AGGREGATE if k in m} | {"task_set": ts}
+    view["aggregate_only"] = (
+        f"phase {phase.slug!r} is scored on a private split: its aggregate figures only, no per-task result"
+    )
+    return view
+
+
+def private_refusal(svc: Handles, run: Run, *, host: bool) -> str | None:
+    """Why a viewer may not read `run`'s per-task results (its report, logs, predictions
+    export, a comparison): a private phase's run, to anyone but the host."""
+    phase = phase_of(svc, run)
+    if host or not phase or store_phases.per_task_shown(phase, host=False):
+        return None
+    return f"run {run.name!r} is in phase {phase.slug!r}, scored on a private split: no per-task result of it is shown"
+
+
 def leaderboard(
     svc: Handles,
     filters: Filters,
     *,
     include_incomplete: bool = False,
+    phase_id: int | None = None,
     offset: int = 0,
     limit: int | None = None,
     sort: str | None = None,
@@ -286,14 +351,14 @@ def leaderboard(
     (kept in this process), one such computation at a time."""
     version = board_version(svc)
     if filters == Filters():
-        return _stored_board(svc, include_incomplete, offset, limit, sort, desc)
-    key = (*dataclasses.astuple(filters), include_incomplete, sort, desc, version)
+        return _stored_board(svc, include_incomplete, offset, limit, sort, desc, phase_id)
+    key = (*dataclasses.astuple(filters), include_incomplete, sort, desc, phase_id, version)
     rows = _FILTERED.get(key)
     if rows is None:
         with _FILTERING:
             rows = _FILTERED.get(key)
             if rows is None:
-                rows = _computed_board(svc, filters, include_incomplete, sort, desc)
+                rows = _computed_board(svc, filters, include_incomplete, sort, desc, phase_id)
                 _FILTERED.put(key, rows)
     ranked = sum(1 for r in rows if r["rank"] is not None)
     end = len(rows) if limit is None else offset + limit
@@ -318,11 +383,18 @@ class Board:
 
 
 def _stored_board(
-    svc: Handles, include_incomplete: bool, offset: int, limit: int | None, sort: str | None, desc: bool
+    svc: Handles,
+    include_incomplete: bool,
+    offset: int,
+    limit: int | None,
+    sort: str | None,
+    desc: bool,
+    phase_id: int | None,
 ) -> Board:
     with svc.db.read() as s:
         page, total, ranked = store_runs.board_page(
             s,
+            phase_id=phase_id,
             include_incomplete=include_incomplete,
             offset=offset,
             limit=limit if limit is not None else 2**31 - 1,
@@ -345,7 +417,7 @@ def _stored_board(
 
 
 def _computed_board(
-    svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool
+    svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool, phase_id: int | None
 ) -> list[dict[str, Any]]:
     """Every listed run's view under `filters`, in the board's order: one query (the
     runs, their teams and what the metrics read of their submissions), then the metrics."""
@@ -353,6 +425,8 @@ def _computed_board(
         board = store_runs.board(s)
     rows = []
     for run, team, subs in board:
+        if run.phase_id != phase_id:
+            continue  # a phase's runs are on its own board; the others on the board outside phases
         view = _view(svc, run, team, subs, filters)
         if not view["metrics"]["attempts"] and not view["pending"]:
             continue  # nothing of it in this window or suite

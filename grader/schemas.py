@@ -148,6 +148,11 @@ class SubmissionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    phase: Name | None = Field(
+        None,
+        description="the challenge phase it is submitted to (GET /v1/phases): outside its window 403 "
+        "phase_closed, past its limits 429 phase_limit; a run belongs to the phase it was made for",
+    )
     overwrite: bool | None = Field(
         None,
         description="a run holds one attempt per task and trial: a single submission that would add a "
@@ -170,6 +175,7 @@ class PredictionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    phase: Name | None = Field(None, description="the challenge phase; without it, the batch's")
 
 
 def problems(exc: ValidationError, where: str = "body") -> tuple[str, list[dict[str, str]]]:
@@ -179,7 +185,14 @@ def problems(exc: ValidationError, where: str = "body") -> tuple[str, list[dict[
     return f"invalid {where}: {summary}", details
 
 
-ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
+ATTEMPT_DEFAULTS = (
+    "system",
+    "trial",
+    "prompt_variant",
+    "metadata",
+    "callback_url",
+    "phase",
+)  # a batch's, for its items
 
 
 @dataclass
@@ -239,6 +252,7 @@ class BatchIn(_In):
     prompt_variant: PromptVariant = Field(None, description="the prompt variant of items that give none")
     metadata: Metadata = Field(None, description="the metadata of items that give none (at most 16 KiB)")
     callback_url: CallbackUrl = Field(None, description="the callback of items that give none")
+    phase: Name | None = Field(None, description="the challenge phase of items that name none (GET /v1/phases)")
     submissions: list[dict[str, Any]] = Field(description="SubmissionIn or SWE-bench prediction objects")
 
 
@@ -282,17 +296,18 @@ class SubmissionOut(BaseModel):
     finished_at: dt.datetime | None
     host: str | None = Field(description="the worker that graded it")
     links: dict[str, str]
-    feedback: Literal["full", "tests", "verdict"] | None = Field(
+    feedback: Literal["full", "tests", "verdict", "private"] | None = Field(
         None,
         description="what of the result this view shows: the task's feedback policy, or full for a host "
-        "(absent from listings, which show no result)",
+        "(absent from listings, which show no result); private for a submission to a private phase",
     )
     result: Result | VerdictOnly | None = Field(
         None,
         description="the result when done, as the task's feedback policy shows it: full, the whole record; "
         "tests, without output, diffs, similarity ratio, unlisted tests or evidence; verdict, the "
-        "verdict and its explanation",
+        "verdict and its explanation; none at all (nor a verdict) for a private phase's",
     )
+    withheld: str | None = Field(None, description="why its verdict and result are not shown (a private phase)")
 
 
 class SubmissionPage(BaseModel):
@@ -372,6 +387,54 @@ def _link(url: str) -> str:
 Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$"), AfterValidator(_link)]
 
 
+class PhaseIn(_In):
+    """A challenge phase as the host sets it up (PUT /v1/admin/phases/<slug>): a new phase
+    needs its name and suite; a phase there is changes in the fields given."""
+
+    name: Name | None = Field(None, description="its title, as the portal shows it")
+    suite: Name | None = Field(None, description="the suite whose tasks it takes (GET /v1/tasks?suite=)")
+    description: Annotated[str, StringConstraints(max_length=10_000)] | None = Field(
+        None, description="what the phase is for, shown on its page"
+    )
+    # JSON has no datetime: these two are read from ISO 8601 strings (strict elsewhere)
+    starts_at: dt.datetime | None = Field(
+        None, strict=False, description="when it opens (ISO 8601 with a zone); null: open now"
+    )
+    ends_at: dt.datetime | None = Field(None, strict=False, description="when it ends; null: never")
+    daily_limit: int | None = Field(None, ge=0, le=10**9, description="a team's submissions to it a UTC day")
+    total_limit: int | None = Field(None, ge=0, le=10**9, description="a team's submissions to it in all")
+    private: bool = Field(  # type: ignore[assignment]
+        None, description="scored on a private split: per-task results never shown to participants"
+    )
+    reveal: bool = Field(  # type: ignore[assignment]
+        None, description="a private phase's aggregate figures shown once it has ended"
+    )
+    auto_publish: bool = Field(  # type: ignore[assignment]
+        None, description="a run asking to be public goes on the board at once (else it waits for the host)"
+    )
+
+
+class PhaseOut(BaseModel):
+    slug: str
+    name: str
+    suite: str
+    description: str | None
+    starts_at: str | None
+    ends_at: str | None
+    open: bool = Field(description="whether it takes submissions now")
+    closed_because: str | None = Field(description="why not, when it does not")
+    daily_limit: int | None
+    total_limit: int | None
+    private: bool
+    reveal: bool
+    auto_publish: bool
+    links: dict[str, str]
+
+
+class PhasePage(BaseModel):
+    items: list[PhaseOut]
+
+
 class RunPatch(_In):
     """What a team says of its run (and, for an admin key, the host's marks)."""
 
@@ -401,6 +464,12 @@ class RunOut(BaseModel):
     created_at: str | None
     published_at: str | None = Field(None, description="when it was first made public (or a baseline)")
     locked: bool = Field(False, description="published once: it takes no more submissions and cannot be deleted")
+    phase_id: int | None = Field(None, description="the challenge phase it was made for (views also say its slug)")
+    review_requested_at: str | None = Field(
+        None,
+        description="when its team asked for it to be public in a phase whose host reviews runs first: "
+        "it stays private (and locked) until the host verifies it",
+    )
     links: dict[str, str]
 
 

@@ -40,6 +40,9 @@ _MODELS: list[type[BaseModel]] = [
     m.Leaderboard,
     m.CompareOut,
     m.SwebenchReport,
+    m.PhaseIn,
+    m.PhaseOut,
+    m.PhasePage,
 ]
 
 
@@ -55,7 +58,7 @@ def _errors(*codes: int) -> dict[str, Any]:
     text = {
         400: "malformed request",
         401: "missing or invalid API key",
-        403: "needs an admin key",
+        403: "needs an admin key; a private phase's per-task results; a phase outside its window",
         404: "not found (or another team's)",
         409: "conflict (an attempt the run already holds; a run being stored into, published, or deleted meanwhile)",
         413: "body too large",
@@ -93,6 +96,14 @@ _P = {
         "required": False,
         "description": "a retried request with the same key returns the first answer",
         "schema": {"type": "string", "maxLength": 180},
+    },
+    "slug": {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}},
+    "phase": {
+        "name": "phase",
+        "in": "query",
+        "required": False,
+        "description": "a challenge phase's own board (GET /v1/phases); without it, the runs of no phase",
+        "schema": {"type": "string"},
     },
     "run": {
         "name": "run_id",
@@ -178,7 +189,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "202": _json(m.SubmissionOut, "accepted; poll Location"),
                     "200": _json(m.SubmissionOut, "already done (within wait, from the cache, or replayed)"),
-                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                    **_errors(400, 401, 403, 409, 413, 422, 429, 503),
                 },
             },
             "get": {
@@ -211,7 +222,7 @@ def _paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "202": _json(m.BatchOut, "each item's id or error, in input order"),
-                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                    **_errors(400, 401, 403, 409, 413, 422, 429, 503),
                 },
             },
         },
@@ -325,6 +336,35 @@ def _paths() -> dict[str, Any]:
                 "responses": {"201": _json(m.KeyOut, "the new key"), **_errors(401, 403, 409, 422)},
             },
         },
+        "/v1/phases": {
+            "get": {
+                "summary": "A challenge's phases: each a suite offered in a window, with per-team limits and a board",
+                "tags": ["phases"],
+                "responses": {"200": _json(m.PhasePage, "every phase")},
+            }
+        },
+        "/v1/phases/{slug}": {
+            "get": {
+                "summary": "One phase: its window (open or why not), limits, private split and publication rule",
+                "tags": ["phases"],
+                "parameters": [_P["slug"]],
+                "responses": {"200": _json(m.PhaseOut, "the phase"), **_errors(404)},
+            }
+        },
+        "/v1/admin/phases/{slug}": {
+            "put": {
+                "summary": "Create a phase, or change the fields given of one (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["slug"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.PhaseIn)}}},
+                "responses": {
+                    "200": _json(m.PhaseOut, "changed"),
+                    "201": _json(m.PhaseOut, "created"),
+                    **_errors(400, 401, 403, 409, 422),
+                },
+            }
+        },
         "/v1/admin/tasks/reload": {
             "post": {
                 "summary": "Read the tasks directory again (admin)",
@@ -386,7 +426,7 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "enum": ["swebench"]},
                     },
                 ],
-                "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)},
+                "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 403, 404, 422)},
             }
         },
         "/v1/runs/{run}/predictions": {
@@ -401,7 +441,7 @@ def _paths() -> dict[str, Any]:
                         "description": "the predictions",
                         "content": {"application/json": {"schema": {"type": "array", "items": _ref(m.PredictionIn)}}},
                     },
-                    **_errors(401, 404),
+                    **_errors(401, 403, 404),
                 },
             }
         },
@@ -438,7 +478,7 @@ def _paths() -> dict[str, Any]:
                             "application/zip": {"schema": {"type": "string", "format": "binary"}},
                         },
                     },
-                    **_errors(401, 404, 422, 429),
+                    **_errors(401, 403, 404, 422, 429),
                 },
             }
         },
@@ -450,6 +490,7 @@ def _paths() -> dict[str, Any]:
                 "security": _OPTIONAL,
                 "parameters": [
                     *_WINDOW,
+                    _P["phase"],
                     {
                         "name": "offset",
                         "in": "query",
@@ -498,7 +539,7 @@ def _paths() -> dict[str, Any]:
                     },
                     *_WINDOW,
                 ],
-                "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)},
+                "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 403, 404, 422)},
             }
         },
         "/healthz": {
@@ -720,6 +761,14 @@ PORTAL_PAGES = {
         "unless every line is (or the team ticks to take the valid ones)",
         "signed in",
     ),
+    "portal.phases_page": ("Challenges", "every phase: its suite, window, limits and split; the suites", "anyone"),
+    "portal.phase_page": (
+        "A phase: how to take part",
+        "its window, the tasks and how to get their code, how to submit (portal, CLI, API), its limits and "
+        "scoring; a link to its board",
+        "anyone",
+    ),
+    "portal.suite_page": ("A suite: how to take part", "the same for a suite outside any phase", "anyone"),
     "portal.publish_run": (
         "Publish a run",
         "the run page's form: method, description, project and paper URLs, public or private",

@@ -15,9 +15,10 @@ from grader.api.errors import ApiError, json_body, refused, validation_error
 from grader.handles import Handles
 from grader.intake import Refusal
 from grader.schemas import RunPatch
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Run, Team
+from grader.store.models import Phase, Run, Team
 
 bp = Blueprint("runs", __name__)
 
@@ -69,7 +70,15 @@ def index() -> Response:
 @bp.get("/v1/runs/<run>")
 def show(run: str) -> Response:
     found = load_run(run)
-    return jsonify(R.run_view(_svc(), found, filters(), host=bool(getattr(g, "caller", None) and g.caller.admin)))
+    host = bool(getattr(g, "caller", None) and g.caller.admin)
+    return jsonify(R.for_viewer(_svc(), R.run_view(_svc(), found, filters(), host=host), host=host))
+
+
+def not_private(run: Run) -> None:
+    """403 for a private phase's run, to anyone but the host: its per-task results."""
+    why = R.private_refusal(_svc(), run, host=bool(getattr(g, "caller", None) and g.caller.admin))
+    if why:
+        raise ApiError(403, "private_phase", why)
 
 
 def own_run(ref: str) -> Run:
@@ -134,6 +143,7 @@ def report(run: str) -> Response:
         raise ApiError(422, "invalid_fields", "format must be 'swebench'")
     svc = _svc()
     found = load_run(ref)
+    not_private(found)
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, found)
         subs = [
@@ -157,6 +167,7 @@ def predictions(run: str) -> Response:
     figures, never its patches."""
     svc = _svc()
     found = own_run(run)
+    not_private(found)
     with svc.db.read() as s:
         rows = [
             {
@@ -182,11 +193,17 @@ def leaderboard() -> Response:
     include = request.args.get("include_incomplete", "").lower() in ("1", "true", "yes")
     f = filters()
     offset, limit = _int_arg("offset", 0, 0, 10**9), _int_arg("limit", BOARD_PAGE, 1, BOARD_PAGE_MAX)
-    board = R.leaderboard(_svc(), f, include_incomplete=include, offset=offset, limit=limit)
+    phase = _phase(request.args.get("phase"))
+    board = R.leaderboard(
+        _svc(), f, include_incomplete=include, offset=offset, limit=limit, phase_id=phase.id if phase else None
+    )
+    host = bool(getattr(g, "caller", None) and g.caller.admin)
+    items = [R.for_viewer(_svc(), x, host=host, phase=phase) for x in board.items] if phase else board.items
     response = jsonify(
         {
             "filters": R.plain(f),
-            "items": board.items,
+            "phase": phase.slug if phase else None,
+            "items": items,
             "total": board.total,
             "ranked": board.ranked,
             "offset": offset,
@@ -197,6 +214,18 @@ def leaderboard() -> Response:
     if caller is None:
         recent.put(state, response.get_data())
     return response
+
+
+def _phase(slug: str | None) -> Phase | None:
+    """The phase a board is asked for (?phase=), or None: the board outside phases."""
+    if not slug:
+        return None
+    with _svc().db.read() as s:
+        found = store_phases.by_slug(s, {slug}).get(slug)
+        if found is None:
+            known = ", ".join(p.slug for p in store_phases.all_(s)) or "none"
+            raise ApiError(422, "invalid_fields", f"there is no phase {slug!r}; the phases are: {known}")
+        return found
 
 
 BOARD_PAGE, BOARD_PAGE_MAX = 100, 500  # runs on a page of GET /v1/leaderboard: by default, at most
@@ -220,4 +249,7 @@ def compare() -> Response:
     a, b = request.args.get("a"), request.args.get("b")
     if not a or not b:
         raise ApiError(422, "invalid_fields", "give two runs: ?a=RUN&b=RUN")
-    return jsonify(R.compare(_svc(), load_run(a), load_run(b), filters()))
+    ra, rb = load_run(a), load_run(b)
+    not_private(ra)
+    not_private(rb)
+    return jsonify(R.compare(_svc(), ra, rb, filters()))

@@ -221,6 +221,8 @@ def create_batch() -> ResponseReturnValue:
         if all(e.status in (429, 503) for e in errors)
         else 409
         if all(e.status == 409 for e in errors)
+        else 403
+        if all(e.status == 403 for e in errors)
         else 422
     )
     first = errors[0]

@@ -153,6 +153,11 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
     "before anything is sent.",
 )
 @click.option(
+    "--phase",
+    default=None,
+    help="The challenge phase to submit to (`grader phases list`): refused outside its window or past its limits.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="With --predictions: replace the run if it exists (it is deleted first, as `grader runs delete` "
@@ -187,6 +192,7 @@ def submit_cmd(
     callback_url: str | None,
     instance_ids: list[str] | None,
     suite: str | None,
+    phase: str | None,
     overwrite: bool,
     output_dir: Path | None,
     wait_: bool,
@@ -204,6 +210,7 @@ def submit_cmd(
         "prompt_variant": prompt_variant,
         "metadata": metadata,
         "callback_url": callback_url,
+        "phase": phase,
     }
     if predictions_file is not None:
         if task_id or patch_file:
@@ -646,13 +653,78 @@ def runs_delete(client: Client, run: str, yes: bool) -> None:
     )
 
 
+@main.group()
+def phases() -> None:
+    """A challenge's phases: each a suite offered in a window, with limits and its own board."""
+
+
+@phases.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def phases_list(client: Client, as_json: bool) -> None:
+    """Every phase: its suite, window (open now, or why not), limits and split."""
+    items = client.phases()
+    if as_json:
+        click.echo(json.dumps(items, indent=1))
+        return
+    if not items:
+        out.print("no phase is set up", highlight=False)
+        return
+    from rich.table import Table
+
+    t = Table("phase", "suite", "window (UTC)", "limits a team", "split", "now", title="phases")
+    for p in items:
+        limits = ", ".join(
+            x
+            for x in (
+                f"{p['daily_limit']} a day" if p.get("daily_limit") is not None else "",
+                f"{p['total_limit']} in all" if p.get("total_limit") is not None else "",
+            )
+            if x
+        )
+        t.add_row(
+            escape(p["slug"]),
+            escape(p["suite"]),
+            f"{(p.get('starts_at') or 'open')[:16]} – {(p.get('ends_at') or 'no end')[:16]}",
+            limits or "the team's quota",
+            "private" if p.get("private") else "public",
+            "open" if p.get("open") else escape(p.get("closed_because") or "closed"),
+        )
+    out.print(t)
+
+
+@phases.command("apply")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@remote
+def phases_apply(client: Client, path: Path) -> None:
+    """Set up the phases a YAML file lists (an admin key): a list of mappings, each with its
+    `slug` and the fields of PUT /v1/admin/phases/<slug> (name, suite, description,
+    starts_at, ends_at, daily_limit, total_limit, private, reveal, auto_publish). Each is
+    created, or changed in the fields it gives; a file applied twice changes nothing."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, list) or not all(isinstance(x, dict) and x.get("slug") for x in data):
+        raise click.BadParameter(f"{path} must be a list of phases, each a mapping with its slug")
+    for entry in data:
+        fields = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in entry.items() if k != "slug"}
+        phase = client.put_phase(str(entry["slug"]), **fields)
+        state = "open" if phase["open"] else phase["closed_because"]
+        out.print(f"phase {escape(phase['slug'])} ({escape(phase['suite'])}): {escape(state)}", highlight=False)
+
+
 @main.command("leaderboard")
+@click.option("--phase", default=None, help="A challenge phase's own board (`grader phases list`).")
 @window
 @click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")
 @click.option("--json", "as_json", is_flag=True)
 @remote
 def leaderboard_cmd(
     client: Client,
+    phase: str | None,
     suite: str | None,
     language: str | None,
     variant: str | None,
@@ -664,7 +736,13 @@ def leaderboard_cmd(
     """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
     suites' whole task set they resolve (a task not attempted is not resolved)."""
     rows = client.leaderboard(
-        suite=suite, language=language, variant=variant, since=since, until=until, include_incomplete=include_incomplete
+        phase=phase,
+        suite=suite,
+        language=language,
+        variant=variant,
+        since=since,
+        until=until,
+        include_incomplete=include_incomplete,
     )
     if as_json:
         click.echo(json.dumps(rows, indent=1))

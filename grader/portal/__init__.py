@@ -36,10 +36,11 @@ from grader.handles import Handles
 from grader.intake import Accepted, Refusal
 from grader.portal import forms
 from grader.serializers import listed, shown_to
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
 from grader.store.keys import hash_key
-from grader.store.models import ApiKey, Run, Submission, Team
+from grader.store.models import ApiKey, Phase, Run, Submission, Team
 
 log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
@@ -158,9 +159,11 @@ def leaderboard_page() -> ResponseReturnValue:
         page = max(1, int(request.args.get("page", "1")))
     except ValueError:
         page = 1
+    phase = _phase_or_404(request.args.get("phase"))
     board = R.leaderboard(
         svc,
         f,
+        phase_id=phase.id if phase else None,
         include_incomplete=include,
         offset=(page - 1) * PAGE_ROWS,
         limit=PAGE_ROWS,
@@ -171,8 +174,18 @@ def leaderboard_page() -> ResponseReturnValue:
     suites = R.suites(svc)
     languages = sorted({t.metadata.language for t in svc.tasks})
     variants = ["minimal", "concise", "contextual", "guided"]
+    items = [R.for_viewer(svc, x, host=_ids()[1], phase=phase) for x in board.items] if phase else board.items
+    withheld = None
+    if phase and phase.private and not store_phases.results_shown(phase, host=_ids()[1]):
+        items, withheld = (
+            [],
+            (
+                f"Phase {phase.name} is scored on a private split: its results are shown once it has ended, "
+                "if the host reveals them."
+            ),
+        )
     tables: list[tuple[str, list[dict[str, Any]]]] = []
-    for row in board.items:  # in the board's order: one table after another
+    for row in items:  # in the board's order: one table after another
         if not tables or tables[-1][0] != row["table"]:
             tables.append((row["table"], []))
         tables[-1][1].append(row)
@@ -190,6 +203,9 @@ def leaderboard_page() -> ResponseReturnValue:
         sorts=SORTS,
         suites=suites,
         variants=variants,
+        phase=store_phases.view(phase) if phase else None,
+        phases=_phase_views(svc),
+        withheld=withheld,
     )
     if anonymous:
         recent.put(state, page_html)
@@ -218,9 +234,11 @@ def _run_page(
     change: forms.RunChange | None = None,
     status: int = 200,
 ) -> ResponseReturnValue:
-    view = R.run_view(svc, run, f)
+    phase = R.phase_of(svc, run)
+    view = R.for_viewer(svc, R.run_view(svc, run, f), host=admin, phase=phase)
     own = store_runs.owns(run, team_id=team_id, admin=admin)
-    grid = _grid(svc, run) if own else None
+    per_task = store_phases.per_task_shown(phase, host=admin)
+    grid = _grid(svc, run) if own and per_task else None
     progress = None
     if own:
         with svc.db.read() as s:
@@ -283,6 +301,9 @@ def publish_run(ref: str) -> ResponseReturnValue:
         flash(
             f"Run {meta['name']} is public: it is on the leaderboard once every submission is graded."
             if meta["public"]
+            else f"Run {meta['name']} waits for the host's review; it stays private (and takes no more "
+            "submissions) until the host verifies it."
+            if meta["review_requested_at"]
             else f"Run {meta['name']} is private to your team."
         )
         return redirect(url_for("portal.run_page", ref=run.id))
@@ -320,7 +341,11 @@ def submit_page() -> ResponseReturnValue:
     if g.team is None:
         return redirect(url_for("portal.login", next=request.path))
     if request.method == "GET":
-        said = {"kind": request.args.get("kind", "predictions"), "run_id": request.args.get("run_id", "")}
+        said = {
+            "kind": request.args.get("kind", "predictions"),
+            "run_id": request.args.get("run_id", ""),
+            "phase": request.args.get("phase", ""),
+        }
         return _submit_form(svc, said)
     part = request.files.get("predictions")
     upload = (part.filename or "", part.read()) if part is not None and part.filename else None
@@ -382,6 +407,7 @@ def _submit_form(
             lines=form.lines if form else [],
             refused=form.refused if form else 0,
             tasks=sorted(t.id for t in svc.tasks),
+            phases=[p for p in _phase_views(svc) if p["open"]],
             form_id=secrets.token_urlsafe(16),
             limits=_limits(svc),
             taken=taken,
@@ -409,6 +435,66 @@ def _limits(svc: Handles) -> dict[str, Any]:
         "bytes": st.max_request_bytes,
         "patch_bytes": st.max_patch_bytes,
     }
+
+
+def _phase_or_404(slug: str | None) -> Phase | None:
+    if not slug:
+        return None
+    with _svc().db.read() as s:
+        found = store_phases.by_slug(s, {slug}).get(slug)
+        if found is None:
+            known = ", ".join(p.slug for p in store_phases.all_(s)) or "none"
+            abort(404, f"There is no phase {slug!r}; the phases are: {known}.")
+        return found
+
+
+def _phase_views(svc: Handles) -> list[dict[str, Any]]:
+    with svc.db.read() as s:
+        return [store_phases.view(p) for p in store_phases.all_(s)]
+
+
+@bp.get("/phases")
+def phases_page() -> ResponseReturnValue:
+    return render_template("phases.html", phases=_phase_views(_svc()), suites=R.suites(_svc()))
+
+
+@bp.get("/phases/<slug>")
+def phase_page(slug: str) -> ResponseReturnValue:
+    """How to take part in a phase: its window, limits, split and scoring, and how to get
+    the tasks and submit (portal, CLI, API); then its board."""
+    svc = _svc()
+    phase = _phase_or_404(slug)
+    assert phase is not None
+    return _participate(svc, phase.suite, store_phases.view(phase))
+
+
+@bp.get("/suites/<suite>")
+def suite_page(suite: str) -> ResponseReturnValue:
+    """How to take part in a suite outside any phase."""
+    svc = _svc()
+    if suite not in R.suites(svc):
+        abort(404, f"There is no suite {suite!r}; the suites are: {', '.join(R.suites(svc))}.")
+    return _participate(svc, suite, None)
+
+
+def _participate(svc: Handles, suite: str, phase: dict[str, Any] | None) -> ResponseReturnValue:
+    tasks = sorted((t for t in svc.tasks if t.metadata.suite == suite), key=lambda t: t.id)
+    st = svc.settings
+    return render_template(
+        "participate.html",
+        suite=suite,
+        phase=phase,
+        tasks=[t.public_view() for t in tasks],
+        feedback=sorted({t.feedback for t in tasks}),
+        languages=sorted({t.metadata.language for t in tasks}),
+        limits={
+            "daily": st.daily_quota,
+            "queued": st.queued_quota,
+            "patch_bytes": st.max_patch_bytes,
+            "items": st.max_batch_items,
+        },
+        url=request.host_url.rstrip("/"),
+    )
 
 
 def _no_run(ref: str) -> str:

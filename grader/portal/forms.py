@@ -106,7 +106,9 @@ def _task_of(value: Any) -> str | None:
 def read_submit(svc: Handles, form: Mapping[str, str], upload: tuple[str, bytes] | None) -> Upload:
     """The submit form: `upload` is the predictions file (its name and bytes), if one was
     sent; otherwise one patch for one task (the form's task_id and patch)."""
-    said = {k: (form.get(k) or "") for k in ("kind", "run_id", "system", "trial", "metadata", "task_id", "patch")}
+    said = {
+        k: (form.get(k) or "") for k in ("kind", "run_id", "system", "trial", "metadata", "task_id", "patch", "phase")
+    }
     said["partial"] = "1" if form.get("partial") else ""
     said["overwrite"] = "1" if form.get("overwrite") else ""
     out = Upload(said)
@@ -115,6 +117,8 @@ def read_submit(svc: Handles, form: Mapping[str, str], upload: tuple[str, bytes]
     defaults: dict[str, Any] = {}
     if said["system"].strip():
         defaults["system"] = said["system"].strip()
+    if said["phase"].strip():
+        defaults["phase"] = said["phase"].strip()
     if said["trial"].strip():
         try:
             trial = int(said["trial"])

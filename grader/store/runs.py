@@ -29,10 +29,18 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
 
-def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | None = None) -> dict[str, str]:
-    """Make the runs that do not exist yet (safe against a concurrent request making them);
-    every run's id by name. `lease`: a batch stored in several transactions is about to
-    go into them, and takes their intake lease first (`storing`)."""
+def ensure_runs(
+    db: Database,
+    team_id: int,
+    names: set[str],
+    *,
+    lease: Lease | None = None,
+    phases: dict[str, int | None] | None = None,
+) -> dict[str, str]:
+    """Make the runs that do not exist yet (safe against a concurrent request making them),
+    each in its phase of `phases` (name -> phase id); every run's id by name. `lease`: a
+    batch stored in several transactions is about to go into them, and takes their intake
+    lease first (`storing`)."""
     if not names:
         return {}
 
@@ -46,7 +54,7 @@ def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | N
         run_id = secrets.token_hex(8)
         try:
             with db.write() as s:
-                s.add(Run(id=run_id, team_id=team_id, name=name))
+                s.add(Run(id=run_id, team_id=team_id, name=name, phase_id=(phases or {}).get(name)))
             runs[name] = run_id
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
@@ -167,6 +175,11 @@ def metric_rows_of(s: Session, run: Run) -> list[Row[Any]]:
     )
 
 
+def _in_phase(phase_id: int | None) -> ColumnElement[bool]:
+    """A phase's board holds its runs; the board outside phases the runs of none."""
+    return Run.phase_id.is_(None) if phase_id is None else Run.phase_id == phase_id
+
+
 def _shown() -> ColumnElement[bool]:
     """On the leaderboard: public or a baseline, and not hidden by the host."""
     return (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
@@ -273,6 +286,7 @@ SORTS = {
 def board_page(
     s: Session,
     *,
+    phase_id: int | None = None,
     include_incomplete: bool,
     offset: int,
     limit: int,
@@ -284,7 +298,7 @@ def board_page(
     rank's order, then incomplete ones (when asked); with one, every listed run of the
     table by that column. The page's runs with their teams, how many runs are listed, and
     how many of them are complete (ranked)."""
-    listed = _shown() & Run.board_listed.is_(True)
+    listed = _shown() & Run.board_listed.is_(True) & _in_phase(phase_id)
     if not include_incomplete:
         listed = listed & Run.board_complete.is_(True)
     columns = SORTS[sort or "resolved"]
@@ -337,7 +351,11 @@ def rank_of(s: Session, run: Run) -> int:
         )
     )
     listed = (
-        _shown() & Run.board_listed.is_(True) & Run.board_complete.is_(True) & (Run.board_suites == run.board_suites)
+        _shown()
+        & Run.board_listed.is_(True)
+        & Run.board_complete.is_(True)
+        & (Run.board_suites == run.board_suites)
+        & _in_phase(run.phase_id)
     )
     return 1 + int(s.scalar(select(func.count()).select_from(Run).where(listed, ahead)) or 0)
 
@@ -404,6 +422,14 @@ def published_since(s: Session, team_id: int, since: dt.datetime, *, but: str) -
         )
         or 0
     )
+
+
+def phases_of(s: Session, team_id: int, names: set[str]) -> dict[str, int | None]:
+    """Of a team's run names, those that exist, with the phase each was made for (or None)."""
+    if not names:
+        return {}
+    rows = s.execute(select(Run.name, Run.phase_id).where(Run.team_id == team_id, Run.name.in_(names)))
+    return {name: phase_id for name, phase_id in rows}
 
 
 def locked_names(s: Session, team_id: int, names: set[str]) -> dict[str, Run]:
