@@ -10,6 +10,7 @@ said by intake's `Refusal`, which the API maps to its status in one place."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -103,3 +104,43 @@ def _may_publish(svc: Handles, s: Session, run: Run, *, admin: bool) -> None:
             f"your team has published {today} runs today; the limit is {limit} a day (UTC)",
             retry_after=intake.seconds_to_midnight(),
         )
+
+
+@dataclass(frozen=True)
+class _OnBehalf:
+    """The run's team, as the host acts for it (intake.Submitter): not bound by the lock, a
+    phase's window or limits, and its quotas not spent by the host's action."""
+
+    team_id: int
+    admin: bool = True
+    daily_quota: int | None = 10**9
+    queued_quota: int | None = 10**9
+
+
+def regrade_errors(svc: Handles, run: Run) -> tuple[int, int]:
+    """The host's re-grade of a run's ERRORs (machinery faults, never the team's): each
+    ERROR attempt is submitted again as it was (task, patch, trial, system, prompt variant,
+    metadata, phase), replacing it in the run (it stays in the team's history, as an
+    overwritten attempt does). How many were sent again, and how many were refused."""
+    with svc.db.read() as s:
+        rows = [r for r in store_runs.submissions_of(s, run) if r.status == "done" and r.verdict == "ERROR"]
+        phase = store_phases.by_ids(s, {run.phase_id}).get(run.phase_id) if run.phase_id is not None else None
+    items: list[intake.Item | Refusal] = [
+        intake.Item(
+            task_id=r.task_id,
+            patch=r.patch.decode("utf-8", errors="surrogateescape"),
+            run_id=run.name,
+            system=r.system,
+            trial=r.trial,
+            prompt_variant=r.prompt_variant,
+            metadata=r.meta,
+            overwrite=True,
+            phase=phase.slug if phase else None,
+        )
+        for r in rows
+    ]
+    if not items:
+        return 0, 0
+    answers = intake.accept(svc, _OnBehalf(run.team_id), items, [None] * len(items), exclusive=True)
+    sent = sum(1 for a in answers if isinstance(a, intake.Accepted))
+    return sent, len(answers) - sent

@@ -769,6 +769,25 @@ PORTAL_PAGES = {
         "anyone",
     ),
     "portal.suite_page": ("A suite: how to take part", "the same for a suite outside any phase", "anyone"),
+    "portal.host_runs": (
+        "Host: runs",
+        "every run filtered by team, suite, phase and flags (awaiting review, ERRORs, tampering, audit "
+        "findings, hidden), the runs awaiting review first, with the host's actions on each",
+        "an admin key, signed in",
+    ),
+    "portal.host_act": (
+        "Host: act on a run",
+        "hide, verify, mark a baseline (and undo each), approve or refuse a review, re-grade its ERRORs",
+        "an admin key, signed in",
+    ),
+    "portal.host_teams": (
+        "Host: teams and keys",
+        "every team and its keys; a new team with quotas, its key shown once",
+        "an admin key, signed in",
+    ),
+    "portal.host_new_key": ("Host: another key", "for a team, shown once", "an admin key, signed in"),
+    "portal.host_revoke": ("Host: revoke a key", "one key of a team; the others stay", "an admin key, signed in"),
+    "portal.host_quotas": ("Host: quotas", "a team's submissions a day and queued at once", "an admin key, signed in"),
     "portal.publish_run": (
         "Publish a run",
         "the run page's form: method, description, project and paper URLs, public or private",

@@ -34,7 +34,7 @@ from grader import runs as R
 from grader.errors import TaskNotFound
 from grader.handles import Handles
 from grader.intake import Accepted, Refusal
-from grader.portal import forms
+from grader.portal import forms, host
 from grader.serializers import listed, shown_to
 from grader.store import phases as store_phases
 from grader.store import runs as store_runs
@@ -687,6 +687,154 @@ def my_runs() -> ResponseReturnValue:
         )
         recent = [listed(svc, x, host=g.team["admin"]) for x in latest]
     return render_template("me.html", runs=metas, recent=recent)
+
+
+# --- the host's pages ----------------------------------------------------------------------------
+def _host_only() -> ResponseReturnValue | None:
+    """Signed out: to the sign-in page; signed in without an admin key: 403."""
+    if g.team is None:
+        return redirect(url_for("portal.login", next=request.path))
+    if not g.team["admin"]:
+        abort(403, description="The host's pages need an admin key.")
+    return None
+
+
+@bp.get("/host")
+def host_runs() -> ResponseReturnValue:
+    """Every run with the host's filters and actions; the runs awaiting review first."""
+    if (away := _host_only()) is not None:
+        return away
+    svc = _svc()
+    rows, said = host.runs(svc, request.args)
+    return render_template(
+        "host.html",
+        rows=rows,
+        said=said,
+        flags=host.FLAGS,
+        teams=[t["name"] for t in host.teams(svc)],
+        suites=R.suites(svc),
+        phases=_phase_views(svc),
+    )
+
+
+@bp.post("/host/runs/<run_id>")
+def host_act(run_id: str) -> ResponseReturnValue:
+    """One of the host's actions on a run: hide, verify, mark a baseline (and undo each),
+    approve or refuse a review, re-grade its ERRORs."""
+    if (away := _host_only()) is not None:
+        return away
+    svc = _svc()
+    action = request.form.get("action", "")
+    with svc.db.read() as s:
+        run = s.get(Run, run_id) if len(run_id) <= 32 else None
+    if run is None:
+        abort(404, f"There is no run {run_id!r}.")
+    if action == "regrade":
+        sent, refused = publish.regrade_errors(svc, run)
+        flash(
+            f"Run {run.name}: {sent} ERROR attempt(s) sent to be graded again"
+            + (f", {refused} refused." if refused else ".")
+        )
+    elif action in host.ACTIONS:
+        try:
+            publish.change(svc, run, dict(host.ACTIONS[action]), admin=True)
+        except Refusal as exc:
+            flash(f"Run {run.name}: {exc.message}")
+        else:
+            flash(f"Run {run.name}: {action} done.")
+    else:
+        abort(422, f"There is no action {action!r}; the actions are: {', '.join([*host.ACTIONS, 'regrade'])}.")
+    back = request.form.get("back") or ""
+    return redirect(back if _local_path(back) and back.startswith("/host") else url_for("portal.host_runs"))
+
+
+@bp.route("/host/teams", methods=["GET", "POST"])
+def host_teams() -> ResponseReturnValue:
+    """The teams and their keys; a new team (its first key shown once, on this answer only)."""
+    if (away := _host_only()) is not None:
+        return away
+    svc = _svc()
+    shown = None
+    errors: dict[str, str] = {}
+    said = {k: (request.form.get(k) or "") for k in ("name", "daily_quota", "queued_quota")}
+    if request.method == "POST":
+        from pydantic import ValidationError
+
+        from grader.schemas import TeamIn, problems
+        from grader.store.keys import create_key
+
+        quotas = {k: host.quota(said[k]) for k in ("daily_quota", "queued_quota")}
+        errors = {k: f"The quota is {v}." for k, v in quotas.items() if isinstance(v, str)}
+        try:
+            body = TeamIn.model_validate({"name": said["name"].strip()})
+        except ValidationError as exc:
+            errors["name"] = "A team's name is 1 to 100 letters, digits and . _ - (" + problems(exc)[0] + ")."
+        if not errors:
+            with svc.db.read() as s:
+                if s.scalar(select(Team).where(Team.name == body.name)) is not None:
+                    errors["name"] = f"There is a team {body.name!r} already; give it another key below."
+        if not errors:
+            with svc.db.write() as s:
+                key = create_key(
+                    s,
+                    body.name,
+                    daily_quota=cast("int | None", quotas["daily_quota"]),
+                    queued_quota=cast("int | None", quotas["queued_quota"]),
+                )
+            shown = {"team": body.name, "key": key}
+            said = {}
+    return (
+        render_template("host_teams.html", teams=host.teams(svc), shown=shown, errors=errors, said=said),
+        422 if errors else 200,
+    )
+
+
+@bp.post("/host/teams/<name>/keys")
+def host_new_key(name: str) -> ResponseReturnValue:
+    """Another key for a team, shown once."""
+    if (away := _host_only()) is not None:
+        return away
+    from grader.store.keys import create_key
+
+    svc = _svc()
+    with svc.db.read() as s:
+        if s.scalar(select(Team).where(Team.name == name)) is None:
+            abort(404, f"There is no team {name!r}.")
+    with svc.db.write() as s:
+        key = create_key(s, name)
+    return render_template(
+        "host_teams.html", teams=host.teams(svc), shown={"team": name, "key": key}, errors={}, said={}
+    )
+
+
+@bp.post("/host/keys/<int:key_id>/revoke")
+def host_revoke(key_id: int) -> ResponseReturnValue:
+    if (away := _host_only()) is not None:
+        return away
+    team = host.revoke(_svc(), key_id)
+    if team is None:
+        abort(404, "There is no such key, or it is revoked already.")
+    flash(f"A key of {team} is revoked: requests and portal sessions with it are refused from now on.")
+    return redirect(url_for("portal.host_teams"))
+
+
+@bp.post("/host/teams/<name>/quotas")
+def host_quotas(name: str) -> ResponseReturnValue:
+    if (away := _host_only()) is not None:
+        return away
+    svc = _svc()
+    quotas = {k: host.quota(request.form.get(k) or "") for k in ("daily_quota", "queued_quota")}
+    bad = [f"{k.replace('_', ' ')}: {v}" for k, v in quotas.items() if isinstance(v, str)]
+    if bad:
+        abort(422, "; ".join(bad) + ".")
+    with svc.db.write() as s:
+        team = s.scalar(select(Team).where(Team.name == name))
+        if team is None:
+            abort(404, f"There is no team {name!r}.")
+        team.daily_quota = cast("int | None", quotas["daily_quota"])
+        team.queued_quota = cast("int | None", quotas["queued_quota"])
+    flash(f"Quotas of {name} set (empty: the service's defaults).")
+    return redirect(url_for("portal.host_teams"))
 
 
 def _svc_of(app: Flask) -> Handles:

@@ -449,3 +449,39 @@ def delete(s: Session, run: Run) -> int:
     detached: int = cast("CursorResult[Any]", result).rowcount  # an UPDATE's result is a cursor's
     s.delete(run)
     return detached
+
+
+def for_host(s: Session, *, team_id: int | None = None, phase_id: int | None = None) -> list[dict[str, Any]]:
+    """Every run (of a team, of a phase) with what a host filters and acts on: its flags and
+    its submissions counted (all, still queued or running, ERROR, tampered, flagged by the
+    audit): two queries, the counts grouped in the database."""
+    q = select(Run, Team).join(Team, Team.id == Run.team_id)
+    if team_id is not None:
+        q = q.where(Run.team_id == team_id)
+    if phase_id is not None:
+        q = q.where(Run.phase_id == phase_id)
+    runs = list(s.execute(q.order_by(Run.review_requested_at.is_(None), Run.created_at.desc())))
+    pending = Submission.status.in_(["queued", "running"])
+    counts = {
+        (team, name): (int(n), int(p or 0), int(e or 0), int(t or 0), int(a or 0))
+        for team, name, n, p, e, t, a in s.execute(
+            select(
+                Submission.team_id,
+                Submission.run_id,
+                func.count(),
+                func.sum(case((pending, 1), else_=0)),
+                func.sum(case((Submission.verdict == "ERROR", 1), else_=0)),
+                func.sum(case((Submission.tampered.is_(True), 1), else_=0)),
+                func.sum(case((Submission.audit_flagged.is_(True), 1), else_=0)),
+            )
+            .where(Submission.run_id.is_not(None))
+            .group_by(Submission.team_id, Submission.run_id)
+        )
+    }
+    out = []
+    for run, team in runs:
+        n, p, e, t, a = counts.get((run.team_id, run.name), (0, 0, 0, 0, 0))
+        out.append(
+            {"run": run, "team": team, "submissions": n, "pending": p, "errors": e, "tampered": t, "audit_flagged": a}
+        )
+    return out
