@@ -889,7 +889,7 @@ MARKS = {
     "PASS": "✓",
     "FAIL": "✗",
     "PATCH FAILED": "⊘",
-    "TIMED OUT": "⏱",
+    "TIMED OUT": "◷",
     "ERROR": "!",
     "queued": "…",
     "running": "↻",

@@ -236,5 +236,8 @@ def read_run_change(form: Mapping[str, str]) -> RunChange:
         _, details = problems(exc)
         for d in details:
             name = d["field"].split(".")[0]
-            out.errors.setdefault(name if name in said else "method", f"{d['problem']}.")
+            problem = d["problem"]
+            if name in ("project_url", "paper_url") and "pattern" in problem:
+                problem = "This is not an http or https URL (http://host/... or https://host/...)"
+            out.errors.setdefault(name if name in said else "method", f"{problem}.")
     return out
