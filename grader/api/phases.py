@@ -48,6 +48,8 @@ def put(slug: str) -> tuple[Response, int]:
     svc = _svc()
     try:
         names.run_name(slug)  # one segment of a URL path, as a run's name is
+        if len(slug) > 100:
+            raise names.NameRefused("a phase's slug is at most 100 characters")
     except names.NameRefused as exc:
         raise ApiError(
             422, "invalid_fields", f"slug: {exc}", details=[{"field": "slug", "problem": str(exc)}]
@@ -56,9 +58,11 @@ def put(slug: str) -> tuple[Response, int]:
         given = PhaseIn.model_validate(json_body()).model_dump(exclude_unset=True)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    for flag in ("private", "reveal", "auto_publish"):
-        if flag in given and given[flag] is None:
-            raise ApiError(422, "invalid_fields", f"{flag} is true or false, never null")
+    for name in ("private", "reveal", "auto_publish", "name", "suite"):
+        if name in given and given[name] is None:
+            raise ApiError(
+                422, "invalid_fields", f"{name} cannot be null", details=[{"field": name, "problem": "null"}]
+            )
     suites = sorted({t.metadata.suite for t in svc.tasks})
     if given.get("suite") is not None and given["suite"] not in suites:
         raise ApiError(

@@ -18,6 +18,7 @@ import click
 
 from grader.cli.app import EXIT, EXIT_NO_VERDICT, EXIT_REJECTED, main, remote
 from grader.cli.render import (
+    batch_progress,
     err,
     escape,
     out,
@@ -28,7 +29,6 @@ from grader.cli.render import (
     print_score,
     print_submission,
     print_verdict_counts,
-    progress,
     verdict_of,
 )
 from grader.tasks.model import PROMPT_VARIANTS
@@ -415,7 +415,7 @@ def _submit_batch(
                 f"run {escape(run_id)}: {answer['accepted']} accepted, {answer['rejected']} rejected", highlight=False
             )
         sys.exit(0 if not answer["rejected"] else EXIT_REJECTED)
-    with progress() as bar:
+    with batch_progress() as bar:
         job = bar.add_task("grading", total=len(ids))
         subs = client.wait(ids, timeout=timeout, run_id=run_id, on_done=lambda _: bar.advance(job))
     counts: dict[str, int] = {str(v): 0 for v in Verdict}
@@ -651,6 +651,29 @@ def runs_delete(client: Client, run: str, yes: bool) -> None:
         f"{res['submissions_detached']} submission(s) kept without a run",
         highlight=False,
     )
+
+
+@main.command("account")
+@click.option("--json", "as_json", is_flag=True, help="Print the account as JSON (the webhook secret included).")
+@remote
+def account_cmd(client: Client, as_json: bool) -> None:
+    """Your team, its quotas and what is left of them today (GET /v1/account)."""
+    acc = client.account()
+    if as_json:
+        click.echo(json.dumps(acc, indent=1))
+        return
+    q, used = acc.get("quotas") or {}, acc.get("usage") or {}
+    day, at_once = q.get("per_day"), q.get("queued_at_once")
+    today, active = used.get("today", 0), used.get("queued_or_running", 0)
+    out.print(f"team {escape(acc['team'])}{' (host)' if acc.get('admin') else ''}", highlight=False)
+    out.print(
+        f"today: {today} of {day} submissions sent, {max(0, (day or 0) - today)} left (the day is UTC's)",
+        highlight=False,
+    )
+    out.print(f"now: {active} of at most {at_once} queued or running", highlight=False)
+
+
+main.add_command(account_cmd, "quota")
 
 
 @main.group()

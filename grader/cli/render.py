@@ -8,6 +8,8 @@ is printed, not read as rich markup.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -34,6 +36,13 @@ VERDICT_STYLE = {
 DASH = "—"  # a figure over nothing: no value, no interval
 
 
+def batch_progress() -> Any:
+    """A bar on a terminal; off one (a CI log, a file, a pipe: where rich shows no bar) a
+    line at every tenth of the way and at least every 30 seconds, so that a long batch is
+    never silent. Either takes add_task(description, total=) and advance(task)."""
+    return progress() if err.is_terminal else LineProgress()
+
+
 def progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
@@ -43,6 +52,45 @@ def progress() -> Progress:
         console=err,
         transient=True,
     )
+
+
+class LineProgress:
+    """What `progress()` gives off a terminal: the Progress calls a batch makes (add_task,
+    advance), written as plain lines to stderr."""
+
+    EVERY = 30.0  # seconds at most between two lines
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.tasks: dict[int, list[Any]] = {}  # id -> [description, total, done, last tenth, last time, start]
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for desc, total, done, _, _, start in self.tasks.values():
+            if done < total:  # the end was said as it came; otherwise say where it stopped
+                self._say(desc, done, total, start)
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        n = len(self.tasks)
+        now = self.clock()
+        self.tasks[n] = [description, int(total or 0), 0, 0, now, now]
+        self._say(description, 0, int(total or 0), now)
+        return n
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        t = self.tasks[task_id]
+        t[2] += int(advance)
+        now = self.clock()
+        tenth = (10 * t[2] // t[1]) if t[1] else 0
+        if tenth > t[3] or now - t[4] >= self.EVERY or t[2] == t[1]:
+            t[3], t[4] = tenth, now
+            self._say(t[0], t[2], t[1], t[5])
+
+    def _say(self, desc: str, done: int, total: int, start: float) -> None:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        err.print(f"{desc}: {done} of {total} done{share}, {self.clock() - start:.0f} s", highlight=False, markup=False)
 
 
 def log(line: str) -> None:

@@ -165,6 +165,12 @@ def test_suite_where_a_team_picks_tasks_and_the_first_summary_is_the_score(app, 
     first_line = r.stdout.strip().splitlines()[0]
     assert first_line.startswith("run scored: resolved 1 of 2 tasks of suite examples"), r.stdout
     assert "this batch's verdicts" in r.stdout
+    # off a terminal the batch's progress is said in lines, not silently
+    assert "grading: 0 of 1 done (0%)" in r.stderr and "grading: 1 of 1 done (100%)" in r.stderr
+    # what is left of the quota, in the team's words (`grader quota` is the same)
+    for name in ("account", "quota"):
+        said = cli(name).stdout
+        assert "team cli-team" in said and "submissions sent" in said and "left" in said
 
 
 def threading_finisher(svc, verdict: str):

@@ -403,7 +403,7 @@ def test_submit_predictions_waits_and_summarizes(api, tmp_path):
     }
     assert rows["PASS"] == "2" and rows["FAIL"] == "1" and rows["rejected"] == "0"
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1", "--wait", "--json")
-    assert json.loads(result.output)["counts"]["PASS"] == 2
+    assert json.loads(result.stdout)["counts"]["PASS"] == 2  # progress lines go to stderr
 
 
 def test_submit_predictions_with_a_rejected_item_exits_4(api, tmp_path):
