@@ -551,7 +551,10 @@ class Client:
                 refused = _connect_failure(exc)
                 if refused and attempt >= min(self.connect_retries, self.max_retries):
                     raise ApiError(
-                        None, "unreachable", f"cannot reach {self.url}: is `grader serve` running? ({refused})"
+                        None,
+                        "unreachable",
+                        f"cannot reach the grader service at {self.url} ({refused}): check the address "
+                        "(--url or GRADER_API_URL), or try again later if the service is down",
                     ) from exc
                 if attempt >= self.max_retries:
                     raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc
