@@ -356,6 +356,31 @@ class TeamIn(_In):
     queued_quota: int | None = Field(None, ge=0, le=10**9)
 
 
+class QuotasIn(_In):
+    """A team's quotas as the host sets them: a number, or null for the service's default."""
+
+    daily_quota: int | None = Field(None, ge=0, le=10**9, description="submissions a UTC day; null: the default")
+    queued_quota: int | None = Field(None, ge=0, le=10**9, description="queued at once; null: the default")
+
+
+class KeyInfo(BaseModel):
+    id: int
+    prefix: str = Field(description="the key's first characters: enough to tell keys apart, never to use one")
+    created_at: str
+    revoked_at: str | None
+
+
+class KeyPage(BaseModel):
+    team: str
+    items: list[KeyInfo]
+
+
+class RegradeOut(BaseModel):
+    run: str
+    sent: int = Field(description="ERROR attempts sent to be graded again, each replacing its ERROR in the run")
+    refused: int
+
+
 class KeyOut(BaseModel):
     team: str
     key: str = Field(description="shown once; only its hash is kept")

@@ -351,6 +351,37 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "status": "201",
         "response": PHASE,
     },
+    ("patch", "/v1/admin/teams/{name}"): {
+        "path": "/v1/admin/teams/team-b",
+        "body": {"daily_quota": 200, "queued_quota": None},
+        "status": "200",
+        "response": {"name": "team-b", "daily_quota": 200, "queued_quota": None},
+    },
+    ("get", "/v1/admin/teams/{name}/keys"): {
+        "path": "/v1/admin/teams/team-b/keys",
+        "status": "200",
+        "response": {
+            "team": "team-b",
+            "items": [
+                {"id": 3, "prefix": "grk_-Y2UCJpl", "created_at": "2026-11-24T01:14:10.164645", "revoked_at": None}
+            ],
+        },
+    },
+    ("delete", "/v1/admin/keys/{key_id}"): {
+        "path": "/v1/admin/keys/3",
+        "status": "200",
+        "response": {
+            "id": 3,
+            "prefix": "grk_-Y2UCJpl",
+            "created_at": "2026-11-24T01:14:10.164645",
+            "revoked_at": "2026-11-28T21:20:00.000000+00:00",
+        },
+    },
+    ("post", "/v1/admin/runs/{run}/regrade"): {
+        "path": "/v1/admin/runs/3f9c2a1b7d4e6f80/regrade",
+        "status": "200",
+        "response": {"run": "3f9c2a1b7d4e6f80", "sent": 2, "refused": 0},
+    },
     ("post", "/v1/admin/tasks/reload"): {
         "path": "/v1/admin/tasks/reload",
         "status": "200",

@@ -43,6 +43,10 @@ _MODELS: list[type[BaseModel]] = [
     m.PhaseIn,
     m.PhaseOut,
     m.PhasePage,
+    m.QuotasIn,
+    m.KeyInfo,
+    m.KeyPage,
+    m.RegradeOut,
 ]
 
 
@@ -98,6 +102,8 @@ _P = {
         "schema": {"type": "string", "maxLength": 180},
     },
     "slug": {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}},
+    "team": {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+    "key_id": {"name": "key_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
     "phase": {
         "name": "phase",
         "in": "query",
@@ -363,6 +369,49 @@ def _paths() -> dict[str, Any]:
                     "201": _json(m.PhaseOut, "created"),
                     **_errors(400, 401, 403, 409, 422),
                 },
+            }
+        },
+        "/v1/admin/teams/{name}": {
+            "patch": {
+                "summary": "Set a team's quotas (admin; null: the service's default)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["team"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.QuotasIn)}}},
+                "responses": {
+                    "200": {
+                        "description": "the team's quotas",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(400, 401, 403, 404, 422),
+                },
+            }
+        },
+        "/v1/admin/teams/{name}/keys": {
+            "get": {
+                "summary": "A team's keys by their prefixes, live and revoked (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["team"]],
+                "responses": {"200": _json(m.KeyPage, "the keys"), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/admin/keys/{key_id}": {
+            "delete": {
+                "summary": "Revoke one key (admin): its requests and sessions are refused; the team's other keys go on",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["key_id"]],
+                "responses": {"200": _json(m.KeyInfo, "the key, revoked"), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/admin/runs/{run}/regrade": {
+            "post": {
+                "summary": "Re-grade a run's ERRORs (admin): each sent again as it was, replacing its ERROR in the run",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["run_ref"]],
+                "responses": {"200": _json(m.RegradeOut, "what was sent again"), **_errors(401, 403, 404)},
             }
         },
         "/v1/admin/tasks/reload": {

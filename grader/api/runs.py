@@ -102,6 +102,16 @@ def update(run: str) -> Response:
         raise refused(exc) from None
 
 
+@bp.post("/v1/admin/runs/<run>/regrade")
+@auth.admin_required
+def regrade(run: str) -> Response:
+    """The host re-grades a run's ERRORs (faults of the grader): each ERROR attempt sent
+    again as it was, replacing its ERROR in the run (grader/publish.py)."""
+    found = _find_run(run, g.caller.team_id, True, store_runs.owns)
+    sent, refused_ = publish.regrade_errors(_svc(), found)
+    return jsonify({"run": found.id, "sent": sent, "refused": refused_})
+
+
 @bp.delete("/v1/runs/<run>")
 @auth.required
 def delete(run: str) -> Response:

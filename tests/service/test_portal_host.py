@@ -104,3 +104,32 @@ def test_the_host_makes_teams_and_keys_revokes_one_and_sets_quotas(app, svc):
         team = s.query(Team).filter_by(name="gamma").one()
         assert (team.daily_quota, team.queued_quota) == (None, 7)
     assert host.post("/host/teams/gamma/quotas", data={"daily_quota": "-1"}).status_code == 422
+
+
+def test_the_same_through_the_admin_api(app, svc):
+    team = Api(app.test_client(), new_key(svc, "alpha"))
+    host = Api(app.test_client(), new_key(svc, "host", admin=True))
+    second = new_key(svc, "alpha")
+    h = {"Authorization": f"Bearer {host.key}"}
+    assert (
+        team.client.patch("/v1/admin/teams/alpha", json={}, headers={"Authorization": f"Bearer {team.key}"}).status_code
+        == 403
+    )
+    r = host.client.patch("/v1/admin/teams/alpha", json={"daily_quota": 5}, headers=h)
+    assert r.status_code == 200 and r.json == {"name": "alpha", "daily_quota": 5, "queued_quota": None}
+    assert host.client.patch("/v1/admin/teams/alpha", json={"daily_quota": -1}, headers=h).status_code == 422
+    assert host.client.patch("/v1/admin/teams/nobody", json={}, headers=h).status_code == 404
+    keys = host.get("/v1/admin/teams/alpha/keys").json["items"]
+    assert [k["prefix"] for k in keys] == [team.key[:12], second[:12]] and all(k["revoked_at"] is None for k in keys)
+    gone = host.delete(f"/v1/admin/keys/{keys[0]['id']}")
+    assert gone.status_code == 200 and gone.json["revoked_at"]
+    assert team.get("/v1/account").status_code == 401
+    assert Api(app.test_client(), second).get("/v1/account").status_code == 200
+    assert host.delete(f"/v1/admin/keys/{keys[0]['id']}").status_code == 404
+    # re-grade a run's ERRORs
+    alpha = Api(app.test_client(), second)
+    assert alpha.post("/v1/submissions", json={"task_id": TASK, "patch": "e", "run_id": "broken"}).status_code == 202
+    finish(svc, "ERROR")
+    r = host.post("/v1/admin/runs/" + alpha.get("/v1/runs/broken").json["id"] + "/regrade")
+    assert r.status_code == 200 and (r.json["sent"], r.json["refused"]) == (1, 0)
+    assert alpha.get("/v1/runs/broken").json["pending"] == 1 and alpha.get("/v1/runs/broken").json["errors"] == 0
