@@ -834,6 +834,11 @@ PORTAL_PAGES = {
         "every team and its keys; a new team with quotas, its key shown once",
         "an admin key, signed in",
     ),
+    "portal.host_suites": (
+        "Host: suites",
+        "the suites in service: tasks, gold patches, languages, feedback policies; refused task files",
+        "an admin key, signed in",
+    ),
     "portal.host_new_key": ("Host: another key", "for a team, shown once", "an admin key, signed in"),
     "portal.host_revoke": ("Host: revoke a key", "one key of a team; the others stay", "an admin key, signed in"),
     "portal.host_quotas": ("Host: quotas", "a team's submissions a day and queued at once", "an admin key, signed in"),

@@ -717,6 +717,24 @@ def host_runs() -> ResponseReturnValue:
     )
 
 
+@bp.get("/host/suites")
+def host_suites() -> ResponseReturnValue:
+    """The task suites in service: their tasks, languages and feedback policies, and the
+    task files the service refused (with why), as /readyz names them."""
+    if (away := _host_only()) is not None:
+        return away
+    svc = _svc()
+    suites: dict[str, dict[str, Any]] = {}
+    for t in svc.tasks:
+        row = suites.setdefault(t.metadata.suite, {"tasks": 0, "languages": set(), "feedback": {}, "gold": 0})
+        row["tasks"] += 1
+        row["languages"].add(t.metadata.language)
+        row["feedback"][t.feedback] = row["feedback"].get(t.feedback, 0) + 1
+        row["gold"] += t.gold_patch is not None
+    refused = dict(getattr(svc.tasks, "refused", {}) or {})
+    return render_template("host_suites.html", suites=dict(sorted(suites.items())), refused=refused)
+
+
 @bp.post("/host/runs/<run_id>")
 def host_act(run_id: str) -> ResponseReturnValue:
     """One of the host's actions on a run: hide, verify, mark a baseline (and undo each),

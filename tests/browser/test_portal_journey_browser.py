@@ -281,6 +281,9 @@ def test_the_host_hides_a_run_and_it_leaves_the_board(site):
     assert "hidden" in row.text
     b.get(site["url"] + "/host/teams")
     shot(site, "host-teams")
+    b.get(site["url"] + "/host/suites")
+    assert "mini" in b.find_element(By.ID, "suites").text
+    shot(site, "host-suites")
     b.find_element(By.CSS_SELECTOR, "header form button").click()
     wait_for(b, "Sign in")
     b.get(site["url"] + "/leaderboard")

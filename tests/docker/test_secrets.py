@@ -143,6 +143,7 @@ def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
         "ref": ["leak", run_key],
         "slug": ["leak-phase"],
         "suite": [suite],
+        "name": ["team"],
     }
     for rule in app.url_map.iter_rules():
         if "GET" not in rule.methods or rule.endpoint == "static":

@@ -48,6 +48,9 @@ def test_the_host_filters_runs_and_hides_approves_and_regrades(app, svc):
     assert app.test_client().get("/host").status_code == 302  # signed out: sign in first
     assert browser_for(app, team.key).get("/host").status_code == 403
     host = browser_for(app, host_key)
+    suites = host.get("/host/suites").get_data(as_text=True)
+    assert re.search(r'<tr data-suite="examples"><td>examples</td><td class="num">10</td>', suites)
+    assert 'id="refused-none"' in suites and browser_for(app, team.key).get("/host/suites").status_code == 403
     assert team.post("/v1/submissions", json={"task_id": TASK, "patch": "p", "run_id": "shown"}).status_code == 202
     finish(svc, "PASS")
     assert team.post("/v1/submissions", json={"task_id": TASK, "patch": "e", "run_id": "broken"}).status_code == 202
