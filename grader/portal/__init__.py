@@ -535,6 +535,9 @@ def compare_page() -> ResponseReturnValue:
             if r is None or not store_runs.may_see(r, team_id=team_id, admin=admin):
                 abort(404, _no_run(ref))
         assert ra is not None and rb is not None  # both checked just above
+        for r in (ra, rb):
+            if why := R.private_refusal(svc, r, host=admin):
+                abort(403, why[:1].upper() + why[1:] + ".")
         result = R.compare(svc, ra, rb, _filters())
     return render_template("compare.html", result=result, choices=choices, a=a, b=b)
 

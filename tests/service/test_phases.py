@@ -155,6 +155,7 @@ def test_a_private_phase_shows_its_team_no_per_task_result(app, svc, host):
     assert browser.post("/login", data={"key": team.key}).status_code == 302
     page = main(browser.get(f"/submissions/{sid}").get_data(as_text=True))
     assert "FAIL" not in page and "test_empty" not in page and 'id="withheld"' in page
+    assert browser.get("/compare?a=t&b=t").status_code == 403  # per task, by comparison: never
     page = main(browser.get("/runs/t").get_data(as_text=True))
     assert 'id="withheld"' in page and 'id="per-task"' not in page and 'class="cell' not in page
     # public and on the phase's board: nothing of it shows before the end
