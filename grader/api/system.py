@@ -305,13 +305,15 @@ def team_keys(name: str) -> Response:
     return jsonify({"team": name, "items": items})
 
 
-@bp.delete("/v1/admin/keys/<int:key_id>")
+@bp.delete("/v1/admin/keys/<key_id>")
 @auth.admin_required
-def revoke_key(key_id: int) -> Response:
+def revoke_key(key_id: str) -> Response:
     """Revoke one key: its requests and portal sessions are refused from now on; the team's
     other keys go on."""
+    if not key_id.isdigit() or len(key_id) > 18:
+        raise ApiError(404, "not_found", f"no live key {key_id!r}")
     with _svc().db.write() as s:
-        key = s.get(ApiKey, key_id)
+        key = s.get(ApiKey, int(key_id))
         if key is None or key.revoked_at is not None:
             raise ApiError(404, "not_found", f"no live key {key_id}")
         key.revoked_at = dt.datetime.now(dt.UTC)
