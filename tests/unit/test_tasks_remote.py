@@ -116,6 +116,9 @@ def test_no_tasks_and_no_key_names_both_settings(args, team_dir):
     assert result.exit_code == 2
     for name in ("GRADER_TASKS_DIR", "--tasks-dir", "GRADER_API_KEY", "--api-key"):
         assert name in result.output, name
+    # the team's fact first (its key); the host's (a tasks directory) after it
+    assert result.output.startswith("error: no API key for the grader service at ")
+    assert result.output.index("GRADER_API_KEY") < result.output.index("GRADER_TASKS_DIR")
     assert not (team_dir / "work").exists()
 
 
