@@ -132,9 +132,13 @@ class Client:
         callback_url: str | None = None,
         wait: float | None = None,
         idempotency_key: str | None = None,
+        overwrite: bool = False,
+        phase: str | None = None,
     ) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
-        seconds for the verdict. Returns the submission (check its `status`)."""
+        seconds for the verdict. Returns the submission (check its `status`). A run holds
+        one attempt per task and trial: a second is refused (409 attempt_exists) unless
+        `trial` is new or `overwrite` replaces the earlier one."""
         if isinstance(patch, bytes):
             patch = patch.decode("utf-8", errors="surrogateescape")
         body = _without_none(
@@ -147,6 +151,8 @@ class Client:
                 "prompt_variant": prompt_variant,
                 "metadata": metadata,
                 "callback_url": callback_url,
+                "overwrite": True if overwrite else None,
+                "phase": phase,
             }
         )
         params = {"wait": _seconds(wait)} if wait else None
@@ -170,11 +176,12 @@ class Client:
         metadata: dict[str, Any] | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
+        phase: str | None = None,
     ) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
-        `system`, `trial`, `prompt_variant`, `metadata` and `callback_url` are given to
-        the items that do not say their own.
+        `system`, `trial`, `prompt_variant`, `metadata`, `callback_url` and `phase` are
+        given to the items that do not say their own.
 
         Each chunk's Idempotency-Key is derived from `idempotency_key`, so repeating the
         whole call with the same key and batch size repeats nothing. A chunk the server
@@ -197,6 +204,7 @@ class Client:
                     "prompt_variant": prompt_variant,
                     "metadata": metadata,
                     "callback_url": callback_url,
+                    "phase": phase,
                     "submissions": chunk,
                 }
             )
@@ -310,9 +318,9 @@ class Client:
         return seen
 
     # --- tasks and account -----------------------------------------------------------------
-    def tasks(self) -> TaskViews:
-        """The public views of every task."""
-        return self._items("GET", "/v1/tasks")
+    def tasks(self, suite: str | None = None) -> TaskViews:
+        """The public views of every task (of `suite` only; an unknown suite is a 422 naming the suites)."""
+        return self._items("GET", "/v1/tasks", params={"suite": suite} if suite else None)
 
     def task(self, id: str) -> dict[str, Any]:
         return self._object("GET", f"/v1/tasks/{id}")
@@ -352,6 +360,14 @@ class Client:
             "commit": resp.headers.get("X-Grader-Commit"),
             "merge": resp.headers.get("X-Grader-Merge"),
         }
+
+    def phases(self) -> Records:
+        """A challenge's phases: each one's window (open or why not), limits and split."""
+        return self._items("GET", "/v1/phases")
+
+    def put_phase(self, slug: str, **fields: Any) -> dict[str, Any]:
+        """Create phase `slug` or change the fields given (an admin key)."""
+        return self._object("PUT", f"/v1/admin/phases/{slug}", json_body=fields)
 
     def account(self) -> dict[str, Any]:
         """The team, whether the key is an admin's, its quotas and usage."""
@@ -535,7 +551,10 @@ class Client:
                 refused = _connect_failure(exc)
                 if refused and attempt >= min(self.connect_retries, self.max_retries):
                     raise ApiError(
-                        None, "unreachable", f"cannot reach {self.url}: is `grader serve` running? ({refused})"
+                        None,
+                        "unreachable",
+                        f"cannot reach the grader service at {self.url} ({refused}): check the address "
+                        "(--url or GRADER_API_URL), or try again later if the service is down",
                     ) from exc
                 if attempt >= self.max_retries:
                     raise ApiError(None, "unreachable", f"{method} {self.url}{path} failed: {exc}") from exc

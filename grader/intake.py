@@ -32,9 +32,10 @@ from grader import webhooks
 from grader.errors import StoreError, TaskNotFound
 from grader.handles import Handles
 from grader.store import cache
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Run, Status, Submission, utcnow
+from grader.store.models import Phase, Run, Status, Submission, utcnow
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.version import GRADER_VERSION
 
@@ -66,9 +67,11 @@ class Refusal(Exception):
     """Raised (or returned for one item of a batch) when intake does not take something:
     `reason` says what was refused, in one word the API maps to an HTTP status
     (unknown_task, invalid_fields, invalid_callback_url, patch_too_large, run_locked,
-    run_deleted, idempotency_conflict, quota_exceeded, queue_full); `message` says why, to the
-    submitter; `retry_after`, in seconds, when trying again later can succeed; `details`,
-    the fields at fault, when the door that read the request knows them."""
+    run_deleted, attempt_exists, withheld, idempotency_conflict, quota_exceeded, queue_full;
+    and for a run's changes, grader/publish.py's run_busy, publish_quota, forbidden,
+    not_found); `message` says why, to the submitter; `retry_after`, in seconds, when
+    trying again later can succeed; `details`, the fields at fault, when the door that read
+    the request knows them."""
 
     def __init__(
         self, reason: str, message: str, *, retry_after: int | None = None, details: list[dict[str, Any]] | None = None
@@ -108,6 +111,11 @@ class Item:
     prompt_variant: str | None = None
     metadata: dict[str, Any] | None = None
     callback_url: str | None = None
+    # replace the run's attempt at this (task, trial) instead of being refused for it
+    # (accept's `exclusive`); None, not False, when not asked, so that it is no part of
+    # the hash of a request that did not say it
+    overwrite: bool | None = None
+    phase: str | None = None  # the challenge phase it is submitted to (its slug)
 
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
@@ -186,6 +194,37 @@ def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     return Quota(max(room, 0), reason)
 
 
+def _phase_room(s: Session, team: Submitter, phase_id: int) -> Quota:
+    """How many more submissions the team may send to a phase now (its limits a day and in
+    all), counted under the team's lock in the chunk's transaction."""
+    phase = store_phases.by_ids(s, {phase_id})[phase_id]
+    today, total = store_phases.used(s, phase_id, team.team_id, subs.start_of_day())
+    limits = [(1 << 30, Refusal("phase_limit", ""))]
+    if phase.daily_limit is not None:
+        limits.append(
+            (
+                phase.daily_limit - today,
+                Refusal(
+                    "phase_limit",
+                    f"your team's {phase.daily_limit} submissions a day to phase {phase.slug!r} are used up",
+                    retry_after=seconds_to_midnight(),
+                ),
+            )
+        )
+    if phase.total_limit is not None:
+        limits.append(
+            (
+                phase.total_limit - total,
+                Refusal(
+                    "phase_limit",
+                    f"your team has sent phase {phase.slug!r} its {phase.total_limit} submissions in all",
+                ),
+            )
+        )
+    room, reason = min(limits, key=lambda r: r[0])
+    return Quota(max(room, 0), reason)
+
+
 def seconds_to_midnight() -> int:
     now = utcnow()
     return int((subs.start_of_day(now) + dt.timedelta(days=1) - now).total_seconds()) + 1
@@ -214,6 +253,39 @@ def check(svc: Handles, item: Item) -> Refusal | None:
     return None
 
 
+def check_phase(svc: Handles, item: Item, phase: Phase | None, *, host: bool) -> Refusal | None:
+    """Why `item` cannot go to the phase it names now: no such phase, a task the phase's
+    suite does not hold, or outside its window (a host's own submissions are not bound by
+    the window, as its runs are not by the lock)."""
+    if item.phase is None:
+        return None
+    if phase is None:
+        return Refusal("unknown_phase", f"no phase {item.phase!r}; GET /v1/phases lists them")
+    try:
+        suite = svc.task(item.task_id).metadata.suite
+    except TaskNotFound:
+        return Refusal("unknown_task", f"no task {item.task_id!r}; GET /v1/tasks lists them")
+    if suite != phase.suite:
+        return Refusal(
+            "invalid_fields",
+            f"task {item.task_id!r} is of suite {suite!r}; phase {phase.slug!r} takes the tasks of "
+            f"suite {phase.suite!r}",
+        )
+    why = None if host else store_phases.closed(phase)
+    return Refusal("phase_closed", why) if why else None
+
+
+def other_phase(name: str, has: str | None, asked: str | None) -> Refusal:
+    """A run belongs to the phase it was made for (or to none), for good."""
+    where = f"phase {has!r}" if has else "no phase"
+    return Refusal(
+        "run_phase",
+        f"run {name!r} was made for {where}; this item "
+        + (f"names phase {asked!r}" if asked else "names no phase")
+        + ": submit it to the run's phase, or under a new run id",
+    )
+
+
 def locked(run: Run) -> Refusal:
     """A published run takes no more trials (grader/store/runs.py says why)."""
     return Refusal(
@@ -229,6 +301,17 @@ def deleted(name: str) -> Refusal:
         "run_deleted",
         f"run {name!r} was deleted while this batch was being stored; this item was not taken "
         "(send it again to begin a new run of that name)",
+    )
+
+
+def attempt_exists(item: Item) -> Refusal:
+    """A run holds one attempt per (task, trial): a second one would silently become a
+    second trial (a FAIL, then a fixed PASS: a 1-of-2 tie, so the task shows unresolved)."""
+    trial = "with no trial number" if item.trial is None else f"as trial {item.trial}"
+    return Refusal(
+        "attempt_exists",
+        f"run {item.run_id!r} already holds an attempt at {item.task_id!r} {trial}; "
+        "name a new trial (trial), submit under another run_id, or replace that attempt (overwrite: true)",
     )
 
 
@@ -313,6 +396,8 @@ def accept(
     keys: Sequence[str | None],
     *,
     batch_hash: str | None = None,
+    exclusive: bool = False,
+    whole: bool = False,
 ) -> list[Accepted | Refusal]:
     """Check, de-duplicate by idempotency key, apply quotas, store and enqueue, keeping
     order: each item's answer, where an item given as a Refusal (refused by the door that
@@ -323,14 +408,25 @@ def accept(
     requests in between its chunks, and concurrent requests of one team cannot both take the
     last of a quota or both take one key. `batch_hash`: the items are one batch under one key,
     each stored with the whole batch's hash, so that a key reused for a batch that differs in
-    any item (or in their number) refuses every item, before anything is stored."""
+    any item (or in their number) refuses every item, before anything is stored.
+    `exclusive`: an item that would add a second attempt at a (task, trial) its run already
+    holds (cancelled ones aside) is refused (`attempt_exists`), unless it asks to `overwrite`,
+    which takes the earlier attempt out of the run (it stays the team's, as a deleted run's
+    submissions do); counted in the chunk's transaction, under the team's lock. `whole`:
+    every item is taken or none is (one refused, the others are answered `withheld`), all
+    in one transaction: for a door that must not leave a request half-accepted unless its
+    submitter chose so (the portal's upload)."""
     out: list[Accepted | Refusal | None] = [None] * len(items)
     wanted = [k for k in keys if k]
     with svc.db.read() as s:
         seen = subs.by_idempotency_key(s, team.team_id, wanted)
         runs = {i.run_id for i in items if isinstance(i, Item) and i.run_id}
         locked_runs = {} if team.admin else store_runs.locked_names(s, team.team_id, runs)
+        phases = store_phases.by_slug(s, {i.phase for i in items if isinstance(i, Item) and i.phase})
+        run_phases = store_runs.phases_of(s, team.team_id, runs)  # the runs there are: name -> phase id
+    slugs = {p.id: p.slug for p in phases.values()}
     todo: list[tuple[int, Submission]] = []
+    pairs: dict[int, Item] = {}  # exclusive: the items whose (run, task, trial) is checked
     for n, (item, key) in enumerate(zip(items, keys, strict=True)):
         if isinstance(item, Refusal):
             out[n] = item
@@ -342,13 +438,26 @@ def accept(
         if item.run_id in locked_runs:
             out[n] = locked(locked_runs[item.run_id])
             continue
-        refused = check(svc, item)
+        phase = phases.get(item.phase) if item.phase else None
+        refused = check(svc, item) or check_phase(svc, item, phase, host=team.admin)
+        if refused is None and item.run_id:
+            asked = phase.id if phase else None
+            has = run_phases.setdefault(item.run_id, asked)  # a new run: its first item's phase
+            if has != asked:
+                named = None if has is None else slugs.get(has) or _slug(svc, has)
+                refused = other_phase(item.run_id, named, item.phase)
         if refused is not None:
             out[n] = refused
             continue
-        todo.append((n, _new_row(svc, team, item, key, request_hash)))
+        row = _new_row(svc, team, item, key, request_hash)
+        row.phase_id = phase.id if phase else None
+        todo.append((n, row))
+        if exclusive and item.run_id:
+            pairs[n] = item
     if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
         return [o if isinstance(o, Refusal) and o.reason == "idempotency_conflict" else conflict() for o in out]
+    if whole and any(isinstance(o, Refusal) for o in out):
+        return _withhold(out)
     fresh: list[Accepted] = []
     if todo:
         hits = _cache_hits(svc, [row for _, row in todo])
@@ -356,13 +465,16 @@ def accept(
         # one chunk is one transaction, which takes the team's lock as delete and publish
         # do; a batch of several holds its runs between them too (store_runs.Lease)
         lease = store_runs.Lease(secrets.token_hex(16), RUN_LEASE) if len(todo) > CHUNK and names else None
-        run_ids = store_runs.ensure_runs(svc.db, team.team_id, names, lease=lease)
+        run_ids = store_runs.ensure_runs(
+            svc.db, team.team_id, names, lease=lease, phases={n: run_phases.get(n) for n in names}
+        )
         began = {name: run_ids.get(name) for name in names}
+        size = len(todo) if whole else CHUNK  # whole: one transaction, taken or refused as one
         try:
-            for at in range(0, len(todo), CHUNK):
+            for at in range(0, len(todo), size):
                 if at and svc.db.is_sqlite:
                     time.sleep(SQLITE_CHUNK_PAUSE)
-                fresh += _store(svc, team, todo[at : at + CHUNK], hits, out, began, lease)
+                fresh += _store(svc, team, todo[at : at + size], hits, out, began, lease, pairs, whole=whole)
         finally:
             if lease:
                 try:
@@ -381,6 +493,12 @@ def accept(
     return cast("list[Accepted | Refusal]", out)  # every item is answered by now
 
 
+def _slug(svc: Handles, phase_id: int) -> str | None:
+    with svc.db.read() as s:
+        found = store_phases.by_ids(s, {phase_id}).get(phase_id)
+        return found.slug if found else None
+
+
 def _store(
     svc: Handles,
     team: Submitter,
@@ -389,12 +507,16 @@ def _store(
     out: list[Accepted | Refusal | None],
     began: dict[str, str | None],
     lease: store_runs.Lease | None,
+    pairs: dict[int, Item],
+    *,
+    whole: bool = False,
 ) -> list[Accepted]:
     """One write transaction for `chunk`; the rows it stored. Under the team's lock a key
     taken since the read above is seen here; should an insert still collide on one (the
     unique index is the last word), the chunk is tried again and its keys answered then.
     Under that lock too, the chunk's runs are read again: one deleted or published since
-    the batch began (`began`: their ids then) takes none of its items."""
+    the batch began (`began`: their ids then) takes none of its items; and the attempts
+    the runs hold are read for the items of `pairs` (accept's `exclusive`)."""
     cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
     names = {row.run_id for _, row in chunk if row.run_id}
     for attempt in range(3):
@@ -409,6 +531,9 @@ def _store(
                     s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
                 )
                 room = quota(svc, team, s)
+                held = subs.attempts_held(s, team.team_id, {p.run_id for p in pairs.values() if p.run_id})
+                taken: set[subs.Pair] = set()
+                phase_rooms: dict[int, Quota] = {}
                 add = []
                 for (n, template), hit in zip(chunk, cached, strict=True):
                     if template.idempotency_key in seen:
@@ -418,10 +543,25 @@ def _store(
                         run = changed[template.run_id]
                         answers[n] = locked(run) if run is not None else deleted(template.run_id)
                         continue
+                    given = pairs.get(n)
+                    pair = (template.run_id, template.task_id, template.trial)
+                    if given is not None and (pair in taken or (pair in held and not given.overwrite)):
+                        answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
+                        continue
                     if room.room <= 0:
                         answers[n] = room.reason
                         continue
+                    if template.phase_id is not None and not team.admin:
+                        limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
+                        phase_rooms[template.phase_id] = limit
+                        if limit.room <= 0:
+                            answers[n] = limit.reason
+                            continue
+                        limit.room -= 1
                     room.room -= 1
+                    if given is not None:
+                        subs.detach(s, team.team_id, held.pop(pair, []))
+                        taken.add(pair)
                     row = _copy(template)
                     if hit is not None:
                         _answer_from_cache(row, hit)
@@ -430,8 +570,15 @@ def _store(
                         row.job_id = subs.new_job_id(row.id)
                     answers[n] = Accepted(row, enqueue=hit is None)
                     add.append(row)
+                if whole and any(isinstance(a, Refusal) for a in answers.values()):
+                    raise _Withheld  # rolls this transaction back: nothing of the request is stored
                 subs.insert_many(s, add)
                 store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
+        except _Withheld:
+            for n, answer in answers.items():
+                out[n] = answer
+            _withhold(out)
+            return []
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError) or attempt == 2:
                 raise
@@ -441,6 +588,29 @@ def _store(
             out[n] = answer
         return [a for a in answers.values() if isinstance(a, Accepted) and not a.replayed]
     raise AssertionError("unreachable")
+
+
+class _Withheld(Exception):
+    """Raised inside a `whole` request's transaction when an item of it is refused there:
+    the transaction rolls back, and nothing of the request is stored."""
+
+
+def withheld(refused: int) -> Refusal:
+    return Refusal(
+        "withheld",
+        f"not taken: {refused} other item(s) of this request were refused, and a request that asks "
+        "for every item or none takes none of them",
+    )
+
+
+def _withhold(out: list[Accepted | Refusal | None]) -> list[Accepted | Refusal]:
+    """A `whole` request with a refused item: every item that would have been taken is
+    answered `withheld` instead (replays of earlier requests stay answered as they are)."""
+    refused = sum(1 for o in out if isinstance(o, Refusal))
+    for n, o in enumerate(out):
+        if o is None or (isinstance(o, Accepted) and not o.replayed):
+            out[n] = withheld(refused)
+    return cast("list[Accepted | Refusal]", out)
 
 
 def _copy(row: Submission) -> Submission:

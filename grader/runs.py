@@ -21,8 +21,9 @@ from typing import Any, Protocol
 from grader import metrics
 from grader.errors import TaskError
 from grader.handles import Handles
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
-from grader.store.models import Run, Status, Submission, Team
+from grader.store.models import Phase, Run, Status, Submission, Team
 from grader.version import GRADER_VERSION
 
 
@@ -82,6 +83,19 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
     )
     if f.since and f.until and f.since > f.until:
         raise FilterError("since is after until")
+    return f
+
+
+def suites(svc: Handles) -> list[str]:
+    """The suites the service has tasks of."""
+    return sorted({t.metadata.suite for t in svc.tasks})
+
+
+def check_filters(svc: Handles, f: Filters) -> Filters:
+    """`f`, or FilterError when it names a suite the service has no task of (a misspelt
+    suite would otherwise show an empty board, or a run's figures over nothing)."""
+    if f.suite is not None and f.suite not in (known := suites(svc)):
+        raise FilterError(f"there is no suite {f.suite!r}; the suites are: {', '.join(known) or 'none'}")
     return f
 
 
@@ -153,6 +167,7 @@ def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Atte
 
 def run_meta(run: Run, team: Team) -> dict[str, Any]:
     return {
+        "phase_id": run.phase_id,
         "id": run.id,
         "name": run.name,
         "team": team.name,
@@ -166,6 +181,7 @@ def run_meta(run: Run, team: Team) -> dict[str, Any]:
         "verified": run.verified,
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "published_at": run.published_at.isoformat() if run.published_at else None,
+        "review_requested_at": run.review_requested_at.isoformat() if run.review_requested_at else None,
         "locked": store_runs.locked(run),
         "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"},
     }
@@ -227,6 +243,7 @@ def _view(
         "complete": pending == 0 and errors == 0,
         "filters": plain(filters),
         "suites": suites,
+        "table": store_runs.TABLE_JOIN.join(suites or _pending_suites(svc, rows)),
         "metrics": summary,
     }
     if host:
@@ -234,22 +251,98 @@ def _view(
     return view
 
 
+def _pending_suites(svc: Handles, rows: Sequence[Graded]) -> list[str]:
+    """The suites of a run's queued and running submissions: the table a run with nothing
+    finished yet waits in (its task set, once graded)."""
+    found: set[str] = set()
+    for sub in rows:
+        if sub.status in (Status.QUEUED.value, Status.RUNNING.value):
+            try:
+                found.add(svc.task(sub.task_id).metadata.suite)
+            except TaskError:
+                continue
+    return sorted(found)
+
+
+AGGREGATE = (
+    "attempts",
+    "valid",
+    "errors",
+    "incomplete",
+    "window",
+    "trials",
+    "tasks",
+    "resolved",
+    "solve_rate",
+    "one_attempt_success",
+    "success_rate",
+    "pass_at_k",
+    "pass_any_at_n",
+)
+
+
+def phase_of(svc: Handles, run: Run | dict[str, Any]) -> Phase | None:
+    phase_id = run.phase_id if isinstance(run, Run) else run.get("phase_id")
+    if phase_id is None:
+        return None
+    with svc.db.read() as s:
+        return store_phases.by_ids(s, {phase_id}).get(phase_id)
+
+
+def for_viewer(svc: Handles, view: dict[str, Any], *, host: bool, phase: Phase | None = None) -> dict[str, Any]:
+    """A run's view as a viewer may see it: whole outside a private phase (and for the
+    host); in one, its aggregate figures only (no per-task table, breakdowns, stability or
+    localization), and none at all until the phase has ended and the host reveals them
+    (store/phases.py)."""
+    phase = phase or phase_of(svc, view)
+    if phase is None:
+        return view
+    view = {**view, "phase": phase.slug}
+    if host or not phase.private:
+        return view
+    if not store_phases.results_shown(phase, host=False):
+        view["metrics"] = {}
+        view["withheld"] = (
+            f"phase {phase.slug!r} is scored on a private split: its figures are shown once it has ended, "
+            "if the host reveals them; no per-task result of it is ever shown"
+        )
+        return view
+    m = view.get("metrics") or {}
+    ts = {k: v for k, v in (m.get("task_set") or {}).items() if k != "per_task"}
+    view["metrics"] = {k: m[k] for k in AGGREGATE if k in m} | {"task_set": ts}
+    view["aggregate_only"] = (
+        f"phase {phase.slug!r} is scored on a private split: its aggregate figures only, no per-task result"
+    )
+    return view
+
+
+def private_refusal(svc: Handles, run: Run, *, host: bool) -> str | None:
+    """Why a viewer may not read `run`'s per-task results (its report, logs, predictions
+    export, a comparison): a private phase's run, to anyone but the host."""
+    phase = phase_of(svc, run)
+    if host or not phase or store_phases.per_task_shown(phase, host=False):
+        return None
+    return f"run {run.name!r} is in phase {phase.slug!r}, scored on a private split: no per-task result of it is shown"
+
+
 def leaderboard(
     svc: Handles,
     filters: Filters,
     *,
     include_incomplete: bool = False,
+    phase_id: int | None = None,
     offset: int = 0,
     limit: int | None = None,
     sort: str | None = None,
     desc: bool = True,
 ) -> Board:
-    """Public, unhidden runs (and baselines) ranked by how many tasks of their suites'
-    whole task set they resolve (a task not submitted is not resolved), then by solve rate
-    over that set; so a run over one task cannot outrank a run that resolves more.
-    Incomplete runs are shown only when asked, and are never ranked. `sort` (a key of
-    store_runs.SORTS) orders every listed run by that column instead; `offset` and `limit`
-    take a page.
+    """Public, unhidden runs (and baselines), one table per task set (the suites a run's
+    figures are over: a filter's suite, else the run's own; each view's `table`), never
+    ranked across tables; in each, ranked by how many tasks of that whole task set they
+    resolve (a task not submitted is not resolved), then by solve rate over that set; so a
+    run over one task cannot outrank a run that resolves more. Incomplete runs are shown
+    only when asked, and are never ranked. `sort` (a key of store_runs.SORTS) orders every
+    listed run of a table by that column instead; `offset` and `limit` take a page.
 
     Without a filter (the leaderboard as everyone first sees it) the page is read from the
     figures stored with each run (`refresh`: computed again only for the runs that changed
@@ -258,14 +351,14 @@ def leaderboard(
     (kept in this process), one such computation at a time."""
     version = board_version(svc)
     if filters == Filters():
-        return _stored_board(svc, include_incomplete, offset, limit, sort, desc)
-    key = (*dataclasses.astuple(filters), include_incomplete, sort, desc, version)
+        return _stored_board(svc, include_incomplete, offset, limit, sort, desc, phase_id)
+    key = (*dataclasses.astuple(filters), include_incomplete, sort, desc, phase_id, version)
     rows = _FILTERED.get(key)
     if rows is None:
         with _FILTERING:
             rows = _FILTERED.get(key)
             if rows is None:
-                rows = _computed_board(svc, filters, include_incomplete, sort, desc)
+                rows = _computed_board(svc, filters, include_incomplete, sort, desc, phase_id)
                 _FILTERED.put(key, rows)
     ranked = sum(1 for r in rows if r["rank"] is not None)
     end = len(rows) if limit is None else offset + limit
@@ -290,24 +383,33 @@ class Board:
 
 
 def _stored_board(
-    svc: Handles, include_incomplete: bool, offset: int, limit: int | None, sort: str | None, desc: bool
+    svc: Handles,
+    include_incomplete: bool,
+    offset: int,
+    limit: int | None,
+    sort: str | None,
+    desc: bool,
+    phase_id: int | None,
 ) -> Board:
     with svc.db.read() as s:
         page, total, ranked = store_runs.board_page(
             s,
+            phase_id=phase_id,
             include_incomplete=include_incomplete,
             offset=offset,
             limit=limit if limit is not None else 2**31 - 1,
             sort=sort,
             desc=desc,
         )
-        items = []
-        for n, (run, team, figures) in enumerate(page):
+        items: list[dict[str, Any]] = []
+        for run, team, figures in page:
             view = {**run_meta(run, team), **(figures or {})}
+            view["table"] = run.board_suites
+            before = items[-1] if items else None
             if not run.board_complete:
                 view["rank"] = None
-            elif sort is None and desc:
-                view["rank"] = offset + n + 1  # complete runs come first, in their rank's order
+            elif sort is None and desc and before and before["table"] == run.board_suites and before["rank"]:
+                view["rank"] = before["rank"] + 1  # complete runs come first in a table, in their rank's order
             else:
                 view["rank"] = store_runs.rank_of(s, run)
             items.append(view)
@@ -315,7 +417,7 @@ def _stored_board(
 
 
 def _computed_board(
-    svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool
+    svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool, phase_id: int | None
 ) -> list[dict[str, Any]]:
     """Every listed run's view under `filters`, in the board's order: one query (the
     runs, their teams and what the metrics read of their submissions), then the metrics."""
@@ -323,19 +425,25 @@ def _computed_board(
         board = store_runs.board(s)
     rows = []
     for run, team, subs in board:
+        if run.phase_id != phase_id:
+            continue  # a phase's runs are on its own board; the others on the board outside phases
         view = _view(svc, run, team, subs, filters)
         if not view["metrics"]["attempts"] and not view["pending"]:
             continue  # nothing of it in this window or suite
         if not view["complete"] and not include_incomplete:
             continue
         rows.append(view)
-    ranked = sorted((r for r in rows if r["complete"]), key=rank_key, reverse=True)
-    for i, r in enumerate(ranked, 1):
-        r["rank"] = i
-    unranked = [dict(r, rank=None) for r in rows if not r["complete"]]
-    out = ranked + sorted(unranked, key=rank_key, reverse=True)
-    if sort is not None or not desc:
-        out.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
+    out: list[dict[str, Any]] = []
+    for table in sorted({table_of(r) for r in rows}):  # one table per task set, never ranked together
+        mine = [dict(r, table=table) for r in rows if table_of(r) == table]
+        ranked = sorted((r for r in mine if r["complete"]), key=rank_key, reverse=True)
+        for i, r in enumerate(ranked, 1):
+            r["rank"] = i
+        unranked = [dict(r, rank=None) for r in mine if not r["complete"]]
+        part = ranked + sorted(unranked, key=rank_key, reverse=True)
+        if sort is not None or not desc:
+            part.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
+        out += part
     return out
 
 
@@ -404,7 +512,7 @@ class Recent:
 _FILTERED = _Cache(32)
 _FILTERING = threading.Lock()  # one filtered board computed at a time in a process
 _REFRESHING = threading.Lock()  # one refresh of stored figures at a time in a process
-FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "metrics")
+FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "table", "metrics")
 
 
 def standing(view: dict[str, Any]) -> store_runs.Standing:
@@ -421,7 +529,14 @@ def standing(view: dict[str, Any]) -> store_runs.Standing:
         success=float(success) if success is not None else -1.0,
         attempted=int(ts.get("attempted") or 0),
         tasks=int(ts.get("tasks") or 0),
+        suites=table_of(view),
     )
+
+
+def table_of(view: dict[str, Any]) -> str:
+    """The board's table a run's view ranks in: the suites its figures are over (those of
+    its submissions still to be graded while none is)."""
+    return str(view.get("table") or store_runs.TABLE_JOIN.join(view.get("suites") or []))
 
 
 _KEY: list[Any] = [None, ""]  # the task set the key below was made for, and the key

@@ -12,7 +12,7 @@ def init_app(app: Flask) -> None:
     """The API's routes, error handlers and request checks on `app`, whose
     extensions["grader"] is the service. The resources are imported here, not when the
     package is: importing one module of api/ (the schemas, the examples) stays light."""
-    from grader.api import errors, logs, openapi, runs, submissions, system, tasks
+    from grader.api import errors, logs, openapi, phases, runs, submissions, system, tasks
     from grader.api.inflight import InFlight, Ingest
     from grader.api.waiting import Waits
 
@@ -37,5 +37,5 @@ def init_app(app: Flask) -> None:
     errors.init_app(app)
     openapi.init_app(app)
     logs.init_app(app)
-    for module in (submissions, tasks, runs, system, openapi):
+    for module in (submissions, tasks, runs, phases, system, openapi):
         app.register_blueprint(module.bp)

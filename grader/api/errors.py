@@ -51,6 +51,16 @@ REFUSAL_STATUS = {
     "patch_too_large": 413,
     "run_locked": 409,
     "run_deleted": 409,
+    "attempt_exists": 409,
+    "withheld": 422,
+    "unknown_phase": 422,
+    "phase_closed": 403,
+    "phase_limit": 429,
+    "run_phase": 409,
+    "run_busy": 409,
+    "publish_quota": 429,
+    "forbidden": 403,
+    "not_found": 404,
     "idempotency_conflict": 409,
     "quota_exceeded": 429,
     "queue_full": 503,
@@ -96,9 +106,10 @@ def json_body() -> Any:
 
 
 def validation_error(exc: ValidationError, where: str = "body") -> ApiError:
-    details = [{"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in exc.errors()]
-    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
-    return ApiError(422, "invalid_fields", f"invalid {where}: {summary}", details=details)
+    from grader.schemas import problems
+
+    message, details = problems(exc, where)
+    return ApiError(422, "invalid_fields", message, details=details)
 
 
 _CODES = {

@@ -110,6 +110,23 @@ def submission(status: str = "done", **extra: Any) -> dict[str, Any]:
     }
 
 
+PHASE: dict[str, Any] = {
+    "slug": "test",
+    "name": "Test phase",
+    "suite": "examples",
+    "description": None,
+    "starts_at": "2026-12-01T00:00:00+00:00",
+    "ends_at": "2026-12-15T00:00:00+00:00",
+    "open": False,
+    "closed_because": "phase 'test' opens at 2026-12-01 00:00 UTC; it takes no submission before then",
+    "daily_limit": 5,
+    "total_limit": 20,
+    "private": True,
+    "reveal": False,
+    "auto_publish": True,
+    "links": {"self": "/v1/phases/test", "page": "/phases/test"},
+}
+
 RUN = {
     "id": RUN_ID,
     "name": "my-run",
@@ -319,6 +336,53 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "status": "201",
         "response": {"team": "team-b", "key": "grk_-Y2UCJplk9GmNkoZWUwjWPVKZtrWcJVzrr-lt2DCzag"},
     },
+    ("get", "/v1/phases"): {"path": "/v1/phases", "status": "200", "response": {"items": [PHASE]}},
+    ("get", "/v1/phases/{slug}"): {"path": "/v1/phases/test", "status": "200", "response": PHASE},
+    ("put", "/v1/admin/phases/{slug}"): {
+        "path": "/v1/admin/phases/test",
+        "body": {
+            "name": "Test phase",
+            "suite": "examples",
+            "starts_at": "2026-12-01T00:00:00Z",
+            "ends_at": "2026-12-15T00:00:00Z",
+            "daily_limit": 5,
+            "total_limit": 20,
+            "private": True,
+        },
+        "status": "201",
+        "response": PHASE,
+    },
+    ("patch", "/v1/admin/teams/{name}"): {
+        "path": "/v1/admin/teams/team-b",
+        "body": {"daily_quota": 200, "queued_quota": None},
+        "status": "200",
+        "response": {"name": "team-b", "daily_quota": 200, "queued_quota": None},
+    },
+    ("get", "/v1/admin/teams/{name}/keys"): {
+        "path": "/v1/admin/teams/team-b/keys",
+        "status": "200",
+        "response": {
+            "team": "team-b",
+            "items": [
+                {"id": 3, "prefix": "grk_-Y2UCJpl", "created_at": "2026-11-24T01:14:10.164645", "revoked_at": None}
+            ],
+        },
+    },
+    ("delete", "/v1/admin/keys/{key_id}"): {
+        "path": "/v1/admin/keys/3",
+        "status": "200",
+        "response": {
+            "id": 3,
+            "prefix": "grk_-Y2UCJpl",
+            "created_at": "2026-11-24T01:14:10.164645",
+            "revoked_at": "2026-11-28T21:20:00.000000+00:00",
+        },
+    },
+    ("post", "/v1/admin/runs/{run}/regrade"): {
+        "path": "/v1/admin/runs/3f9c2a1b7d4e6f80/regrade",
+        "status": "200",
+        "response": {"run": "3f9c2a1b7d4e6f80", "sent": 2, "refused": 0},
+    },
     ("post", "/v1/admin/tasks/reload"): {
         "path": "/v1/admin/tasks/reload",
         "status": "200",
@@ -461,7 +525,7 @@ ERRORS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "422",
         _unknown_field(
             "unknown field 'trail' (did you mean 'trial'?); the fields are: task_id, patch, run_id, system, trial, "
-            "prompt_variant, metadata, callback_url"
+            "prompt_variant, metadata, callback_url, phase, overwrite"
         ),
     ),
     ("patch", "/v1/runs/{run}"): (

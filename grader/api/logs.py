@@ -35,7 +35,7 @@ from sqlalchemy import case, func, select
 
 from grader.api import auth
 from grader.api.errors import ApiError
-from grader.api.runs import own_run
+from grader.api.runs import not_private, own_run
 from grader.serializers import shown_to, task_feedback
 from grader.store.models import Run, Status, Submission
 from grader.version import GRADER_VERSION
@@ -322,6 +322,7 @@ def download(run: str) -> Response:
     if after and not re.fullmatch(r"[0-9a-f]{1,32}", after):
         raise ApiError(422, "invalid_fields", "after must be a submission id (from the previous page's Link)")
     found = own_run(run)
+    not_private(found)
     archives: Archives = current_app.extensions["grader.archives"]
     try:
         path, following = archives.get(found, host=g.caller.admin, fmt=fmt, after=after, team_id=g.caller.team_id)

@@ -13,7 +13,7 @@ from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from grader.api import schemas as m
+from grader import schemas as m
 from grader.version import GRADER_VERSION
 
 bp = Blueprint("openapi", __name__)
@@ -40,6 +40,13 @@ _MODELS: list[type[BaseModel]] = [
     m.Leaderboard,
     m.CompareOut,
     m.SwebenchReport,
+    m.PhaseIn,
+    m.PhaseOut,
+    m.PhasePage,
+    m.QuotasIn,
+    m.KeyInfo,
+    m.KeyPage,
+    m.RegradeOut,
 ]
 
 
@@ -55,9 +62,9 @@ def _errors(*codes: int) -> dict[str, Any]:
     text = {
         400: "malformed request",
         401: "missing or invalid API key",
-        403: "needs an admin key",
+        403: "needs an admin key; a private phase's per-task results; a phase outside its window",
         404: "not found (or another team's)",
-        409: "conflict (a run being stored into, published, or deleted meanwhile)",
+        409: "conflict (an attempt the run already holds; a run being stored into, published, or deleted meanwhile)",
         413: "body too large",
         422: "invalid fields",
         429: "over quota, or past the team's requests in progress, bytes a second, publications a day or "
@@ -93,6 +100,16 @@ _P = {
         "required": False,
         "description": "a retried request with the same key returns the first answer",
         "schema": {"type": "string", "maxLength": 180},
+    },
+    "slug": {"name": "slug", "in": "path", "required": True, "schema": {"type": "string"}},
+    "team": {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+    "key_id": {"name": "key_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
+    "phase": {
+        "name": "phase",
+        "in": "query",
+        "required": False,
+        "description": "a challenge phase's own board (GET /v1/phases); without it, the runs of no phase",
+        "schema": {"type": "string"},
     },
     "run": {
         "name": "run_id",
@@ -178,7 +195,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "202": _json(m.SubmissionOut, "accepted; poll Location"),
                     "200": _json(m.SubmissionOut, "already done (within wait, from the cache, or replayed)"),
-                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                    **_errors(400, 401, 403, 409, 413, 422, 429, 503),
                 },
             },
             "get": {
@@ -211,7 +228,7 @@ def _paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "202": _json(m.BatchOut, "each item's id or error, in input order"),
-                    **_errors(400, 401, 409, 413, 422, 429, 503),
+                    **_errors(400, 401, 403, 409, 413, 422, 429, 503),
                 },
             },
         },
@@ -233,10 +250,11 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/tasks": {
             "get": {
-                "summary": "Every task's public view",
+                "summary": "Every task's public view (of one suite with ?suite=)",
                 "tags": ["tasks"],
                 "security": _AUTH,
-                "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401)},
+                "parameters": [_WINDOW[0]],
+                "responses": {"200": _json(m.TaskPage, "the tasks"), **_errors(401, 422)},
             }
         },
         "/v1/tasks/{task_id}": {
@@ -324,6 +342,78 @@ def _paths() -> dict[str, Any]:
                 "responses": {"201": _json(m.KeyOut, "the new key"), **_errors(401, 403, 409, 422)},
             },
         },
+        "/v1/phases": {
+            "get": {
+                "summary": "A challenge's phases: each a suite offered in a window, with per-team limits and a board",
+                "tags": ["phases"],
+                "responses": {"200": _json(m.PhasePage, "every phase")},
+            }
+        },
+        "/v1/phases/{slug}": {
+            "get": {
+                "summary": "One phase: its window (open or why not), limits, private split and publication rule",
+                "tags": ["phases"],
+                "parameters": [_P["slug"]],
+                "responses": {"200": _json(m.PhaseOut, "the phase"), **_errors(404)},
+            }
+        },
+        "/v1/admin/phases/{slug}": {
+            "put": {
+                "summary": "Create a phase, or change the fields given of one (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["slug"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.PhaseIn)}}},
+                "responses": {
+                    "200": _json(m.PhaseOut, "changed"),
+                    "201": _json(m.PhaseOut, "created"),
+                    **_errors(400, 401, 403, 409, 422),
+                },
+            }
+        },
+        "/v1/admin/teams/{name}": {
+            "patch": {
+                "summary": "Set a team's quotas (admin; null: the service's default)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["team"]],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(m.QuotasIn)}}},
+                "responses": {
+                    "200": {
+                        "description": "the team's quotas",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(400, 401, 403, 404, 422),
+                },
+            }
+        },
+        "/v1/admin/teams/{name}/keys": {
+            "get": {
+                "summary": "A team's keys by their prefixes, live and revoked (admin)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["team"]],
+                "responses": {"200": _json(m.KeyPage, "the keys"), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/admin/keys/{key_id}": {
+            "delete": {
+                "summary": "Revoke one key (admin): its requests and sessions are refused; the team's other keys go on",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["key_id"]],
+                "responses": {"200": _json(m.KeyInfo, "the key, revoked"), **_errors(401, 403, 404)},
+            }
+        },
+        "/v1/admin/runs/{run}/regrade": {
+            "post": {
+                "summary": "Re-grade a run's ERRORs (admin): each sent again as it was, replacing its ERROR in the run",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "parameters": [_P["run_ref"]],
+                "responses": {"200": _json(m.RegradeOut, "what was sent again"), **_errors(401, 403, 404)},
+            }
+        },
         "/v1/admin/tasks/reload": {
             "post": {
                 "summary": "Read the tasks directory again (admin)",
@@ -385,7 +475,7 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "enum": ["swebench"]},
                     },
                 ],
-                "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 404, 422)},
+                "responses": {"200": _json(m.SwebenchReport, "the report"), **_errors(401, 403, 404, 422)},
             }
         },
         "/v1/runs/{run}/predictions": {
@@ -400,7 +490,7 @@ def _paths() -> dict[str, Any]:
                         "description": "the predictions",
                         "content": {"application/json": {"schema": {"type": "array", "items": _ref(m.PredictionIn)}}},
                     },
-                    **_errors(401, 404),
+                    **_errors(401, 403, 404),
                 },
             }
         },
@@ -437,7 +527,7 @@ def _paths() -> dict[str, Any]:
                             "application/zip": {"schema": {"type": "string", "format": "binary"}},
                         },
                     },
-                    **_errors(401, 404, 422, 429),
+                    **_errors(401, 403, 404, 422, 429),
                 },
             }
         },
@@ -449,6 +539,7 @@ def _paths() -> dict[str, Any]:
                 "security": _OPTIONAL,
                 "parameters": [
                     *_WINDOW,
+                    _P["phase"],
                     {
                         "name": "offset",
                         "in": "query",
@@ -497,7 +588,7 @@ def _paths() -> dict[str, Any]:
                     },
                     *_WINDOW,
                 ],
-                "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 404, 422)},
+                "responses": {"200": _json(m.CompareOut, "the comparison"), **_errors(401, 403, 404, 422)},
             }
         },
         "/healthz": {
@@ -684,14 +775,15 @@ PORTAL_PAGES = {
     "portal.home": ("Home", "goes to the leaderboard", "anyone"),
     "portal.leaderboard_page": (
         "Leaderboard",
-        "public runs ranked over their suites' whole task set; sortable, "
+        "public runs ranked over their suites' whole task set, one table per suite; sortable, "
         "filtered by suite, prompt variant and time window; incomplete runs on request",
         "anyone",
     ),
     "portal.run_page": (
         "A run",
         "its figures with intervals, the per-task grid of trials and breakdown charts; "
-        "its own team also gets a link to each submission",
+        "its own team also gets a link to each submission, its progress while it grades (the page "
+        "reloads itself meanwhile) and the publish form",
         "anyone for a public run; its team",
     ),
     "portal.compare_page": (
@@ -711,6 +803,50 @@ PORTAL_PAGES = {
     "portal.login": ("Sign in", "with the team's API key (the session keeps only its hash)", "anyone"),
     "portal.logout": ("Sign out", "a button in the header", "signed in"),
     "portal.my_runs": ("Your runs", "the team's runs, private ones included, and its recent submissions", "signed in"),
+    "portal.submit_page": (
+        "Submit",
+        "upload predictions (JSONL or JSON) or one patch for one task, with a run id, system, trial and "
+        "metadata, through the API's intake; every refused line shown with its reason, nothing taken "
+        "unless every line is (or the team ticks to take the valid ones)",
+        "signed in",
+    ),
+    "portal.phases_page": ("Challenges", "every phase: its suite, window, limits and split; the suites", "anyone"),
+    "portal.phase_page": (
+        "A phase: how to take part",
+        "its window, the tasks and how to get their code, how to submit (portal, CLI, API), its limits and "
+        "scoring; a link to its board",
+        "anyone",
+    ),
+    "portal.suite_page": ("A suite: how to take part", "the same for a suite outside any phase", "anyone"),
+    "portal.host_runs": (
+        "Host: runs",
+        "every run filtered by team, suite, phase and flags (awaiting review, ERRORs, tampering, audit "
+        "findings, hidden), the runs awaiting review first, with the host's actions on each",
+        "an admin key, signed in",
+    ),
+    "portal.host_act": (
+        "Host: act on a run",
+        "hide, verify, mark a baseline (and undo each), approve or refuse a review, re-grade its ERRORs",
+        "an admin key, signed in",
+    ),
+    "portal.host_teams": (
+        "Host: teams and keys",
+        "every team and its keys; a new team with quotas, its key shown once",
+        "an admin key, signed in",
+    ),
+    "portal.host_suites": (
+        "Host: suites",
+        "the suites in service: tasks, gold patches, languages, feedback policies; refused task files",
+        "an admin key, signed in",
+    ),
+    "portal.host_new_key": ("Host: another key", "for a team, shown once", "an admin key, signed in"),
+    "portal.host_revoke": ("Host: revoke a key", "one key of a team; the others stay", "an admin key, signed in"),
+    "portal.host_quotas": ("Host: quotas", "a team's submissions a day and queued at once", "an admin key, signed in"),
+    "portal.publish_run": (
+        "Publish a run",
+        "the run page's form: method, description, project and paper URLs, public or private",
+        "the run's team, signed in",
+    ),
 }
 
 

@@ -7,17 +7,18 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
 
-from grader import intake
+from grader import publish
 from grader import runs as R
 from grader.api import auth
-from grader.api.errors import ApiError, json_body, validation_error
-from grader.api.schemas import RunPatch
+from grader.api.errors import ApiError, json_body, refused, validation_error
 from grader.handles import Handles
+from grader.intake import Refusal
+from grader.schemas import RunPatch
+from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
-from grader.store.models import Run, Team
+from grader.store.models import Phase, Run, Team
 
 bp = Blueprint("runs", __name__)
 
@@ -29,7 +30,7 @@ def _svc() -> Handles:
 
 def filters() -> R.Filters:
     try:
-        return R.parse_filters(request.args)
+        return R.check_filters(_svc(), R.parse_filters(request.args))
     except R.FilterError as exc:
         raise ApiError(422, "invalid_fields", str(exc)) from None
 
@@ -69,7 +70,15 @@ def index() -> Response:
 @bp.get("/v1/runs/<run>")
 def show(run: str) -> Response:
     found = load_run(run)
-    return jsonify(R.run_view(_svc(), found, filters(), host=bool(getattr(g, "caller", None) and g.caller.admin)))
+    host = bool(getattr(g, "caller", None) and g.caller.admin)
+    return jsonify(R.for_viewer(_svc(), R.run_view(_svc(), found, filters(), host=host), host=host))
+
+
+def not_private(run: Run) -> None:
+    """403 for a private phase's run, to anyone but the host: its per-task results."""
+    why = R.private_refusal(_svc(), run, host=bool(getattr(g, "caller", None) and g.caller.admin))
+    if why:
+        raise ApiError(403, "private_phase", why)
 
 
 def own_run(ref: str) -> Run:
@@ -87,26 +96,20 @@ def update(run: str) -> Response:
         patch = RunPatch.model_validate(json_body())
     except ValidationError as exc:
         raise validation_error(exc) from None
-    fields = patch.model_dump(exclude_unset=True)
-    host_only = {"baseline", "hidden", "verified"} & fields.keys()
-    if host_only and not g.caller.admin:
-        raise ApiError(403, "forbidden", f"only the host (an admin key) sets {sorted(host_only)}")
-    with svc.db.write() as s:
-        subs.lock_team(s, found.team_id)  # as a batch's chunk does: publishing waits for one being stored
-        row = s.get(Run, found.id)
-        if row is None:
-            raise ApiError(404, "not_found", f"no run {run!r}")
-        first = row.published_at is None
-        for k, v in fields.items():
-            setattr(row, k, v)
-        row.figures_stale = True  # on the board or off it: its readers' caches must know (store_runs.board_version)
-        store_runs.publish(row)
-        if first and row.published_at is not None:
-            _may_publish(svc, s, row)
-    with svc.db.read() as s:
-        row, team = s.get(Run, found.id), s.get(Team, found.team_id)
-        assert row is not None and team is not None
-        return jsonify(R.run_meta(row, team))
+    try:
+        return jsonify(publish.change(svc, found, patch.model_dump(exclude_unset=True), admin=g.caller.admin))
+    except Refusal as exc:
+        raise refused(exc) from None
+
+
+@bp.post("/v1/admin/runs/<run>/regrade")
+@auth.admin_required
+def regrade(run: str) -> Response:
+    """The host re-grades a run's ERRORs (faults of the grader): each ERROR attempt sent
+    again as it was, replacing its ERROR in the run (grader/publish.py)."""
+    found = _find_run(run, g.caller.team_id, True, store_runs.owns)
+    sent, refused_ = publish.regrade_errors(_svc(), found)
+    return jsonify({"run": found.id, "sent": sent, "refused": refused_})
 
 
 @bp.delete("/v1/runs/<run>")
@@ -124,7 +127,10 @@ def delete(run: str) -> Response:
         row = s.get(Run, found.id)
         if row is None:
             raise ApiError(404, "not_found", f"no run {run!r}")
-        _not_storing(row, "deleted")
+        try:
+            publish.not_storing(row, "deleted")
+        except Refusal as exc:
+            raise refused(exc) from None
         if store_runs.locked(row):
             raise ApiError(
                 409,
@@ -139,38 +145,6 @@ def delete(run: str) -> Response:
     return jsonify({"deleted": meta, "submissions_detached": detached})
 
 
-def _not_storing(run: Run, what: str) -> None:
-    """409 while a batch is being stored into `run`: a run is changed between batches,
-    never under one (grader/intake.py: RUN_LEASE)."""
-    left = store_runs.storing(run)
-    if left > 0:
-        raise ApiError(
-            409,
-            "run_busy",
-            f"a batch is being stored into run {run.name!r}; it can be {what} once that batch is in "
-            "(try again in a few seconds)",
-            retry_after=max(1, min(int(left) + 1, 30)),
-        )
-
-
-def _may_publish(svc: Handles, s: Session, run: Run) -> None:
-    """Publishing `run` now, in this transaction: not while a batch is stored into it, and
-    at most GRADER_MAX_PUBLISH_PER_DAY runs of a team a UTC day (the host's own, and its
-    baselines, are not counted): every run published is one more on every reader's page."""
-    _not_storing(run, "published")
-    if g.caller.admin:
-        return
-    limit = svc.settings.max_publish_per_day
-    today = store_runs.published_since(s, run.team_id, subs.start_of_day(), but=run.id)
-    if today >= limit:
-        raise ApiError(
-            429,
-            "publish_quota",
-            f"your team has published {today} runs today; the limit is {limit} a day (UTC)",
-            retry_after=intake.seconds_to_midnight(),
-        )
-
-
 @bp.get("/v1/runs/<run>/report")
 def report(run: str) -> Response:
     ref = run
@@ -179,6 +153,7 @@ def report(run: str) -> Response:
         raise ApiError(422, "invalid_fields", "format must be 'swebench'")
     svc = _svc()
     found = load_run(ref)
+    not_private(found)
     with svc.db.read() as s:
         rows = store_runs.submissions_of(s, found)
         subs = [
@@ -202,6 +177,7 @@ def predictions(run: str) -> Response:
     figures, never its patches."""
     svc = _svc()
     found = own_run(run)
+    not_private(found)
     with svc.db.read() as s:
         rows = [
             {
@@ -227,11 +203,17 @@ def leaderboard() -> Response:
     include = request.args.get("include_incomplete", "").lower() in ("1", "true", "yes")
     f = filters()
     offset, limit = _int_arg("offset", 0, 0, 10**9), _int_arg("limit", BOARD_PAGE, 1, BOARD_PAGE_MAX)
-    board = R.leaderboard(_svc(), f, include_incomplete=include, offset=offset, limit=limit)
+    phase = _phase(request.args.get("phase"))
+    board = R.leaderboard(
+        _svc(), f, include_incomplete=include, offset=offset, limit=limit, phase_id=phase.id if phase else None
+    )
+    host = bool(getattr(g, "caller", None) and g.caller.admin)
+    items = [R.for_viewer(_svc(), x, host=host, phase=phase) for x in board.items] if phase else board.items
     response = jsonify(
         {
             "filters": R.plain(f),
-            "items": board.items,
+            "phase": phase.slug if phase else None,
+            "items": items,
             "total": board.total,
             "ranked": board.ranked,
             "offset": offset,
@@ -242,6 +224,18 @@ def leaderboard() -> Response:
     if caller is None:
         recent.put(state, response.get_data())
     return response
+
+
+def _phase(slug: str | None) -> Phase | None:
+    """The phase a board is asked for (?phase=), or None: the board outside phases."""
+    if not slug:
+        return None
+    with _svc().db.read() as s:
+        found = store_phases.by_slug(s, {slug}).get(slug)
+        if found is None:
+            known = ", ".join(p.slug for p in store_phases.all_(s)) or "none"
+            raise ApiError(422, "invalid_fields", f"there is no phase {slug!r}; the phases are: {known}")
+        return found
 
 
 BOARD_PAGE, BOARD_PAGE_MAX = 100, 500  # runs on a page of GET /v1/leaderboard: by default, at most
@@ -265,4 +259,7 @@ def compare() -> Response:
     a, b = request.args.get("a"), request.args.get("b")
     if not a or not b:
         raise ApiError(422, "invalid_fields", "give two runs: ?a=RUN&b=RUN")
-    return jsonify(R.compare(_svc(), load_run(a), load_run(b), filters()))
+    ra, rb = load_run(a), load_run(b)
+    not_private(ra)
+    not_private(rb)
+    return jsonify(R.compare(_svc(), ra, rb, filters()))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
@@ -21,10 +20,10 @@ from pydantic import ValidationError
 from grader import intake, names
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, refused, validation_error
-from grader.api.schemas import BatchIn, PredictionIn, SubmissionIn
 from grader.api.waiting import Refused
 from grader.handles import Handles
 from grader.intake import Refusal
+from grader.schemas import ATTEMPT_DEFAULTS, BatchIn, SubmissionIn, read_item
 from grader.serializers import listed, shown_to
 from grader.store import submissions as subs
 from grader.store.models import Status, Submission
@@ -71,12 +70,6 @@ def _wait_seconds() -> float:
 
 def _item(sub: SubmissionIn) -> intake.Item:
     return intake.Item(**sub.model_dump())
-
-
-def _refusal(err: ApiError) -> Refusal:
-    """A request's item refused as it was read (a field wrong), in intake's terms: intake
-    answers it in its place, with the rest of the batch."""
-    return Refusal(err.code, err.message, details=err.details)
 
 
 def _idempotency_key() -> str | None:
@@ -135,7 +128,8 @@ def create() -> Response:
     except ValidationError as exc:
         raise validation_error(exc) from None
     wait = _wait_seconds()
-    result = intake.accept(svc, g.caller, [_item(item)], [_idempotency_key()])[0]
+    # a run holds one attempt per (task, trial): a second is refused unless it says overwrite
+    result = intake.accept(svc, g.caller, [_item(item)], [_idempotency_key()], exclusive=True)[0]
     if isinstance(result, Refusal):
         raise refused(result)
     sub = result.row
@@ -152,9 +146,6 @@ def create() -> Response:
     if result.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return response
-
-
-ATTEMPT_DEFAULTS = ("system", "trial", "prompt_variant", "metadata", "callback_url")  # a batch's, for its items
 
 
 def _batch_items(svc: Handles) -> tuple[list[Any], str | None, dict[str, Any]]:
@@ -199,45 +190,12 @@ def _batch_items(svc: Handles) -> tuple[list[Any], str | None, dict[str, Any]]:
     return raw, run_id, defaults
 
 
-@dataclass
-class Item:
-    """One batch item as read: the submission, or why it is refused; and the fields of a
-    SWE-bench prediction that are not kept (said in the answer, never dropped silently)."""
-
-    sub: intake.Item | Refusal
-    ignored: list[str] = field(default_factory=list)
-
-
-def _batch_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> Item:
-    if not isinstance(raw, dict):
-        return Item(Refusal("invalid_fields", "each item must be a JSON object"))
-    try:
-        if "instance_id" in raw:  # SWE-bench's prediction format
-            p = PredictionIn.model_validate(raw)
-            own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
-            sub = SubmissionIn.model_validate(
-                {
-                    **defaults,
-                    **own,
-                    "task_id": p.instance_id,
-                    "patch": p.model_patch or "",
-                    "run_id": run_id,
-                    "system": p.model_name_or_path or defaults.get("system"),
-                }
-            )
-            return Item(_item(sub), sorted(p.model_extra or {}))
-        merged = {"run_id": run_id, **defaults, **raw}
-        return Item(_item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw})))
-    except ValidationError as exc:
-        return Item(_refusal(validation_error(exc, "item")))
-
-
 @bp.post("/batch")
 @auth.required
 def create_batch() -> ResponseReturnValue:
     svc = _svc()
     raw, run_id, defaults = _batch_items(svc)
-    read = [_batch_item(r, run_id, defaults) for r in raw]
+    read = [read_item(r, run_id, defaults) for r in raw]
     key = _idempotency_key()
     keys = [f"{key}#{i}" if key else None for i in range(len(read))]
     batch_hash = hashlib.sha256(json.dumps([raw, run_id, defaults], sort_keys=True, default=str).encode()).hexdigest()
@@ -263,6 +221,8 @@ def create_batch() -> ResponseReturnValue:
         if all(e.status in (429, 503) for e in errors)
         else 409
         if all(e.status == 409 for e in errors)
+        else 403
+        if all(e.status == 403 for e in errors)
         else 422
     )
     first = errors[0]

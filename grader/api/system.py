@@ -16,12 +16,12 @@ from sqlalchemy.exc import IntegrityError
 
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
-from grader.api.schemas import TeamIn
 from grader.errors import StoreError
 from grader.handles import DOCKER_KEY, Handles
+from grader.schemas import QuotasIn, TeamIn
 from grader.store import submissions as subs
 from grader.store.keys import create_key
-from grader.store.models import Team
+from grader.store.models import ApiKey, Team
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -281,6 +281,66 @@ def create_team() -> ResponseReturnValue:
             raise ApiError(409, "conflict", f"team {body.name!r} was created concurrently; retry") from None
         raise
     return jsonify({"team": body.name, "key": key}), 201
+
+
+@bp.patch("/v1/admin/teams/<name>")
+@auth.admin_required
+def set_quotas(name: str) -> Response:
+    """A team's quotas (the fields given; null: the service's default)."""
+    svc = _svc()
+    try:
+        given = QuotasIn.model_validate(json_body()).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    with svc.db.write() as s:
+        team = s.scalar(select(Team).where(Team.name == name))
+        if team is None:
+            raise ApiError(404, "not_found", f"no team {name!r}")
+        for k, v in given.items():
+            setattr(team, k, v)
+        out = {"name": team.name, "daily_quota": team.daily_quota, "queued_quota": team.queued_quota}
+    return jsonify(out)
+
+
+@bp.get("/v1/admin/teams/<name>/keys")
+@auth.admin_required
+def team_keys(name: str) -> Response:
+    """A team's keys, live and revoked, by their prefixes (a key itself is shown once, when made)."""
+    with _svc().db.read() as s:
+        team = s.scalar(select(Team).where(Team.name == name))
+        if team is None:
+            raise ApiError(404, "not_found", f"no team {name!r}")
+        items = [
+            {
+                "id": k.id,
+                "prefix": k.prefix,
+                "created_at": k.created_at.isoformat(),
+                "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+            }
+            for k in sorted(team.keys, key=lambda k: k.id)
+        ]
+    return jsonify({"team": name, "items": items})
+
+
+@bp.delete("/v1/admin/keys/<key_id>")
+@auth.admin_required
+def revoke_key(key_id: str) -> Response:
+    """Revoke one key: its requests and portal sessions are refused from now on; the team's
+    other keys go on."""
+    if not key_id.isdigit() or len(key_id) > 18:
+        raise ApiError(404, "not_found", f"no live key {key_id!r}")
+    with _svc().db.write() as s:
+        key = s.get(ApiKey, int(key_id))
+        if key is None or key.revoked_at is not None:
+            raise ApiError(404, "not_found", f"no live key {key_id}")
+        key.revoked_at = dt.datetime.now(dt.UTC)
+        out = {
+            "id": key.id,
+            "prefix": key.prefix,
+            "created_at": key.created_at.isoformat(),
+            "revoked_at": key.revoked_at.isoformat(),
+        }
+    return jsonify(out)
 
 
 @bp.post("/v1/admin/tasks/reload")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from flask import Blueprint, Response, current_app, jsonify, send_file
+from flask import Blueprint, Response, current_app, jsonify, request, send_file
 
 from grader.api import auth
 from grader.api.errors import ApiError
@@ -25,7 +25,14 @@ BUNDLE_TYPE = "application/x-git-bundle"
 @auth.required
 def index() -> Response:
     svc: Handles = current_app.extensions["grader"]
-    return jsonify({"items": [t.public_view() for t in sorted(svc.tasks, key=lambda t: t.id)]})
+    suite = request.args.get("suite") or None
+    suites = sorted({t.metadata.suite for t in svc.tasks})
+    if suite is not None and suite not in suites:
+        raise ApiError(
+            422, "invalid_fields", f"there is no suite {suite!r}; the suites are: {', '.join(suites) or 'none'}"
+        )
+    tasks = sorted((t for t in svc.tasks if suite is None or t.metadata.suite == suite), key=lambda t: t.id)
+    return jsonify({"items": [t.public_view() for t in tasks]})
 
 
 def _task(task_id: str) -> Task:

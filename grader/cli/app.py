@@ -90,10 +90,11 @@ def client_or_exit(url: str | None, api_key: str | None, *, why: str = "") -> Cl
 
     settings = get_settings(api_url=url, api_key=SecretStr(api_key) if api_key else None)
     if settings.api_key is None:
-        first = why + ", and " if why else ""
+        # the team's fact first (its key); what a host would have here (`why`) after it
+        aside = f" (and locally: {why})" if why else ""
         err.print(
-            f"[red]error:[/red] {escape(first)}no API key for {escape(settings.api_url)}: "
-            "set GRADER_API_KEY or pass --api-key",
+            f"[red]error:[/red] no API key for the grader service at {escape(settings.api_url)}: "
+            f"set GRADER_API_KEY or pass --api-key{escape(aside)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -107,5 +108,6 @@ def api_error_exit(exc: ApiError, *, why: str = "") -> NoReturn:
     text = exc.message if exc.status is None else str(exc)
     if exc.status == 401:
         text += "; the key comes from --api-key or GRADER_API_KEY"
-    err.print(f"[red]error:[/red] {escape(why + '; ' if why else '')}{escape(text)}", highlight=False, soft_wrap=True)
+    aside = f" (and locally: {why})" if why else ""
+    err.print(f"[red]error:[/red] {escape(text)}{escape(aside)}", highlight=False, soft_wrap=True)
     sys.exit(2)

@@ -120,18 +120,24 @@ def _local_task(settings: Settings, service: _Served, task_id: str) -> tuple[Tas
 
 
 @tasks.command("list")
+@click.option("--suite", default=None, help="Only the tasks of this suite (as sb-cli's subset).")
 @click.option("--json", "as_json", is_flag=True)
 @common
 @served
-def tasks_list(settings: Settings, service: _Served, as_json: bool) -> None:
+def tasks_list(settings: Settings, service: _Served, suite: str | None, as_json: bool) -> None:
     """List the tasks (public fields only), from the local tasks or the service."""
     # leniently, as the service loads: a broken file is named (exit 1), the rest listed
     ts = None if service.named or not settings.tasks_dir.is_dir() else TaskSet(settings.tasks_dir, strict=False)
-    views = (
-        [t.public_view() for t in ts]
-        if ts is not None
-        else service.client("" if service.named else _no_tasks_dir(settings)).tasks()
-    )
+    if ts is not None:
+        views = [t.public_view() for t in ts]
+        known = sorted({(v.get("metadata") or {}).get("suite") or "" for v in views})
+        if suite is not None and suite not in known:
+            raise click.BadParameter(
+                f"there is no suite {suite!r}; the suites are: {', '.join(known)}", param_hint="--suite"
+            )
+        views = [v for v in views if suite is None or (v.get("metadata") or {}).get("suite") == suite]
+    else:
+        views = service.client("" if service.named else _no_tasks_dir(settings)).tasks(suite=suite)
     refused = ts.refused if ts is not None else {}
     for path, why in refused.items():
         err.print(f"[red]refused[/red] {escape(path)}: {escape(why)}")

@@ -18,6 +18,7 @@ import click
 
 from grader.cli.app import EXIT, EXIT_NO_VERDICT, EXIT_REJECTED, main, remote
 from grader.cli.render import (
+    batch_progress,
     err,
     escape,
     out,
@@ -25,9 +26,9 @@ from grader.cli.render import (
     print_leaderboard,
     print_run,
     print_runs,
+    print_score,
     print_submission,
     print_verdict_counts,
-    progress,
     verdict_of,
 )
 from grader.tasks.model import PROMPT_VARIANTS
@@ -146,10 +147,22 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
     help="With --predictions: submit only these instances (comma-separated, or the option repeated).",
 )
 @click.option(
+    "--suite",
+    default=None,
+    help="The suite the task(s) must belong to (as sb-cli's subset): a task of another suite is refused "
+    "before anything is sent.",
+)
+@click.option(
+    "--phase",
+    default=None,
+    help="The challenge phase to submit to (`grader phases list`): refused outside its window or past its limits.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="With --predictions: replace the run if it exists (it is deleted first, as `grader runs delete` "
-    "does). Without it, a run that already holds any of these tasks and trials is refused.",
+    "does); with --task: replace the run's attempt at that task and trial (it leaves the run, and stays "
+    "in your history). Without it, a run that already holds any of these tasks and trials is refused.",
 )
 @click.option(
     "--output-dir",
@@ -178,6 +191,8 @@ def submit_cmd(
     metadata: dict[str, Any] | None,
     callback_url: str | None,
     instance_ids: list[str] | None,
+    suite: str | None,
+    phase: str | None,
     overwrite: bool,
     output_dir: Path | None,
     wait_: bool,
@@ -187,12 +202,15 @@ def submit_cmd(
     """Submit a patch (--task, --patch) or a batch of predictions (--predictions) to the service."""
     import time
 
+    from grader.client import ApiError
+
     attempt: dict[str, Any] = {
         "system": system,
         "trial": trial,
         "prompt_variant": prompt_variant,
         "metadata": metadata,
         "callback_url": callback_url,
+        "phase": phase,
     }
     if predictions_file is not None:
         if task_id or patch_file:
@@ -205,6 +223,7 @@ def submit_cmd(
             predictions_file,
             run_id,
             attempt,
+            suite=suite,
             instance_ids=instance_ids,
             overwrite=overwrite,
             output_dir=output_dir,
@@ -215,12 +234,28 @@ def submit_cmd(
         return
     if not (task_id and patch_file):
         raise click.UsageError("give --task and --patch (or --predictions)")
-    for given, name in ((instance_ids, "--instance-ids"), (overwrite, "--overwrite"), (output_dir, "--output-dir")):
+    for given, name in ((instance_ids, "--instance-ids"), (output_dir, "--output-dir")):
         if given:
             raise click.UsageError(f"{name} goes with --predictions")
+    if overwrite and not run_id:
+        raise click.UsageError("--overwrite with --task replaces an attempt of a run: give --run-id")
+    if suite is not None:
+        _outside_suite(client, suite, [task_id])
     started = time.monotonic()
     hold = None if not wait_ else LONG_POLL if timeout is None else min(timeout, LONG_POLL)
-    sub = client.submit(task_id, patch_file.read(), run_id=run_id, wait=hold, **attempt)
+    try:
+        sub = client.submit(task_id, patch_file.read(), run_id=run_id, wait=hold, overwrite=overwrite, **attempt)
+    except ApiError as exc:
+        if exc.code != "attempt_exists":
+            raise
+        shown = task_id if trial is None else f"{task_id} trial {trial}"
+        err.print(
+            f"[red]error:[/red] run {escape(run_id)} already holds an attempt at {escape(shown)}; submit it "
+            "as a new --trial, under another --run-id, or replace that attempt with --overwrite",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
     if wait_ and sub["status"] not in ("done", "cancelled"):
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         with err.status(f"waiting for the verdict of {sub['id']}"):
@@ -229,6 +264,8 @@ def submit_cmd(
         click.echo(json.dumps(sub, indent=2))
     else:
         print_submission(sub)
+        if wait_ and run_id and sub["status"] == "done" and (score := _score(client, run_id)) is not None:
+            print_score(score)
     if not wait_:
         return
     verdict = verdict_of(sub.get("verdict")) if sub["status"] == "done" else None
@@ -269,6 +306,21 @@ def _task_of(item: dict[str, Any]) -> str:
     return str(item.get("instance_id") or item.get("task_id"))
 
 
+def _outside_suite(client: Client, suite: str, task_ids: list[str]) -> None:
+    """--suite: every task must be one of the suite's (the service names the suites when
+    it has no such suite); else exit 2 naming those that are not, before anything is sent."""
+    inside = {t["id"] for t in client.tasks(suite=suite)}
+    outside = sorted(set(task_ids) - inside)
+    if outside:
+        err.print(
+            f"[red]error:[/red] {len(outside)} task(s) are not in suite {escape(suite)}: "
+            f"{escape(', '.join(outside[:10]))}{' ...' if len(outside) > 10 else ''}; nothing was submitted",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
+
+
 def _reused(
     client: Client, run_id: str, items: list[dict[str, Any]], trial: int | None
 ) -> list[tuple[str, int | None]]:
@@ -289,6 +341,7 @@ def _submit_batch(
     run_id: str,
     attempt: dict[str, Any],
     *,
+    suite: str | None,
     instance_ids: list[str] | None,
     overwrite: bool,
     output_dir: Path | None,
@@ -299,6 +352,8 @@ def _submit_batch(
     from grader.client import ApiError
 
     items = _read_predictions(predictions_file, instance_ids)
+    if suite is not None:
+        _outside_suite(client, suite, [_task_of(i) for i in items])
     if overwrite:
         try:
             gone = client.delete_run(run_id)
@@ -360,7 +415,7 @@ def _submit_batch(
                 f"run {escape(run_id)}: {answer['accepted']} accepted, {answer['rejected']} rejected", highlight=False
             )
         sys.exit(0 if not answer["rejected"] else EXIT_REJECTED)
-    with progress() as bar:
+    with batch_progress() as bar:
         job = bar.add_task("grading", total=len(ids))
         subs = client.wait(ids, timeout=timeout, run_id=run_id, on_done=lambda _: bar.advance(job))
     counts: dict[str, int] = {str(v): 0 for v in Verdict}
@@ -375,6 +430,7 @@ def _submit_batch(
         output_dir.mkdir(parents=True, exist_ok=True)
         report_file = _report_path(output_dir, run_id)
         report_file.write_text(json.dumps(client.report(run_id), indent=1) + "\n")
+    score = _score(client, run_id)
     if as_json:
         click.echo(
             json.dumps(
@@ -382,12 +438,15 @@ def _submit_batch(
                     "batch": answer,
                     "submissions": [subs[i] for i in ids if i in subs],
                     "counts": counts,
+                    "run": score,
                     "report": str(report_file) if report_file else None,
                 },
                 indent=2,
             )
         )
     else:
+        if score is not None:
+            print_score(score)  # first the run's score, as the leaderboard ranks it; then this batch's verdicts
         print_verdict_counts(run_id, counts)
     if report_file:
         err.print(f"SWE-bench report: {report_file}", highlight=False, markup=False, soft_wrap=True)
@@ -396,6 +455,17 @@ def _submit_batch(
     if final < len(ids):
         err.print(f"{len(ids) - final} of {len(ids)} submission(s) reached no verdict", highlight=False)
     sys.exit(EXIT_REJECTED if answer["rejected"] else EXIT_NO_VERDICT if final < len(ids) else 0)
+
+
+def _score(client: Client, run_id: str) -> dict[str, Any] | None:
+    """The run's view (its score over its suites), or None if it cannot be read now."""
+    from grader.client import ApiError
+
+    try:
+        return client.run(run_id)
+    except ApiError as exc:
+        err.print(f"the run's score could not be read: {escape(exc.message)}", highlight=False, soft_wrap=True)
+        return None
 
 
 @main.command("status")
@@ -583,13 +653,101 @@ def runs_delete(client: Client, run: str, yes: bool) -> None:
     )
 
 
+@main.command("account")
+@click.option("--json", "as_json", is_flag=True, help="Print the account as JSON (the webhook secret included).")
+@remote
+def account_cmd(client: Client, as_json: bool) -> None:
+    """Your team, its quotas and what is left of them today (GET /v1/account)."""
+    acc = client.account()
+    if as_json:
+        click.echo(json.dumps(acc, indent=1))
+        return
+    q, used = acc.get("quotas") or {}, acc.get("usage") or {}
+    day, at_once = q.get("per_day"), q.get("queued_at_once")
+    today, active = used.get("today", 0), used.get("queued_or_running", 0)
+    out.print(f"team {escape(acc['team'])}{' (host)' if acc.get('admin') else ''}", highlight=False)
+    out.print(
+        f"today: {today} of {day} submissions sent, {max(0, (day or 0) - today)} left (the day is UTC's)",
+        highlight=False,
+    )
+    out.print(f"now: {active} of at most {at_once} queued or running", highlight=False)
+
+
+main.add_command(account_cmd, "quota")
+
+
+@main.group()
+def phases() -> None:
+    """A challenge's phases: each a suite offered in a window, with limits and its own board."""
+
+
+@phases.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@remote
+def phases_list(client: Client, as_json: bool) -> None:
+    """Every phase: its suite, window (open now, or why not), limits and split."""
+    items = client.phases()
+    if as_json:
+        click.echo(json.dumps(items, indent=1))
+        return
+    if not items:
+        out.print("no phase is set up", highlight=False)
+        return
+    from rich.table import Table
+
+    t = Table("phase", "suite", "window (UTC)", "limits a team", "split", "now", title="phases")
+    for p in items:
+        limits = ", ".join(
+            x
+            for x in (
+                f"{p['daily_limit']} a day" if p.get("daily_limit") is not None else "",
+                f"{p['total_limit']} in all" if p.get("total_limit") is not None else "",
+            )
+            if x
+        )
+        t.add_row(
+            escape(p["slug"]),
+            escape(p["suite"]),
+            f"{(p.get('starts_at') or 'open')[:16]} – {(p.get('ends_at') or 'no end')[:16]}",
+            limits or "the team's quota",
+            "private" if p.get("private") else "public",
+            "open" if p.get("open") else escape(p.get("closed_because") or "closed"),
+        )
+    out.print(t)
+
+
+@phases.command("apply")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@remote
+def phases_apply(client: Client, path: Path) -> None:
+    """Set up the phases a YAML file lists (an admin key): a list of mappings, each with its
+    `slug` and the fields of PUT /v1/admin/phases/<slug> (name, suite, description,
+    starts_at, ends_at, daily_limit, total_limit, private, reveal, auto_publish). Each is
+    created, or changed in the fields it gives; a file applied twice changes nothing."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, list) or not all(isinstance(x, dict) and x.get("slug") for x in data):
+        raise click.BadParameter(f"{path} must be a list of phases, each a mapping with its slug")
+    for entry in data:
+        fields = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in entry.items() if k != "slug"}
+        phase = client.put_phase(str(entry["slug"]), **fields)
+        state = "open" if phase["open"] else phase["closed_because"]
+        out.print(f"phase {escape(phase['slug'])} ({escape(phase['suite'])}): {escape(state)}", highlight=False)
+
+
 @main.command("leaderboard")
+@click.option("--phase", default=None, help="A challenge phase's own board (`grader phases list`).")
 @window
 @click.option("--all", "include_incomplete", is_flag=True, help="Also show incomplete runs (never ranked).")
 @click.option("--json", "as_json", is_flag=True)
 @remote
 def leaderboard_cmd(
     client: Client,
+    phase: str | None,
     suite: str | None,
     language: str | None,
     variant: str | None,
@@ -601,7 +759,13 @@ def leaderboard_cmd(
     """The public leaderboard, as the portal shows it: runs ranked by the tasks of their
     suites' whole task set they resolve (a task not attempted is not resolved)."""
     rows = client.leaderboard(
-        suite=suite, language=language, variant=variant, since=since, until=until, include_incomplete=include_incomplete
+        phase=phase,
+        suite=suite,
+        language=language,
+        variant=variant,
+        since=since,
+        until=until,
+        include_incomplete=include_incomplete,
     )
     if as_json:
         click.echo(json.dumps(rows, indent=1))

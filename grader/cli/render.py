@@ -8,6 +8,8 @@ is printed, not read as rich markup.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -34,6 +36,13 @@ VERDICT_STYLE = {
 DASH = "—"  # a figure over nothing: no value, no interval
 
 
+def batch_progress() -> Any:
+    """A bar on a terminal; off one (a CI log, a file, a pipe: where rich shows no bar) a
+    line at every tenth of the way and at least every 30 seconds, so that a long batch is
+    never silent. Either takes add_task(description, total=) and advance(task)."""
+    return progress() if err.is_terminal else LineProgress()
+
+
 def progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
@@ -43,6 +52,45 @@ def progress() -> Progress:
         console=err,
         transient=True,
     )
+
+
+class LineProgress:
+    """What `progress()` gives off a terminal: the Progress calls a batch makes (add_task,
+    advance), written as plain lines to stderr."""
+
+    EVERY = 30.0  # seconds at most between two lines
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.tasks: dict[int, list[Any]] = {}  # id -> [description, total, done, last tenth, last time, start]
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for desc, total, done, _, _, start in self.tasks.values():
+            if done < total:  # the end was said as it came; otherwise say where it stopped
+                self._say(desc, done, total, start)
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        n = len(self.tasks)
+        now = self.clock()
+        self.tasks[n] = [description, int(total or 0), 0, 0, now, now]
+        self._say(description, 0, int(total or 0), now)
+        return n
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        t = self.tasks[task_id]
+        t[2] += int(advance)
+        now = self.clock()
+        tenth = (10 * t[2] // t[1]) if t[1] else 0
+        if tenth > t[3] or now - t[4] >= self.EVERY or t[2] == t[1]:
+            t[3], t[4] = tenth, now
+            self._say(t[0], t[2], t[1], t[5])
+
+    def _say(self, desc: str, done: int, total: int, start: float) -> None:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        err.print(f"{desc}: {done} of {total} done{share}, {self.clock() - start:.0f} s", highlight=False, markup=False)
 
 
 def log(line: str) -> None:
@@ -153,9 +201,31 @@ def _spans(sub: dict[str, Any]) -> str:
         return ""
 
 
+def score_line(view: dict[str, Any]) -> str:
+    """A run's score in one line, as the leaderboard ranks it: the tasks it resolves of its
+    suites' whole task set (a task not attempted is not resolved), then the solve rate."""
+    ts = (view.get("metrics") or {}).get("task_set") or {}
+    suites = " + ".join(view.get("suites") or []) or "its suites"
+    kind = "suites" if len(view.get("suites") or []) > 1 else "suite"
+    resolved = ts.get("resolved") or {}
+    share = f"{100 * resolved['value']:.1f}%, " if resolved.get("value") is not None else ""
+    line = (
+        f"run {view['name']}: resolved {_num(resolved.get('numerator') or 0)} of {resolved.get('denominator') or 0} "
+        f"tasks of {kind} {suites} ({share}{ts.get('attempted', 0)} attempted); "
+        f"solve rate over the {kind} {_fig(ts.get('solve_rate'))}"
+    )
+    if not view.get("complete"):
+        line += f"; INCOMPLETE: {view.get('pending', 0)} pending, {view.get('errors', 0)} machinery errors (not ranked)"
+    return line
+
+
+def print_score(view: dict[str, Any]) -> None:
+    out.print(escape(score_line(view)), highlight=False, soft_wrap=True)
+
+
 def print_verdict_counts(run_id: str, counts: dict[str, int]) -> None:
     """A batch's verdicts, counted: every verdict, then the statuses that were not one."""
-    table = Table("verdict", "count", title=f"run {escape(run_id)}")
+    table = Table("verdict", "count", title=f"this batch's verdicts (run {escape(run_id)})")
     for key, n in counts.items():
         verdict = verdict_of(key)
         if n or verdict or key == "rejected":
@@ -305,6 +375,17 @@ def print_leaderboard(rows: list[dict[str, Any]], *, filtered: bool) -> None:
     if not rows:
         out.print("no public run matches" + (" these filters" if filtered else " yet"), highlight=False)
         return
+    tables: list[tuple[str, list[dict[str, Any]]]] = []
+    for r in rows:  # one table per task set, in the board's order: never ranked together
+        table = r.get("table") or " + ".join(r.get("suites") or [])
+        if not tables or tables[-1][0] != table:
+            tables.append((table, []))
+        tables[-1][1].append(r)
+    for table, mine in tables:
+        _print_board_table(table, mine)
+
+
+def _print_board_table(table: str, rows: list[dict[str, Any]]) -> None:
     t = Table(
         "#",
         "run",
@@ -315,7 +396,7 @@ def print_leaderboard(rows: list[dict[str, Any]], *, filtered: bool) -> None:
         "success rate",
         "tasks attempted / in suite",
         "",
-        title="leaderboard",
+        title=f"leaderboard: {'suites' if ' + ' in table else 'suite'} {escape(table)}" if table else "leaderboard",
     )
     for r in rows:
         m = r["metrics"]

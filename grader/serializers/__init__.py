@@ -105,6 +105,36 @@ def listed(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
     """A submission in a listing (no result), timed as its task's policy allows."""
     view = submission_view(sub, full=False)
     _withhold_timing(view, task_feedback(svc, sub.task_id), host=host)
+    return _private_split(svc, sub, view, host=host)
+
+
+def private_phase(svc: TaskSource, phase_id: int | None) -> str | None:
+    """The slug of the phase `phase_id` if it is scored on a private split, else None: read
+    each time (one indexed row), so that a phase the host makes private binds at once."""
+    if phase_id is None:
+        return None
+    from grader.store import phases as store_phases
+
+    db = cast("Any", svc).db  # the handles: a phase is read only for a submission that names one
+    with db.read() as s:
+        phase = store_phases.by_ids(s, {phase_id}).get(phase_id)
+    return phase.slug if phase is not None and phase.private else None
+
+
+def _private_split(svc: TaskSource, sub: Submission, view: dict[str, Any], *, host: bool) -> dict[str, Any]:
+    """A submission to a private phase, as its team sees it: that it was received and where
+    it is in the queue, never its verdict or result (store/phases.py); the host sees all."""
+    slug = None if host else private_phase(svc, getattr(sub, "phase_id", None))  # a record without one: none
+    if slug is None:
+        return view
+    view.update(verdict=None, charged=None, started_at=None, finished_at=None)
+    if "result" in view:
+        view["result"] = None
+        view["feedback"] = "private"
+    view["withheld"] = (
+        f"phase {slug!r} is scored on a private split: no per-task result of it is shown to its "
+        "participants, only the phase's aggregate, if the host reveals it after the phase ends"
+    )
     return view
 
 
@@ -149,13 +179,14 @@ def shown_to(svc: TaskSource, sub: Submission, *, host: bool) -> dict[str, Any]:
         view["feedback"] = "full" if host else policy
         view["result"] = stored_view(sub.shown, policy, host=host) if sub.shown is not None else None
         _withhold_timing(view, policy, host=host)
-        return view
+        return _private_split(svc, sub, view, host=host)
     secrets = task_secrets(svc, sub.task_id)
     policy = task_feedback(svc, sub.task_id)
     if policy == "full" and not secrets.complete:
         # lines that cannot be masked must not be quoted: keep to what never quotes a file
         policy = "tests"
-    return submission_view(sub, full=True, secrets=secrets.lines, feedback=policy, host=host)
+    view = submission_view(sub, full=True, secrets=secrets.lines, feedback=policy, host=host)
+    return _private_split(svc, sub, view, host=host)
 
 
 def task_feedback(svc: TaskSource, task_id: str) -> str:

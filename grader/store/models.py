@@ -90,6 +90,7 @@ class Submission(Base):
         Index("ix_submissions_team_queued_at", "team_id", "queued_at"),
         Index("ix_submissions_team_status", "team_id", "status"),  # a team's queued and running, counted by index
         Index("ix_submissions_cache", "task_hash", "patch_sha256"),
+        Index("ix_submissions_phase", "phase_id", "team_id", "queued_at"),  # a team's use of a phase's limits
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)  # time-ordered: paging follows it
@@ -137,8 +138,38 @@ class Submission(Base):
     # when its grade first ERRORed: a gold PASS older than this is no evidence against it
     first_error_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     webhook_status: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending, delivered, failed
+    phase_id: Mapped[int | None] = mapped_column(  # migration 0010
+        ForeignKey("phases.id", name="fk_submissions_phase_id"), nullable=True
+    )
 
     deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission", order_by="WebhookDelivery.id")
+
+
+class Phase(Base):
+    """A challenge's phase (as EvalAI runs them): a suite offered between two times, with
+    per-team limits, a leaderboard of its own, and optionally a private split whose
+    per-task results its participants never see (migration 0010). Set up by the host
+    (PUT /v1/admin/phases/<slug>, `grader phases apply FILE`); grader/phases.py reads it."""
+
+    __tablename__ = "phases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)  # its name in URLs and requests
+    name: Mapped[str] = mapped_column(String(200))
+    suite: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    starts_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)  # None: open from the start
+    ends_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)  # None: never closes
+    daily_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a team's submissions a UTC day
+    total_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a team's submissions in all
+    # per-task results never shown to a team (its submissions, its run's per-task table,
+    # reports, logs); the aggregate only, and only once the phase ended and `reveal` is set
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    reveal: Mapped[bool] = mapped_column(Boolean, default=False)
+    # a run asking to be public goes straight onto the phase's board (else it waits for
+    # the host to verify it)
+    auto_publish: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
 class Run(Base):
@@ -150,6 +181,7 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("team_id", "name", name="uq_runs_team_name"),
         Index("ix_runs_board", "board_complete", "board_resolved", "board_solve"),
+        Index("ix_runs_board_suites", "board_suites", "board_complete", "board_resolved", "board_solve"),
     )
 
     id: Mapped[str] = mapped_column(String(16), primary_key=True)  # the public id
@@ -186,6 +218,18 @@ class Run(Base):
     board_success: Mapped[float] = mapped_column(Float, default=-1.0, server_default="-1")
     board_attempted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     board_tasks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # the suites its figures are over, joined by " + " (migration 0009): the board's table
+    # it ranks in, never beside a run over another task set
+    board_suites: Mapped[str] = mapped_column(String(500), default="", server_default="")
+    # the challenge phase it was submitted to (migration 0010): set when the run is made,
+    # never changed; its board is the phase's, and a private phase's rules bind what its
+    # team sees of it
+    phase_id: Mapped[int | None] = mapped_column(
+        ForeignKey("phases.id", name="fk_runs_phase_id"), nullable=True, index=True
+    )
+    # its team asked for it to be public in a phase whose host reviews runs first
+    # (auto_publish off): it stays private, and locked, until the host verifies it
+    review_requested_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     team: Mapped[Team] = relationship()
 

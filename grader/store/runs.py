@@ -29,10 +29,18 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import CursorResult
 
 
-def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | None = None) -> dict[str, str]:
-    """Make the runs that do not exist yet (safe against a concurrent request making them);
-    every run's id by name. `lease`: a batch stored in several transactions is about to
-    go into them, and takes their intake lease first (`storing`)."""
+def ensure_runs(
+    db: Database,
+    team_id: int,
+    names: set[str],
+    *,
+    lease: Lease | None = None,
+    phases: dict[str, int | None] | None = None,
+) -> dict[str, str]:
+    """Make the runs that do not exist yet (safe against a concurrent request making them),
+    each in its phase of `phases` (name -> phase id); every run's id by name. `lease`: a
+    batch stored in several transactions is about to go into them, and takes their intake
+    lease first (`storing`)."""
     if not names:
         return {}
 
@@ -46,7 +54,7 @@ def ensure_runs(db: Database, team_id: int, names: set[str], *, lease: Lease | N
         run_id = secrets.token_hex(8)
         try:
             with db.write() as s:
-                s.add(Run(id=run_id, team_id=team_id, name=name))
+                s.add(Run(id=run_id, team_id=team_id, name=name, phase_id=(phases or {}).get(name)))
             runs[name] = run_id
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
@@ -167,6 +175,11 @@ def metric_rows_of(s: Session, run: Run) -> list[Row[Any]]:
     )
 
 
+def _in_phase(phase_id: int | None) -> ColumnElement[bool]:
+    """A phase's board holds its runs; the board outside phases the runs of none."""
+    return Run.phase_id.is_(None) if phase_id is None else Run.phase_id == phase_id
+
+
 def _shown() -> ColumnElement[bool]:
     """On the leaderboard: public or a baseline, and not hidden by the host."""
     return (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
@@ -215,7 +228,8 @@ class Standing:
     """What the leaderboard orders a run by, under no filter: whether it is listed at all
     (something of it was attempted, or is still to be graded), complete (nothing pending,
     no ERROR), its resolved tasks and solve rate over its suites' whole task set (-1: none),
-    its success rate (-1: none), the tasks attempted and in its task set."""
+    its success rate (-1: none), the tasks attempted and in its task set, and that task
+    set's suites (its table on the board: `TABLE_JOIN` between them)."""
 
     listed: bool
     complete: bool
@@ -224,6 +238,10 @@ class Standing:
     success: float
     attempted: int
     tasks: int
+    suites: str = ""
+
+
+TABLE_JOIN = " + "  # between the suites of a task set of several, in board_suites
 
 
 def begin_figures(s: Session, run_ids: Collection[str]) -> None:
@@ -251,6 +269,7 @@ def save_figures(s: Session, run_id: str, figures: dict[str, Any], standing: Sta
             board_success=standing.success,
             board_attempted=standing.attempted,
             board_tasks=standing.tasks,
+            board_suites=standing.suites,
         )
     )
 
@@ -267,21 +286,23 @@ SORTS = {
 def board_page(
     s: Session,
     *,
+    phase_id: int | None = None,
     include_incomplete: bool,
     offset: int,
     limit: int,
     sort: str | None = None,
     desc: bool = True,
 ) -> tuple[list[tuple[Run, Team, dict[str, Any] | None]], int, int]:
-    """A page of the leaderboard from the stored figures: with no `sort`, complete runs
-    first in their rank's order, then incomplete ones (when asked); with one, every listed
-    run by that column. The page's runs with their teams, how many runs are listed, and how
-    many of them are complete (ranked)."""
-    listed = _shown() & Run.board_listed.is_(True)
+    """A page of the leaderboard from the stored figures, one table per task set
+    (board_suites) after another: in each, with no `sort`, complete runs first in their
+    rank's order, then incomplete ones (when asked); with one, every listed run of the
+    table by that column. The page's runs with their teams, how many runs are listed, and
+    how many of them are complete (ranked)."""
+    listed = _shown() & Run.board_listed.is_(True) & _in_phase(phase_id)
     if not include_incomplete:
         listed = listed & Run.board_complete.is_(True)
     columns = SORTS[sort or "resolved"]
-    order: list[Any] = [] if sort else [Run.board_complete.desc()]
+    order: list[Any] = [Run.board_suites] + ([] if sort else [Run.board_complete.desc()])
     order += [c.desc() if desc else c.asc() for c in columns]
     order += [Run.created_at, Run.id]
     # the page's ids first (narrow rows sorted), then those runs whole with their figures
@@ -317,8 +338,9 @@ def stored_figures(s: Session, run_id: str) -> tuple[Run, Team, dict[str, Any] |
 
 
 def rank_of(s: Session, run: Run) -> int:
-    """A complete run's rank on the unfiltered board: 1 + the complete listed runs ahead
-    of it (more resolved; as many and a higher solve rate; tied, and made earlier)."""
+    """A complete run's rank in its table of the unfiltered board (the runs over the same
+    task set): 1 + the complete listed runs of that table ahead of it (more resolved; as
+    many and a higher solve rate; tied, and made earlier)."""
     ahead = (
         (Run.board_resolved > run.board_resolved)
         | ((Run.board_resolved == run.board_resolved) & (Run.board_solve > run.board_solve))
@@ -328,7 +350,13 @@ def rank_of(s: Session, run: Run) -> int:
             & ((Run.created_at < run.created_at) | ((Run.created_at == run.created_at) & (Run.id < run.id)))
         )
     )
-    listed = _shown() & Run.board_listed.is_(True) & Run.board_complete.is_(True)
+    listed = (
+        _shown()
+        & Run.board_listed.is_(True)
+        & Run.board_complete.is_(True)
+        & (Run.board_suites == run.board_suites)
+        & _in_phase(run.phase_id)
+    )
     return 1 + int(s.scalar(select(func.count()).select_from(Run).where(listed, ahead)) or 0)
 
 
@@ -350,6 +378,17 @@ def board_state(s: Session, key: str) -> tuple[int, str, int]:
         select(func.count(), func.max(Run.figures_at), func.sum(case((old, 1), else_=0))).where(_shown())
     ).one()
     return int(count or 0), str(newest), int(needing or 0)
+
+
+def status_counts(s: Session, run: Run) -> dict[str, int]:
+    """How many of a run's submissions are queued, running, done and cancelled: one query,
+    however large the run (its page follows a run while it grades)."""
+    rows = s.execute(
+        select(Submission.status, func.count())
+        .where(Submission.team_id == run.team_id, Submission.run_id == run.name)
+        .group_by(Submission.status)
+    )
+    return {str(status): int(n) for status, n in rows}
 
 
 def submissions_of(s: Session, run: Run) -> list[Submission]:
@@ -385,6 +424,14 @@ def published_since(s: Session, team_id: int, since: dt.datetime, *, but: str) -
     )
 
 
+def phases_of(s: Session, team_id: int, names: set[str]) -> dict[str, int | None]:
+    """Of a team's run names, those that exist, with the phase each was made for (or None)."""
+    if not names:
+        return {}
+    rows = s.execute(select(Run.name, Run.phase_id).where(Run.team_id == team_id, Run.name.in_(names)))
+    return {name: phase_id for name, phase_id in rows}
+
+
 def locked_names(s: Session, team_id: int, names: set[str]) -> dict[str, Run]:
     """Of the run names a team submits to, the ones that are locked."""
     if not names:
@@ -402,3 +449,39 @@ def delete(s: Session, run: Run) -> int:
     detached: int = cast("CursorResult[Any]", result).rowcount  # an UPDATE's result is a cursor's
     s.delete(run)
     return detached
+
+
+def for_host(s: Session, *, team_id: int | None = None, phase_id: int | None = None) -> list[dict[str, Any]]:
+    """Every run (of a team, of a phase) with what a host filters and acts on: its flags and
+    its submissions counted (all, still queued or running, ERROR, tampered, flagged by the
+    audit): two queries, the counts grouped in the database."""
+    q = select(Run, Team).join(Team, Team.id == Run.team_id)
+    if team_id is not None:
+        q = q.where(Run.team_id == team_id)
+    if phase_id is not None:
+        q = q.where(Run.phase_id == phase_id)
+    runs = list(s.execute(q.order_by(Run.review_requested_at.is_(None), Run.created_at.desc())))
+    pending = Submission.status.in_(["queued", "running"])
+    counts = {
+        (team, name): (int(n), int(p or 0), int(e or 0), int(t or 0), int(a or 0))
+        for team, name, n, p, e, t, a in s.execute(
+            select(
+                Submission.team_id,
+                Submission.run_id,
+                func.count(),
+                func.sum(case((pending, 1), else_=0)),
+                func.sum(case((Submission.verdict == "ERROR", 1), else_=0)),
+                func.sum(case((Submission.tampered.is_(True), 1), else_=0)),
+                func.sum(case((Submission.audit_flagged.is_(True), 1), else_=0)),
+            )
+            .where(Submission.run_id.is_not(None))
+            .group_by(Submission.team_id, Submission.run_id)
+        )
+    }
+    out = []
+    for run, team in runs:
+        n, p, e, t, a = counts.get((run.team_id, run.name), (0, 0, 0, 0, 0))
+        out.append(
+            {"run": run, "team": team, "submissions": n, "pending": p, "errors": e, "tampered": t, "audit_flagged": a}
+        )
+    return out

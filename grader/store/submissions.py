@@ -339,6 +339,34 @@ def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, S
     return out
 
 
+Pair = tuple[str | None, str, int | None]  # (run name, task, trial): one attempt of a run
+
+
+def attempts_held(s: Session, team_id: int, runs: set[str]) -> dict[Pair, list[str]]:
+    """The attempts the team's runs `runs` hold, cancelled ones aside: (run, task, trial)
+    -> the submissions' ids. Read under the team's lock, in intake's transaction."""
+    if not runs:
+        return {}
+    out: dict[Pair, list[str]] = {}
+    rows = s.execute(
+        select(Submission.run_id, Submission.task_id, Submission.trial, Submission.id).where(
+            Submission.team_id == team_id,
+            Submission.run_id.in_(sorted(runs)),
+            Submission.status != Status.CANCELLED.value,
+        )
+    )
+    for run_id, task_id, trial, sid in rows:
+        out.setdefault((run_id, task_id, trial), []).append(sid)
+    return out
+
+
+def detach(s: Session, team_id: int, ids: list[str]) -> None:
+    """Take these submissions out of their run (an attempt replaced): they stay the team's,
+    in its history and its quota, as a deleted run's do. The caller marks the run stale."""
+    if ids:
+        s.execute(update(Submission).where(Submission.team_id == team_id, Submission.id.in_(ids)).values(run_id=None))
+
+
 def insert_many(s: Session, rows: list[Submission]) -> None:
     """Insert new submissions in one statement per kind of row (executemany), without the
     unit of work's bookkeeping for each: this runs inside intake's write transaction, which

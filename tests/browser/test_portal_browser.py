@@ -135,6 +135,8 @@ def test_run_page_figures_grid_and_charts(site):
     per_task = site["b"].find_elements(By.CSS_SELECTOR, "#per-task tbody tr")
     assert {r.get_attribute("data-task") for r in per_task} == {"mini", "mini-nolist"}
     assert all("stable pass" in r.text for r in per_task)
+    stability = site["b"].find_element(By.ID, "stability").text
+    assert "stability over the 2 task(s) with several trials: stable pass 2 · stable fail 0 · flaky 0" in stability
     assert "2 of 2" in site["b"].find_element(By.ID, "card-resolved").text
     glossary = site["b"].find_element(By.ID, "glossary").text
     assert "more than half" in glossary and "solve rate" in glossary and "pass@k" in glossary

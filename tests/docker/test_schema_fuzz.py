@@ -116,11 +116,17 @@ def world(request, tmp_path_factory, redis_server, settings, mini):
     public = post("team", {"task_id": "mini", "patch": gold, "run_id": "fuzz-public"})
     others = [post("other", {"task_id": "mini", "patch": "", "run_id": "other-run"})]
     work(svc)  # real grades: PASS, FAIL, PATCH FAILED, PASS, FAIL
-    cached = post("team", {"task_id": "mini", "patch": "", "run_id": "fuzz-run"}, status=200)  # the cache answers
+    # the cache answers (a new trial: a run holds one attempt per task and trial)
+    cached = post("team", {"task_id": "mini", "patch": "", "run_id": "fuzz-run", "trial": 3}, status=200)
     queued = [
         post(
             "team",
-            {"task_id": "mini", "patch": mini.diff({"README.md": f"queued {i}\n"}).decode(), "run_id": "fuzz-run"},
+            {
+                "task_id": "mini",
+                "patch": mini.diff({"README.md": f"queued {i}\n"}).decode(),
+                "run_id": "fuzz-run",
+                "trial": 4 + i,
+            },
         )
         for i in range(3)
     ]

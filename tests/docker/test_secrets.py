@@ -101,9 +101,10 @@ def graded(database_url, redis_url):
     ids = []
     for task_id in TASKS:
         gold = svc.task(task_id).gold_patch_text().decode()
-        for patch in ("", gold):
+        for trial, patch in enumerate(("", gold)):  # two trials: a run holds one attempt per task and trial
             r = api.post(
-                "/v1/submissions", json={"task_id": task_id, "patch": patch, "callback_url": rx.url, "run_id": "leak"}
+                "/v1/submissions",
+                json={"task_id": task_id, "patch": patch, "callback_url": rx.url, "run_id": "leak", "trial": trial},
             )
             ids.append(r.json["id"])
     work(svc)
@@ -129,7 +130,21 @@ def test_no_route_sends_hidden_tests_expected_files_or_gold_patches(graded):
         run_key = s.scalar(select(Run.id).where(Run.name == "leak"))
     portal = app.test_client()  # the portal's pages, signed in as the same team
     assert portal.post("/login", data={"key": api.key}).status_code == 302
-    values = {"submission_id": ids, "sid": ids, "task_id": TASKS, "run": ["leak", run_key], "ref": ["leak", run_key]}
+    suite = svc.task(TASKS[0]).metadata.suite
+    with svc.db.write() as s:
+        from grader.store import phases as store_phases
+
+        store_phases.put(s, "leak-phase", {"name": "Leak phase", "suite": suite})  # its pages are read too
+    values = {
+        "submission_id": ids,
+        "sid": ids,
+        "task_id": TASKS,
+        "run": ["leak", run_key],
+        "ref": ["leak", run_key],
+        "slug": ["leak-phase"],
+        "suite": [suite],
+        "name": ["team"],
+    }
     for rule in app.url_map.iter_rules():
         if "GET" not in rule.methods or rule.endpoint == "static":
             continue

@@ -7,7 +7,9 @@ import shutil
 import pytest
 
 
-def chromium():
+def chromium(*, javascript: bool = True, width: int = 1280):
+    """Headless Chromium; `javascript=False` turns scripts off for every page (what a
+    page promises to do without a script is then all it can do); `width` the window's."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as ChromeService
 
@@ -21,11 +23,13 @@ def chromium():
         "--no-sandbox",
         "--disable-gpu",
         "--disable-background-networking",
-        "--window-size=1280,1000",
+        f"--window-size={width},1000",
         "--disable-dev-shm-usage",
     ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    if not javascript:
+        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     browser = webdriver.Chrome(service=ChromeService(driver), options=opts)
     browser.implicitly_wait(5)  # a click that navigates may return before the next page is there
     return browser

@@ -79,7 +79,16 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
         assert ACCESS[level] in html.unescape(row)
         linked[level] = set(re.findall(r'href="#([^"]+)"', row))
         assert linked[level] == {f"{m}-{p}" for p, m in OPERATIONS if DOC["paths"][p][m]["x-access"] == level}
-    assert linked["admin"] == {"get-/v1/admin/teams", "post-/v1/admin/teams", "post-/v1/admin/tasks/reload"}
+    assert linked["admin"] == {
+        "get-/v1/admin/teams",
+        "post-/v1/admin/teams",
+        "post-/v1/admin/tasks/reload",
+        "put-/v1/admin/phases/{slug}",
+        "patch-/v1/admin/teams/{name}",
+        "get-/v1/admin/teams/{name}/keys",
+        "delete-/v1/admin/keys/{key_id}",
+        "post-/v1/admin/runs/{run}/regrade",
+    }
     assert {"get-/v1/leaderboard", "get-/v1/runs/{run}", "get-/v1/compare"} <= linked["optional"]
     assert {"get-/healthz", "get-/docs"} <= linked["none"] and "get-/v1/runs/{run}/logs" in linked["team"]
 

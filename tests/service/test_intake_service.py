@@ -188,8 +188,8 @@ def test_a_batch_reusing_its_key_with_another_body_is_409(api, svc):
 def test_a_batch_stored_before_whole_batch_hashes_still_replays(api, svc):
     """Batches accepted before a batch's key covered the whole batch kept each item's own hash:
     the same batch retried across the upgrade is still its first answer, not 409."""
-    from grader.api.schemas import SubmissionIn
     from grader.intake import Item
+    from grader.schemas import SubmissionIn
 
     h = {"Idempotency-Key": "old-batch"}
     first = api.post("/v1/submissions/batch", json=[_sub(), _sub(1)], headers=h)

@@ -25,7 +25,7 @@ def _submit(api: Api, run: str, n: int = 0, *, query: bool = False):
     item = {"task_id": "calc-mean-empty", "patch": f"x{n}{secrets.token_hex(4)}"}
     if query:
         return api.post(f"/v1/submissions/batch?run_id={quote(run)}", json=[item])
-    return api.post("/v1/submissions", json={**item, "run_id": run})
+    return api.post("/v1/submissions", json={**item, "run_id": run, "trial": n})  # one attempt per trial of a run
 
 
 def _run_of(svc, team: str, name: str) -> Run:

@@ -242,7 +242,9 @@ def test_a_published_run_takes_no_more_submissions(app, svc):
     )
     host.client.patch("/v1/runs/base", json={"baseline": True}, headers={"Authorization": f"Bearer {host.key}"})
     assert (
-        host.post("/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h2", "run_id": "base"}).status_code
+        host.post(
+            "/v1/submissions", json={"task_id": "calc-mean-empty", "patch": "h2", "run_id": "base", "trial": 1}
+        ).status_code
         == 202
     )
     # a team's run the host marks a baseline is on the leaderboard: locked too

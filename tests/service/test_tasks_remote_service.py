@@ -66,7 +66,7 @@ def test_local_task_folders_win_and_url_asks_the_service(svc, served, team_dir, 
     assert len(json.loads(listed.stdout)) == len(svc.tasks)
     # a local tasks directory without the task: the service is asked (and is not there)
     other = cli("tasks", "show", "calc-mean-empty", "--tasks-dir", str(tmp_path))
-    assert other.exit_code == 2 and "cannot reach http://127.0.0.1:9" in other.output
+    assert other.exit_code == 2 and "cannot reach the grader service at http://127.0.0.1:9" in other.output
     assert f"no task 'calc-mean-empty' in {tmp_path}" in other.output
     # --url names the service even where local tasks are
     named = cli("tasks", "list", "--json", "--url", served, "--tasks-dir", str(ROOT / "tasks" / "examples"))

@@ -67,7 +67,7 @@ def test_a_read_reaches_no_task_repository(app, svc, monkeypatch):
     if got["feedback"] == "full":  # its expected files could be read: full, without the gold's files
         assert got["result"]["localization"]["gold_files"] == [] and got["result"]["output"] == "the output"
     # a second submission of the same patch is answered from the cache with what the first stored
-    again = api.post("/v1/submissions?wait=1", json={"task_id": TASK, "patch": "xr0", "trial": 0, "run_id": "r"})
+    again = api.post("/v1/submissions?wait=1", json={"task_id": TASK, "patch": "xr0", "trial": 0, "run_id": "r2"})
     assert again.status_code == 200 and again.json["cached"] and again.json["result"] == before["result"]
 
 

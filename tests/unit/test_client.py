@@ -383,8 +383,19 @@ def test_submit_predictions_waits_and_summarizes(api, tmp_path):
         "/v1/submissions",
         (200, {"items": [submission(i, "done", v) for i, v in verdicts.items()], "next_cursor": None}),
     )
+    resolved = {"numerator": 2, "denominator": 5, "value": 0.4}
+    view = {
+        "name": "r1",
+        "suites": ["s"],
+        "complete": True,
+        "metrics": {"task_set": {"resolved": resolved, "attempted": 3, "solve_rate": resolved}},
+    }
+    api.on("GET", "/v1/runs/r1", (200, view))
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1", "--wait")
     assert result.exit_code == 0, result.output
+    # the first line is the run's score over its suite, not a count of attempts
+    first = next(line for line in result.output.splitlines() if line.strip() and "grading" not in line)
+    assert first.startswith("run r1: resolved 2 of 5 tasks of suite s (40.0%, 3 attempted)"), result.output
     rows = {
         line.split("│")[1].strip(): line.split("│")[2].strip()
         for line in result.output.splitlines()
@@ -392,7 +403,7 @@ def test_submit_predictions_waits_and_summarizes(api, tmp_path):
     }
     assert rows["PASS"] == "2" and rows["FAIL"] == "1" and rows["rejected"] == "0"
     result = cli(api, "submit", "--predictions", str(path), "--run-id", "r1", "--wait", "--json")
-    assert json.loads(result.output)["counts"]["PASS"] == 2
+    assert json.loads(result.stdout)["counts"]["PASS"] == 2  # progress lines go to stderr
 
 
 def test_submit_predictions_with_a_rejected_item_exits_4(api, tmp_path):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from grader.api.schemas import SubmissionOut, VerdictOnly
+from grader.schemas import SubmissionOut, VerdictOnly
 from grader.serializers.feedback import TAMPERED, TAMPERED_EVIDENCE, feedback_view
 from grader.serializers.redact import MASK, redact, secret_lines
 from grader.verdict import Result

@@ -114,6 +114,75 @@ def test_a_published_run_refuses_its_team_but_not_the_host(svc):
     assert isinstance(h, Accepted)
 
 
+# --- one attempt per (task, trial) of a run --------------------------------------------------------
+def run_of(svc: Handles, sid: str) -> str | None:
+    with svc.db.read() as s:
+        return s.get(Submission, sid).run_id
+
+
+def test_a_second_attempt_at_a_task_and_trial_of_a_run_is_refused_unless_new_or_overwritten(svc):
+    t = team(svc)
+    (first,) = intake.accept(svc, t, [item(0, run_id="r")], [None], exclusive=True)
+    assert isinstance(first, Accepted)
+    (again,) = intake.accept(svc, t, [item(1, run_id="r")], [None], exclusive=True)
+    assert isinstance(again, Refusal) and again.reason == "attempt_exists"
+    assert "'r' already holds an attempt at 'mini' with no trial number" in again.message
+    (other_run,) = intake.accept(svc, t, [item(1, run_id="r2")], [None], exclusive=True)
+    (new_trial,) = intake.accept(svc, t, [item(1, run_id="r", trial=1)], [None], exclusive=True)
+    (trial_again,) = intake.accept(svc, t, [item(2, run_id="r", trial=1)], [None], exclusive=True)
+    assert isinstance(other_run, Accepted) and isinstance(new_trial, Accepted)
+    assert isinstance(trial_again, Refusal) and "as trial 1" in trial_again.message
+    # overwrite: the earlier attempt leaves the run and stays the team's; the new one takes its place
+    (replaced,) = intake.accept(svc, t, [item(3, run_id="r", overwrite=True)], [None], exclusive=True)
+    assert isinstance(replaced, Accepted)
+    assert run_of(svc, first.row.id) is None and run_of(svc, replaced.row.id) == "r"
+    assert run_of(svc, new_trial.row.id) == "r"  # another trial is untouched
+    assert stored(svc) == 4  # nothing accepted is lost
+    # without `exclusive` (a batch: the CLI checks its pairs) the door decides, as before
+    (batch,) = intake.accept(svc, t, [item(4, run_id="r")], [None])
+    assert isinstance(batch, Accepted)
+
+
+def test_a_cancelled_attempt_is_not_held_and_one_request_cannot_add_two(svc):
+    from grader.store import submissions as subs
+
+    t = team(svc)
+    (first,) = intake.accept(svc, t, [item(0, run_id="r")], [None], exclusive=True)
+    assert subs.cancel(svc.db, first.row.id)
+    (after,) = intake.accept(svc, t, [item(1, run_id="r")], [None], exclusive=True)
+    assert isinstance(after, Accepted)
+    two = intake.accept(
+        svc, t, [item(2, run_id="s", overwrite=True), item(3, run_id="s", overwrite=True)], [None, None], exclusive=True
+    )
+    assert isinstance(two[0], Accepted) and isinstance(two[1], Refusal) and two[1].reason == "attempt_exists"
+
+
+def test_a_whole_request_takes_every_item_or_none(svc):
+    t = team(svc)
+    # refused before the store (an unknown task): the others are withheld, nothing stored
+    answers = intake.accept(svc, t, [item(0), Item(task_id="nope", patch=""), item(1)], [None] * 3, whole=True)
+    assert [a.reason for a in answers] == ["withheld", "unknown_task", "withheld"]
+    assert "1 other item(s) of this request were refused" in answers[0].message
+    assert stored(svc) == 0 and svc.queued == []
+    # refused in the store's transaction (the run already holds the attempt): rolled back whole
+    (held,) = intake.accept(svc, t, [item(2, run_id="r")], [None], exclusive=True)
+    assert isinstance(held, Accepted)
+    answers = intake.accept(
+        svc, t, [item(3, run_id="r", trial=1), item(4, run_id="r")], [None, None], exclusive=True, whole=True
+    )
+    assert [a.reason for a in answers] == ["withheld", "attempt_exists"]
+    assert stored(svc) == 1 and len(svc.queued) == 1
+    # and past the quota: none of the request, though one would fit
+    answers = intake.accept(svc, team(svc, "team-b", daily_quota=1), [item(5), item(6)], [None, None], whole=True)
+    assert {a.reason for a in answers} == {"withheld", "quota_exceeded"} and stored(svc) == 1
+    # all good: all taken, in one transaction
+    answers = intake.accept(svc, t, [item(7), item(8)], ["w#0", "w#1"], whole=True)
+    assert all(isinstance(a, Accepted) for a in answers) and stored(svc) == 3
+    # the same request again (a form sent twice) replays every item
+    again = intake.accept(svc, t, [item(7), item(8)], ["w#0", "w#1"], whole=True)
+    assert all(isinstance(a, Accepted) and a.replayed for a in again) and stored(svc) == 3
+
+
 # --- Idempotency-Keys -----------------------------------------------------------------------------
 def test_a_key_replays_the_same_request_and_refuses_another(svc):
     t = team(svc)
@@ -148,7 +217,7 @@ def test_the_request_hash_is_what_the_api_stored_before_intake_moved():
     import hashlib
     import json
 
-    from grader.api.schemas import SubmissionIn
+    from grader.schemas import SubmissionIn
 
     body = {"task_id": "mini", "patch": "p", "trial": 0, "metadata": {"a": None, "b": [1]}, "run_id": "r"}
     model = SubmissionIn.model_validate(body)

@@ -63,7 +63,9 @@ def test_a_server_that_does_not_answer_is_named_not_traced(args, team_dir):
     url = f"http://127.0.0.1:{free_port()}"
     result = cli(*args, "--url", url, "--api-key", "k", input=b"")
     assert result.exit_code == 2
-    assert f"error: cannot reach {url}: is `grader serve` running? (connection refused)" in result.output
+    # in the team's words: the address it gave, not the host's command
+    assert f"error: cannot reach the grader service at {url} (connection refused): check the address" in result.output
+    assert "grader serve" not in result.output
     for trace in ("HTTPConnectionPool", "Max retries", "Traceback", "urllib3", "NewConnectionError"):
         assert trace not in result.output
     assert not (team_dir / "work").exists()
@@ -75,7 +77,7 @@ def test_connection_refused_is_retried_only_a_little():
     with pytest.raises(ApiError) as info:
         client.tasks()
     assert info.value.status is None and info.value.code == "unreachable"
-    assert "is `grader serve` running? (connection refused)" in info.value.message
+    assert "(connection refused): check the address (--url or GRADER_API_URL)" in info.value.message
     assert len(sleeps) == 2 and sum(sleeps) <= 0.5 + 1.0  # two retries, backoff 0.5 s then 1 s at most
 
 
@@ -98,7 +100,7 @@ def test_a_connection_nobody_accepts_gives_up_after_the_connect_timeout():
         client = Client(f"http://127.0.0.1:{port}", "k", timeout=30, connect_timeout=0.2, sleep=sleeps.append)
         with pytest.raises(ApiError) as info:
             client.tasks()
-        assert "is `grader serve` running? (no answer to the connection)" in info.value.message
+        assert "(no answer to the connection): check the address" in info.value.message
         assert len(sleeps) == 2
     finally:
         for s in waiting:
@@ -114,6 +116,9 @@ def test_no_tasks_and_no_key_names_both_settings(args, team_dir):
     assert result.exit_code == 2
     for name in ("GRADER_TASKS_DIR", "--tasks-dir", "GRADER_API_KEY", "--api-key"):
         assert name in result.output, name
+    # the team's fact first (its key); the host's (a tasks directory) after it
+    assert result.output.startswith("error: no API key for the grader service at ")
+    assert result.output.index("GRADER_API_KEY") < result.output.index("GRADER_TASKS_DIR")
     assert not (team_dir / "work").exists()
 
 

@@ -1,15 +1,20 @@
-"""Request and response shapes. The request models validate what comes in (422 with the
-field named when it is wrong); the response models document what goes out, and the
-OpenAPI document is built from both."""
+"""Request and response shapes, shared by the API and the portal. The request models
+validate what comes in (422 with the field named when it is wrong), and `read_item` reads
+one item of a batch (ours or a SWE-bench prediction) into intake's terms, whichever door
+it came by; the response models document what goes out, and the OpenAPI document is built
+from both."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from grader import intake
+from grader.intake import Refusal
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
@@ -143,6 +148,18 @@ class SubmissionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    phase: Name | None = Field(
+        None,
+        description="the challenge phase it is submitted to (GET /v1/phases): outside its window 403 "
+        "phase_closed, past its limits 429 phase_limit; a run belongs to the phase it was made for",
+    )
+    overwrite: bool | None = Field(
+        None,
+        description="a run holds one attempt per task and trial: a single submission that would add a "
+        "second is refused (409 attempt_exists) unless it names a new trial, or says overwrite: true, "
+        "which takes the earlier attempt out of the run (it stays in your history and quota); "
+        "not taken by a batch's items",
+    )
 
 
 class PredictionIn(_In):
@@ -158,6 +175,74 @@ class PredictionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    phase: Name | None = Field(None, description="the challenge phase; without it, the batch's")
+
+
+def problems(exc: ValidationError, where: str = "body") -> tuple[str, list[dict[str, str]]]:
+    """A validation error as one message naming each field at fault, and the fields."""
+    details = [{"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in exc.errors()]
+    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
+    return f"invalid {where}: {summary}", details
+
+
+ATTEMPT_DEFAULTS = (
+    "system",
+    "trial",
+    "prompt_variant",
+    "metadata",
+    "callback_url",
+    "phase",
+)  # a batch's, for its items
+
+
+@dataclass
+class ReadItem:
+    """One batch item as read: the submission, or why it is refused; and the fields of a
+    SWE-bench prediction that are not kept (said in the answer, never dropped silently)."""
+
+    sub: intake.Item | Refusal
+    ignored: list[str] = field(default_factory=list)
+
+
+def read_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> ReadItem:
+    """A batch's item (SubmissionIn, or a SWE-bench prediction) in intake's terms, with the
+    batch's run and its defaults for what the item does not say; or why it is refused."""
+
+    def item(sub: SubmissionIn) -> intake.Item:
+        return intake.Item(**sub.model_dump())
+
+    if not isinstance(raw, dict):
+        return ReadItem(Refusal("invalid_fields", "each item must be a JSON object"))
+    try:
+        if "instance_id" in raw:  # SWE-bench's prediction format
+            p = PredictionIn.model_validate(raw)
+            own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
+            sub = SubmissionIn.model_validate(
+                {
+                    **defaults,
+                    **own,
+                    "task_id": p.instance_id,
+                    "patch": p.model_patch or "",
+                    "run_id": run_id,
+                    "system": p.model_name_or_path or defaults.get("system"),
+                }
+            )
+            return ReadItem(item(sub), sorted(p.model_extra or {}))
+        if "overwrite" in raw:
+            return ReadItem(
+                Refusal(
+                    "invalid_fields",
+                    "overwrite is for a single submission; to replace a run, DELETE /v1/runs/<run> and send the batch",
+                    details=[{"field": "overwrite", "problem": "not taken by a batch's items"}],
+                )
+            )
+        merged = {"run_id": run_id, **defaults, **raw}
+        return ReadItem(
+            item(SubmissionIn.model_validate({k: v for k, v in merged.items() if v is not None or k in raw}))
+        )
+    except ValidationError as exc:
+        message, details = problems(exc, "item")
+        return ReadItem(Refusal("invalid_fields", message, details=details))
 
 
 class BatchIn(_In):
@@ -167,6 +252,7 @@ class BatchIn(_In):
     prompt_variant: PromptVariant = Field(None, description="the prompt variant of items that give none")
     metadata: Metadata = Field(None, description="the metadata of items that give none (at most 16 KiB)")
     callback_url: CallbackUrl = Field(None, description="the callback of items that give none")
+    phase: Name | None = Field(None, description="the challenge phase of items that name none (GET /v1/phases)")
     submissions: list[dict[str, Any]] = Field(description="SubmissionIn or SWE-bench prediction objects")
 
 
@@ -210,17 +296,18 @@ class SubmissionOut(BaseModel):
     finished_at: dt.datetime | None
     host: str | None = Field(description="the worker that graded it")
     links: dict[str, str]
-    feedback: Literal["full", "tests", "verdict"] | None = Field(
+    feedback: Literal["full", "tests", "verdict", "private"] | None = Field(
         None,
         description="what of the result this view shows: the task's feedback policy, or full for a host "
-        "(absent from listings, which show no result)",
+        "(absent from listings, which show no result); private for a submission to a private phase",
     )
     result: Result | VerdictOnly | None = Field(
         None,
         description="the result when done, as the task's feedback policy shows it: full, the whole record; "
         "tests, without output, diffs, similarity ratio, unlisted tests or evidence; verdict, the "
-        "verdict and its explanation",
+        "verdict and its explanation; none at all (nor a verdict) for a private phase's",
     )
+    withheld: str | None = Field(None, description="why its verdict and result are not shown (a private phase)")
 
 
 class SubmissionPage(BaseModel):
@@ -269,6 +356,31 @@ class TeamIn(_In):
     queued_quota: int | None = Field(None, ge=0, le=10**9)
 
 
+class QuotasIn(_In):
+    """A team's quotas as the host sets them: a number, or null for the service's default."""
+
+    daily_quota: int | None = Field(None, ge=0, le=10**9, description="submissions a UTC day; null: the default")
+    queued_quota: int | None = Field(None, ge=0, le=10**9, description="queued at once; null: the default")
+
+
+class KeyInfo(BaseModel):
+    id: int
+    prefix: str = Field(description="the key's first characters: enough to tell keys apart, never to use one")
+    created_at: str
+    revoked_at: str | None
+
+
+class KeyPage(BaseModel):
+    team: str
+    items: list[KeyInfo]
+
+
+class RegradeOut(BaseModel):
+    run: str
+    sent: int = Field(description="ERROR attempts sent to be graded again, each replacing its ERROR in the run")
+    refused: int
+
+
 class KeyOut(BaseModel):
     team: str
     key: str = Field(description="shown once; only its hash is kept")
@@ -300,6 +412,54 @@ def _link(url: str) -> str:
 Url = Annotated[str, StringConstraints(max_length=500, pattern=r"^https?://\S+$"), AfterValidator(_link)]
 
 
+class PhaseIn(_In):
+    """A challenge phase as the host sets it up (PUT /v1/admin/phases/<slug>): a new phase
+    needs its name and suite; a phase there is changes in the fields given."""
+
+    name: Name | None = Field(None, description="its title, as the portal shows it")
+    suite: Name | None = Field(None, description="the suite whose tasks it takes (GET /v1/tasks?suite=)")
+    description: Annotated[str, StringConstraints(max_length=10_000)] | None = Field(
+        None, description="what the phase is for, shown on its page"
+    )
+    # JSON has no datetime: these two are read from ISO 8601 strings (strict elsewhere)
+    starts_at: dt.datetime | None = Field(
+        None, strict=False, description="when it opens (ISO 8601 with a zone); null: open now"
+    )
+    ends_at: dt.datetime | None = Field(None, strict=False, description="when it ends; null: never")
+    daily_limit: int | None = Field(None, ge=0, le=10**9, description="a team's submissions to it a UTC day")
+    total_limit: int | None = Field(None, ge=0, le=10**9, description="a team's submissions to it in all")
+    private: bool = Field(  # type: ignore[assignment]
+        None, description="scored on a private split: per-task results never shown to participants"
+    )
+    reveal: bool = Field(  # type: ignore[assignment]
+        None, description="a private phase's aggregate figures shown once it has ended"
+    )
+    auto_publish: bool = Field(  # type: ignore[assignment]
+        None, description="a run asking to be public goes on the board at once (else it waits for the host)"
+    )
+
+
+class PhaseOut(BaseModel):
+    slug: str
+    name: str
+    suite: str
+    description: str | None
+    starts_at: str | None
+    ends_at: str | None
+    open: bool = Field(description="whether it takes submissions now")
+    closed_because: str | None = Field(description="why not, when it does not")
+    daily_limit: int | None
+    total_limit: int | None
+    private: bool
+    reveal: bool
+    auto_publish: bool
+    links: dict[str, str]
+
+
+class PhasePage(BaseModel):
+    items: list[PhaseOut]
+
+
 class RunPatch(_In):
     """What a team says of its run (and, for an admin key, the host's marks)."""
 
@@ -329,6 +489,12 @@ class RunOut(BaseModel):
     created_at: str | None
     published_at: str | None = Field(None, description="when it was first made public (or a baseline)")
     locked: bool = Field(False, description="published once: it takes no more submissions and cannot be deleted")
+    phase_id: int | None = Field(None, description="the challenge phase it was made for (views also say its slug)")
+    review_requested_at: str | None = Field(
+        None,
+        description="when its team asked for it to be public in a phase whose host reviews runs first: "
+        "it stays private (and locked) until the host verifies it",
+    )
     links: dict[str, str]
 
 
@@ -352,12 +518,20 @@ class RunView(RunOut):
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"
     )
-    rank: int | None = None
+    rank: int | None = Field(None, description="on the leaderboard: its rank in its table (None: incomplete)")
+    table: str | None = Field(
+        None,
+        description="on the leaderboard: the task set it is ranked over (its suites, joined by ' + '); "
+        "runs of different tables are never ranked together",
+    )
 
 
 class Leaderboard(BaseModel):
     filters: dict[str, Any]
-    items: list[RunView] = Field(description="a page of the board, in its order")
+    items: list[RunView] = Field(
+        description="a page of the board, in its order: one table per task set (`table`) after another, "
+        "each ranked on its own"
+    )
     total: int = Field(description="runs on the board (complete ones, and incomplete ones when asked)")
     ranked: int = Field(description="of them, complete and so ranked")
     offset: int
