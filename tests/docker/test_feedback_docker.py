@@ -10,6 +10,7 @@ Line masking cannot recognise any of that; the policy must leave it out."""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import threading
 
@@ -109,11 +110,18 @@ def world(tmp_path_factory, redis_server, settings, mini):
     leak = mini.diff({"calc/__init__.py": LEAK_STDOUT}).decode()
     leak_tb = mini.diff({"calc/__init__.py": LEAK_TRACEBACK}).decode()
     rx = Receiver([])
+    trials = itertools.count(1)  # one run: each attempt its own trial (a second at one trial is 409)
 
     def post(task_id, patch, query=""):
         r = team.post(
             f"/v1/submissions{query}",
-            json={"task_id": task_id, "patch": patch, "callback_url": rx.url, "run_id": "leak-run"},
+            json={
+                "task_id": task_id,
+                "patch": patch,
+                "callback_url": rx.url,
+                "run_id": "leak-run",
+                "trial": next(trials),
+            },
         )
         assert r.status_code in (200, 202), r.json
         return r

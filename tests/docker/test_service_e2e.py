@@ -26,8 +26,9 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
 
     gold = mini.diff({"calc/__init__.py": FIXED}).decode()
     c = Client(stack.url, stack.key)
-    a = c.submit("mini", gold, run_id="e2e", system="gold", wait=30)
-    b = c.submit("mini", "", run_id="e2e", system="empty", wait=30)
+    # two trials of one task in one run (a second attempt at a trial the run holds is 409)
+    a = c.submit("mini", gold, run_id="e2e", system="gold", trial=1, wait=30)
+    b = c.submit("mini", "", run_id="e2e", system="empty", trial=2, wait=30)
     assert (a["verdict"], b["verdict"]) == ("PASS", "FAIL"), stack.tail()
     assert a["host"] and a["result"]["tests"]["fail_to_pass"]["success"]
     # the CLI: one patch with --wait, then SWE-bench predictions as a batch
