@@ -858,7 +858,7 @@ def test_before_the_patch_jest_reads_the_configuration_and_its_files_are_protect
         seen["argv"] = argv
         return {"exit_code": 0, "timed_out": False, "out": Out(json.dumps(shown).encode()), "err": Out(b"")}
 
-    monkeypatch.setattr(jest, "run_as_user", fake_run)
+    monkeypatch.setattr(nodejs, "run_as_user", fake_run)
     j = order(tmp_path, jest.plan({"paths": ["__tests__/a.test.ts"]}, {"__tests__/a.test.ts": "d"}))
     jest.before_patch(j, tree)
     assert seen["argv"][2:] == ["--showConfig", "--ci", "-i", "--watchman=false", "--config", "jest.config.js"]
@@ -875,14 +875,14 @@ def test_before_the_patch_jest_reads_the_configuration_and_its_files_are_protect
     def failing(order_, argv, **kwargs):
         return {"exit_code": 1, "timed_out": False, "out": Out(b""), "err": Out(b"Cannot find module 'ts-node'")}
 
-    monkeypatch.setattr(jest, "run_as_user", failing)
+    monkeypatch.setattr(nodejs, "run_as_user", failing)
     with pytest.raises(ValueError, match="could not read the repository's configuration.*ts-node"):
         jest.before_patch(order(tmp_path, j.check), tree)
 
 
 def test_without_a_configuration_jest_stays_plain(tmp_path, monkeypatch):
     tree = make_tree(tmp_path, {"package.json": '{"name": "calc"}', "__tests__/a.test.js": ""})
-    monkeypatch.setattr(jest, "run_as_user", lambda *a, **k: pytest.fail("no configuration to read"))
+    monkeypatch.setattr(nodejs, "run_as_user", lambda *a, **k: pytest.fail("no configuration to read"))
     j = order(tmp_path, jest.plan({"paths": ["__tests__/a.test.js"]}, {}))
     jest.before_patch(j, tree)
     assert j.check.base_config is None
@@ -947,7 +947,7 @@ def test_before_the_patch_vitest_reads_its_configuration(tmp_path, monkeypatch):
         def data(self) -> bytes:
             return (json.dumps(shown) + "\n").encode()
 
-    monkeypatch.setattr(vitest, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": Out()})
+    monkeypatch.setattr(nodejs, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": Out()})
     monkeypatch.setattr(nodejs, "reporter_dir", lambda: "/tmp/r")
     j = order(tmp_path, vitest.plan({"paths": ["test/a.test.ts"]}, {"test/a.test.ts": "d"}))
     vitest.before_patch(j, tree)
@@ -987,7 +987,7 @@ class _Out:
 def test_a_vm_pool_stays_a_vm_pool_in_a_child_process(tmp_path, monkeypatch, version, pool, want):
     out = _Out({"version": version, "projects": [{"configFile": None, "pool": pool}]})
     tree = make_tree(tmp_path, {"node_modules/vitest/vitest.mjs": "", "a.test.ts": ""})
-    monkeypatch.setattr(vitest, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": out})
+    monkeypatch.setattr(nodejs, "run_as_user", lambda *a, **k: {"exit_code": 0, "timed_out": False, "out": out})
     monkeypatch.setattr(nodejs, "reporter_dir", lambda: "/tmp/r")
     j = order(tmp_path, vitest.plan({"paths": ["a.test.ts"]}, {}))
     vitest.before_patch(j, tree)

@@ -29,7 +29,6 @@ import stat
 from typing import Any
 
 from ..order import CheckSpec, Order
-from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
 from . import nodejs
 
@@ -309,21 +308,9 @@ def before_patch(order: Order, tree: Tree) -> None:
         return
     jest = jest_bin(tree)
     argv = ["node", jest, "--showConfig", "--ci", "-i", "--watchman=false", "--config", where]
-    run = run_as_user(
-        order,
-        argv,
-        timeout=min(120.0, remaining(order)),
-        stdout_limit=8 << 20,
-        separate_stderr=True,
-        env=nodejs.node_env(),
+    out = nodejs.config_at_base(
+        order, argv, f"jest could not read the repository's configuration ({where})", stdout_limit=8 << 20
     )
-    out = text(run["out"].data())
-    if run["exit_code"] != 0 or run["timed_out"]:
-        err = text(run["err"].data()) if run["err"] else ""
-        raise ValueError(
-            f"jest could not read the repository's configuration ({where}) at the base commit "
-            f"(exit status {run['exit_code']}): {(err or out)[-1500:]}"
-        )
     doc = shown_config(out)
     files = [
         rel

@@ -492,6 +492,25 @@ def run_units(
     result["check_seconds"] = round(seconds, 4)
 
 
+def config_at_base(order: Order, argv: list[str], what: str, stdout_limit: int) -> str:
+    """What a runner prints of the repository's configuration, read at the base commit
+    (no submitted code exists yet) as the unprivileged user; a runner that cannot read it
+    is the task's fault, never a verdict (ValueError, naming `what`)."""
+    run = run_as_user(
+        order,
+        argv,
+        timeout=min(120.0, remaining(order)),
+        stdout_limit=stdout_limit,
+        separate_stderr=True,
+        env=node_env(),
+    )
+    out = text(run["out"].data())
+    if run["exit_code"] != 0 or run["timed_out"]:
+        err = text(run["err"].data()) if run["err"] else ""
+        raise ValueError(f"{what} at the base commit (exit status {run['exit_code']}): {(err or out)[-1500:]}")
+    return out
+
+
 def reporter_dir() -> str:
     return signed.install_reporters(REPORTERS)
 

@@ -28,7 +28,6 @@ import stat
 from typing import Any
 
 from ..order import CheckSpec, Order
-from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
 from . import nodejs
 
@@ -174,21 +173,9 @@ def before_patch(order: Order, tree: Tree) -> None:
     tests, and the run names the same configuration file."""
     vitest_bin(tree)
     probe = f"{nodejs.reporter_dir()}/vitest-probe.mjs"
-    run = run_as_user(
-        order,
-        ["node", probe],
-        timeout=min(120.0, remaining(order)),
-        stdout_limit=4 << 20,
-        separate_stderr=True,
-        env=nodejs.node_env(),
+    out = nodejs.config_at_base(
+        order, ["node", probe], "vitest could not read the repository's configuration", stdout_limit=4 << 20
     )
-    out = text(run["out"].data())
-    if run["exit_code"] != 0 or run["timed_out"]:
-        err = text(run["err"].data()) if run["err"] else ""
-        raise ValueError(
-            f"vitest could not read the repository's configuration at the base commit "
-            f"(exit status {run['exit_code']}): {(err or out)[-1500:]}"
-        )
     doc = probed(out)
     projects = [p for p in doc["projects"] if isinstance(p, dict)]
     if any(p.get("browser") for p in projects):
