@@ -3,113 +3,33 @@ background, runs until stopped, and says what it got back (`statuses`, and its o
 figures in `report()`). Every one of them comes from HOSTILE_ADDRESS, so that behind nginx
 its per-address bounds count the hostile team and not the victim.
 
-- SlowClients: connections that send their headers, or their body, a byte every 5 s;
+- SlowClients (tests/helpers/hostile_clients.py, shared with the service tier's test):
+  connections that send their headers, or their body, a byte every 5 s;
 - ChunkedStream: 8 MiB bodies sent with Transfer-Encoding: chunked, back to back;
 - Downloaders: 8 clients downloading a large run's logs archive again and again;
 - Readers: 32 anonymous readers of the leaderboard (API and portal pages), four reads a second each;
-- many_public_runs: 10,000 public runs written straight into the database, as if
-  published over months by a hundred teams (the per-team bound on publishing stops one
-  team from doing it through the API: fairness.py shows that too).
+- many_public_runs (tests/helpers/hostile_clients.py too): 10,000 public runs written
+  straight into the database, as if published over months by a hundred teams (the
+  per-team bound on publishing stops one team from doing it through the API:
+  fairness.py shows that too).
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import secrets
-import select
-import socket
+import sys
 import threading
 import time
 from collections import Counter
-from urllib.parse import urlsplit
 
 import requests
 
-from _service import HOSTILE_ADDRESS, TASK, cheap_patch, source_session
+from _service import HOSTILE_ADDRESS, ROOT, TASK, cheap_patch, source_session
 
-PACE = 5.0  # seconds between two bytes of a slow client
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers.hostile_clients import SlowClients, many_public_runs  # noqa: E402
 
-
-class SlowClients:
-    """`headers` connections sending their request's header a byte every PACE seconds and
-    `bodies` sending a whole header (half of them with the hostile team's key) announcing
-    a 100 kB body, then the body a byte every PACE seconds; one the server closes is opened
-    again. `statuses` counts how the server ended them."""
-
-    def __init__(self, url: str, key: str, *, headers: int = 200, bodies: int = 200):
-        self.url, self.key = url, key
-        self.want = {"header": headers, "body": bodies}
-        self.open: dict[socket.socket, str] = {}
-        self.statuses: Counter[str] = Counter()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _connect(self, kind: str, n: int) -> None:
-        parts = urlsplit(self.url)
-        try:
-            conn = socket.create_connection(
-                (parts.hostname, parts.port), timeout=10, source_address=(HOSTILE_ADDRESS, 0)
-            )
-        except OSError:
-            self.statuses[f"{kind}: refused"] += 1
-            return
-        conn.setblocking(False)
-        if kind == "header":
-            first = f"GET /v1/account HTTP/1.1\r\nHost: grader\r\nX-Slow-{n}: "
-        else:
-            auth = f"Authorization: Bearer {self.key}\r\n" if n % 2 else ""
-            first = (
-                f"POST /v1/submissions HTTP/1.1\r\nHost: grader\r\n{auth}Content-Type: application/json\r\n"
-                "Content-Length: 100000\r\n\r\n{"
-            )
-        try:
-            conn.send(first.encode())
-        except OSError:
-            conn.close()
-            return
-        self.open[conn] = kind
-
-    def _end(self, conn: socket.socket, how: str) -> None:
-        kind = self.open.pop(conn)
-        conn.close()
-        self.statuses[f"{kind}: {how}"] += 1
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            for kind, want in self.want.items():
-                while sum(1 for k in self.open.values() if k == kind) < want and not self.stop.is_set():
-                    n += 1
-                    self._connect(kind, n)
-            socks = list(self.open)
-            for at in range(0, len(socks), 500):
-                readable, _, _ = select.select(socks[at : at + 500], [], [], 0)
-                for conn in readable:
-                    try:
-                        data = conn.recv(4096)
-                    except OSError:
-                        data = b""
-                    self._end(conn, data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "closed")
-            for conn in list(self.open):
-                try:
-                    conn.send(b"a" if self.open[conn] == "header" else b" ")
-                except OSError as exc:
-                    self._end(conn, "closed" if exc.errno != errno.EAGAIN else "full")
-            self.stop.wait(PACE)
-        for conn in list(self.open):
-            self.open.pop(conn)
-            conn.close()
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=60)
-
-    def report(self) -> dict:
-        return {"statuses": dict(self.statuses)}
+__all__ = ["ChunkedStream", "Downloaders", "Readers", "SlowClients", "many_public_runs"]
 
 
 class ChunkedStream:
@@ -236,70 +156,3 @@ class Readers:
 
     def report(self) -> dict:
         return {"statuses": dict(self.statuses)}
-
-
-def many_public_runs(database_url: str, count: int, like_run: str) -> None:
-    """`count` public runs with one finished submission each, over 100 teams, their stored
-    figures those of the run `like_run` (by public id) as the service computed them."""
-    from sqlalchemy import insert, select
-
-    from grader.store import submissions as subs
-    from grader.store.db import Database
-    from grader.store.keys import create_team
-    from grader.store.models import Run, RunFigures, Status, Submission, utcnow
-
-    db = Database(database_url)
-    try:
-        with db.read() as s:
-            model = s.get(Run, like_run)
-            figures = s.scalar(select(RunFigures.figures).where(RunFigures.run_id == like_run))
-        with db.write() as s:
-            teams = [create_team(s, f"published-{secrets.token_hex(4)}-{n}").id for n in range(100)]
-        now = utcnow()
-        runs, rows = [], []
-        for n in range(count):
-            team, name = teams[n % 100], f"published-{n}"
-            runs.append(
-                {
-                    "id": secrets.token_hex(8),
-                    "team_id": team,
-                    "name": name,
-                    "public": True,
-                    "created_at": now,
-                    "published_at": now,
-                    "figures_stale": False,
-                    "figures_key": model.figures_key,
-                    "figures_at": now,
-                    "board_listed": True,
-                    "board_complete": model.board_complete,
-                    "board_resolved": model.board_resolved,
-                    "board_solve": model.board_solve,
-                    "board_success": model.board_success,
-                    "board_attempted": model.board_attempted,
-                    "board_tasks": model.board_tasks,
-                }
-            )
-            rows.append(
-                {
-                    "id": subs.new_id(),
-                    "team_id": team,
-                    "task_id": TASK,
-                    "patch": b"x",
-                    "patch_sha256": "0" * 64,
-                    "run_id": name,
-                    "status": Status.DONE.value,
-                    "verdict": "PATCH FAILED",
-                    "queued_at": now,
-                    "finished_at": now,
-                    "attempts": 1,
-                    "errors": 0,
-                    "cached": False,
-                }
-            )
-        with db.write() as s:
-            for at in range(0, count, 2000):
-                s.execute(insert(Run), runs[at : at + 2000])
-                s.execute(insert(RunFigures), [{"run_id": r["id"], "figures": figures} for r in runs[at : at + 2000]])
-                s.execute(insert(Submission), rows[at : at + 2000])
-    finally:
-        db.dispose()

@@ -353,7 +353,7 @@ def _round1(svc: Running, key: str, args) -> Attack:
 
 
 def _slow(url: str, via: str, key: str) -> Attack:
-    slow = SlowClients(url, key)
+    slow = SlowClients(url, key, address=HOSTILE_ADDRESS)
 
     def start() -> None:
         slow.start()
@@ -432,7 +432,7 @@ def _mass_publish(svc: Running, url: str, key: str, victim_key: str, args) -> tu
         answer = http.patch(f"{url}/v1/runs/mass-{i}", json={"public": True}, timeout=60)
         published[answer.status_code] += 1
         if answer.status_code == 200 and first is None:
-            first = answer.json()["id"]
+            first = f"mass-{i}"
     reader = source_session(VICTIM_ADDRESS, victim_key)
 
     def board_ms(rounds: int = 20) -> dict:
@@ -449,7 +449,13 @@ def _mass_publish(svc: Running, url: str, key: str, victim_key: str, args) -> tu
     time.sleep(3)  # the published runs graded
     before = board_ms()
     if first is not None:
-        many_public_runs(svc.database_url, args.public_runs, first)
+        from grader.store.db import Database
+
+        db = Database(svc.database_url)
+        try:
+            many_public_runs(db, args.public_runs, first, task=TASK, prefix="published")
+        finally:
+            db.dispose()
     reader.get(f"{url}/v1/leaderboard", timeout=300)  # whatever changed is computed once
     after = board_ms()
     readers = Readers(url)

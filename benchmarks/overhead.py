@@ -370,6 +370,7 @@ JAVA_BARE = (
 BARE: dict[str, str] = {
     "go": "go test -vet=off -count=1 ./...",
     "node-test": "node test/median.test.js",
+    "vitest": "node_modules/.bin/vitest run --reporter=dot src/median.test.ts",
     "cargo": "cargo test --offline -q",
     "junit": JAVA_BARE,
     "ctest": "cmake --build build && ctest --test-dir build",

@@ -19,12 +19,12 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event, insert, select
+from sqlalchemy import event, select
 
 from grader import runs as R
 from grader.store import submissions as subs
-from grader.store.keys import create_team
-from grader.store.models import Run, RunFigures, Status, Submission, utcnow
+from grader.store.models import Run, Submission
+from helpers.hostile_clients import many_public_runs
 from helpers.proxy import PROXIED, nginx_in_front, source_session
 from helpers.service import Api, api_process, new_key, submit_run
 
@@ -80,66 +80,6 @@ def _counting(svc, monkeypatch):
         monkeypatch.setattr(R, "_view", real)
 
 
-def _many_public_runs(svc, count: int, like: str) -> None:
-    """`count` more public runs, each with one finished submission, spread over 100 teams,
-    their figures stored as the run `like`'s (as if published over months by many teams)."""
-    with svc.db.read() as s:
-        model = s.scalar(select(Run).where(Run.name == like))
-    with svc.db.write() as s:
-        teams = [create_team(s, f"bulk-{secrets.token_hex(4)}-{n}").id for n in range(100)]
-    now = utcnow()
-    runs, rows = [], []
-    for n in range(count):
-        team, name = teams[n % 100], f"bulk-{n}"
-        runs.append(
-            {
-                "id": secrets.token_hex(8),
-                "team_id": team,
-                "name": name,
-                "public": True,
-                "baseline": False,
-                "hidden": False,
-                "verified": False,
-                "created_at": now,
-                "published_at": now,
-                "figures_stale": False,
-                "figures_key": model.figures_key,
-                "figures_at": now,
-                "board_listed": True,
-                "board_complete": True,
-                "board_resolved": model.board_resolved,
-                "board_solve": model.board_solve,
-                "board_success": model.board_success,
-                "board_attempted": model.board_attempted,
-                "board_tasks": model.board_tasks,
-            }
-        )
-        rows.append(
-            {
-                "id": subs.new_id(),
-                "team_id": team,
-                "task_id": TASK,
-                "patch": b"x",
-                "patch_sha256": "0" * 64,
-                "run_id": name,
-                "status": Status.DONE.value,
-                "verdict": "PASS",
-                "queued_at": now,
-                "finished_at": now,
-                "attempts": 1,
-                "errors": 0,
-                "cached": False,
-            }
-        )
-    with svc.db.read() as s:
-        figures = s.get(RunFigures, model.id).figures
-    with svc.db.write() as s:
-        for at in range(0, count, 2000):
-            s.execute(insert(Run), runs[at : at + 2000])
-            s.execute(insert(RunFigures), [{"run_id": r["id"], "figures": figures} for r in runs[at : at + 2000]])
-            s.execute(insert(Submission), rows[at : at + 2000])
-
-
 def _ten_public_runs(app, svc) -> list[Api]:
     teams = [Api(app.test_client(), new_key(svc, f"team-{n}")) for n in range(2)]
     for n in range(10):
@@ -166,7 +106,7 @@ def test_a_page_costs_the_same_for_sixty_runs_and_ten_thousand(app, svc, monkeyp
     assert len(anyone.get("/v1/leaderboard").json["items"]) == 10  # the figures computed and stored
     cost, have = {}, 10
     for runs in (60, 10_000):
-        _many_public_runs(svc, runs - have, like="run-1")
+        many_public_runs(svc.db, runs - have, "run-1", task=TASK)
         have = runs
         with _counting(svc, monkeypatch) as seen:
             api = anyone.get("/v1/leaderboard?limit=10").json
@@ -329,7 +269,7 @@ def test_anonymous_readers_of_a_large_board_leave_other_teams_served(app, svc, d
     anonymous requests a second) a reader is answered 429 at once."""
     _ten_public_runs(app, svc)
     app.test_client().get("/v1/leaderboard")
-    _many_public_runs(svc, 9_990, like="run-1")
+    many_public_runs(svc.db, 9_990, "run-1", task=TASK)
     victim = new_key(svc, "victim")
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(

@@ -13,107 +13,23 @@ only: the store is not what is measured."""
 
 from __future__ import annotations
 
-import errno
-import select
-import socket
-import threading
 import time
-from collections import Counter
 
 import pytest
 
-from helpers.proxy import PROXIED, connect_from, nginx_in_front, source_session
+from helpers.hostile_clients import PACE, SlowClients
+from helpers.proxy import PROXIED, nginx_in_front, source_session
 from helpers.service import api_process, make_service, new_key, outside_patch, worker_process
 
 pytestmark = pytest.mark.service
 TASK = "calc-mean-empty"
 VICTIM, HOSTILE = "127.0.0.2", "127.0.0.3"  # two client addresses of this machine
-PACE = 5.0  # seconds between two bytes of a slow client
 ROUNDS = 15
 
 
 @pytest.fixture
 def database_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path}/grader.db"
-
-
-class SlowClients:
-    """`headers` connections that send their request's header a byte every PACE seconds,
-    and `bodies` that send a whole header announcing a body and then its body a byte every
-    PACE seconds (every other one with `key`); a connection the server closes is opened
-    again, so the pressure stays. `ended` counts how the server ended them: the status it
-    answered, or 'closed' without an answer."""
-
-    def __init__(self, url: str, *, headers: int, bodies: int, key: str):
-        self.url, self.key = url, key
-        self.want = {"header": headers, "body": bodies}
-        self.open: dict[socket.socket, str] = {}
-        self.ended: Counter[tuple[str, str]] = Counter()
-        self.opened: Counter[str] = Counter()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _connect(self, kind: str, n: int) -> None:
-        try:
-            conn = connect_from(HOSTILE, self.url)
-        except OSError:
-            self.ended[(kind, "refused")] += 1
-            return
-        conn.setblocking(False)
-        if kind == "header":
-            first = f"GET /v1/account HTTP/1.1\r\nHost: grader\r\nX-Slow-{n}: "
-        else:
-            auth = f"Authorization: Bearer {self.key}\r\n" if n % 2 else ""
-            first = (
-                f"POST /v1/submissions HTTP/1.1\r\nHost: grader\r\n{auth}Content-Type: application/json\r\n"
-                "Content-Length: 100000\r\n\r\n{"
-            )
-        try:
-            conn.send(first.encode())
-        except OSError:
-            conn.close()
-            self.ended[(kind, "closed")] += 1
-            return
-        self.open[conn] = kind
-        self.opened[kind] += 1
-
-    def _end(self, conn: socket.socket, how: str) -> None:
-        kind = self.open.pop(conn)
-        conn.close()
-        self.ended[(kind, how)] += 1
-
-    def _answered(self) -> None:
-        """Read what the server said to any of them, and forget those it closed."""
-        socks = list(self.open)
-        for at in range(0, len(socks), 500):
-            readable, _, _ = select.select(socks[at : at + 500], [], [], 0)
-            for conn in readable:
-                try:
-                    data = conn.recv(4096)
-                except OSError:
-                    data = b""
-                status = data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/") else "closed"
-                self._end(conn, status)
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            for kind, want in self.want.items():
-                while sum(1 for k in self.open.values() if k == kind) < want and not self.stop.is_set():
-                    n += 1
-                    self._connect(kind, n)
-            self._answered()
-            for conn in list(self.open):
-                try:
-                    conn.send(b"a" if self.open[conn] == "header" else b" ")
-                except OSError as exc:
-                    self._end(conn, "closed" if exc.errno != errno.EAGAIN else "full")
-            self.stop.wait(PACE)
-        for conn in list(self.open):
-            self._end(conn, "ours")
-
-    def held(self, kind: str) -> int:
-        return sum(1 for k in self.open.values() if k == kind)
 
 
 def _p99(values: list[float]) -> float:
@@ -169,8 +85,8 @@ def test_slow_clients_hold_nginx_sockets_not_the_apis_threads(database_url, redi
         victim = Victim(url, victim_key)
         victim.rounds(3)  # warm: both API processes, the worker, the connection
         idle = victim.rounds(ROUNDS)
-        attack = SlowClients(url, headers=200, bodies=200, key=hostile)
-        attack.thread.start()
+        attack = SlowClients(url, hostile, address=HOSTILE, headers=200, bodies=200)
+        attack.start()
         try:
             deadline = time.monotonic() + 60
             while attack.opened["header"] < 200 or attack.opened["body"] < 200:
@@ -187,8 +103,7 @@ def test_slow_clients_hold_nginx_sockets_not_the_apis_threads(database_url, redi
             # per-address bound), and the slow headers were timed out and came again
             held_bodies = attack.held("body")
         finally:
-            attack.stop.set()
-            attack.thread.join(timeout=60)
+            attack.finish()
     # every round of the victim was answered as it should be while the attack stood (each
     # request asserted in Victim.rounds; before nginx, every one timed out after 30 s); the
     # p99s are printed, not asserted: benchmarks/fairness.py's slow-proxy attack holds the 3x
