@@ -42,7 +42,7 @@ RUN set -eu; \
     fi; \
     rm -f /src/grader-ca.crt; \
     python3 -m venv /opt/grader; \
-    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["server"]))' \
         > /tmp/requirements.txt; \
     pip install -q "setuptools>=70" -r /tmp/requirements.txt; \
     rm /tmp/requirements.txt
