@@ -29,7 +29,8 @@ pass.
 - **pass@k** for k = 1 .. n, n the most valid trials any task has: the unbiased
   estimator averaged over the tasks with at least k trials (the denominator says how
   many); **pass_any@n**: the share of tasks that passed at least once.
-- **stability**: stable pass (every valid trial passed), stable fail (none did), flaky.
+- **stability**: stable pass (every valid trial passed), stable fail (none did), flaky;
+  none for a task with fewer than two valid trials.
 
 Why a majority rather than "any trial passed": that tends to 1 for any task a system
 ever passes as trials are added, so a 10-trial run would beat a 1-trial run of the same
@@ -59,6 +60,9 @@ from typing import Any, TypeVar
 from grader.verdict import Verdict
 
 T = TypeVar("T")
+# The rules' edition: figures a store kept under another are computed again (grader/runs.py's
+# figures_key). 2: no stability class for a task with one valid trial.
+RULES = 2
 
 
 def file_localization(
@@ -225,10 +229,11 @@ def bootstrap_ci(
 
 def stability(verdicts: Iterable[str]) -> str | None:
     """GitBench's classes over a task's valid (non-ERROR) trials: stable_pass when every
-    one passed, stable_fail when none did, flaky otherwise; None with no valid trial,
-    since a task the machinery never graded says nothing about the system."""
+    one passed, stable_fail when none did, flaky otherwise. None with fewer than two valid
+    trials: a task the machinery never graded says nothing about the system, and one
+    trial says nothing about how steady it is ("stable" over one trial misleads)."""
     valid = [v for v in verdicts if v != ERROR]
-    if not valid:
+    if len(valid) < 2:
         return None
     passed = sum(v == PASS for v in valid)
     return "stable_pass" if passed == len(valid) else "stable_fail" if passed == 0 else "flaky"

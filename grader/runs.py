@@ -544,7 +544,8 @@ _KEY: list[Any] = [None, ""]  # the task set the key below was made for, and the
 
 def figures_key(svc: Handles) -> str:
     """What stored figures depend on besides a run's submissions: the metadata of the
-    task set (suite, difficulty, language, date of every task) and the grader's version.
+    task set (suite, difficulty, language, date of every task), the grader's version and
+    the edition of the figures' rules (metrics.RULES).
     Figures stored under another key are computed again when read."""
     tasks = svc.tasks
     if _KEY[0] is not tasks:
@@ -552,7 +553,7 @@ def figures_key(svc: Handles) -> str:
             (t.id, t.metadata.suite, t.metadata.difficulty, t.metadata.language, str(t.metadata.created_at))
             for t in tasks
         )
-        _KEY[:] = [tasks, hashlib.sha256(json.dumps([GRADER_VERSION, data]).encode()).hexdigest()]
+        _KEY[:] = [tasks, hashlib.sha256(json.dumps([GRADER_VERSION, metrics.RULES, data]).encode()).hexdigest()]
     return str(_KEY[1])
 
 

@@ -159,7 +159,9 @@ def test_bootstrap_ci_is_deterministic_resamples_whole_items_and_contains_the_es
 
 def test_stability_classes():
     assert stability(["PASS", "PASS", "PASS"]) == "stable_pass"
-    assert stability(["PASS", "ERROR"]) == "stable_pass"  # ERROR is not a trial of the system
+    assert stability(["PASS", "ERROR", "PASS"]) == "stable_pass"  # ERROR is not a trial of the system
+    assert stability(["PASS", "ERROR"]) is None  # one valid trial says nothing of how steady it is
+    assert stability(["FAIL"]) is None and stability(["PASS"]) is None
     assert stability(["FAIL", "PATCH FAILED", "TIMED OUT"]) == "stable_fail"
     assert stability(["PASS", "ERROR", "TIMED OUT"]) == "flaky"
     assert stability(["ERROR", "ERROR"]) is None and stability([]) is None

@@ -85,7 +85,7 @@ def test_run_summary_by_hand():
     assert s.pass_at_k["1"].value == pytest.approx(1 / 3) and s.pass_at_k["1"].denominator == 3
     assert list(s.pass_at_k) == ["1", "2"]
     assert (s.pass_any_at_n.numerator, s.pass_any_at_n.denominator) == (2, 3)
-    assert s.stability == {"stable_pass": 0, "stable_fail": 1, "flaky": 2}
+    assert s.stability == {"stable_pass": 0, "stable_fail": 0, "flaky": 2}  # t2: one trial, no class
     assert s.per_task["t2"].verdicts == ["PATCH FAILED", "ERROR"] and s.per_task["t2"].n == 1
     # by suite: s1 (t1) -> 1/2; s2 (t2, t3) -> (0 + 1/2) / 2
     assert s.breakdowns["suite"]["s1"]["solve_rate"].value == 0.5
