@@ -96,3 +96,57 @@ def validate_task(
     if report.flaky:
         report.problems.append(f"flaky: empty {[str(v) for v in report.empty]}, gold {[str(v) for v in report.gold]}")
     return report
+
+
+# --- test lists derived by running the tests ---------------------------------------------------
+@dataclass
+class DerivedLists:
+    """FAIL_TO_PASS / PASS_TO_PASS as running the hidden tests showed them, `runs` times at
+    the base (the empty patch) and with the gold patch; `dropped`: tests that did not pass
+    with the gold every time, or did not behave the same at the base every time (flaky).
+    `problem`: why no lists could be derived (a run that was not a test run)."""
+
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    problem: str | None = None
+
+
+def lists_from_runs(base_runs: list[dict[str, str]], gold_runs: list[dict[str, str]]) -> DerivedLists:
+    """SWE-bench's validation rule over per-test outcomes (test id -> "passed", "failed",
+    ...): a test that passed with the gold patch in every run is FAIL_TO_PASS when it
+    passed in no run at the base, PASS_TO_PASS when it passed in every one; every other
+    test the runs saw is dropped (it fails with the gold, or flips at the base)."""
+    seen = sorted(set().union(*base_runs, *gold_runs))
+    gold_ok = [t for t in seen if gold_runs and all(r.get(t) == "passed" for r in gold_runs)]
+    f2p = [t for t in gold_ok if all(r.get(t) != "passed" for r in base_runs)]
+    p2p = [t for t in gold_ok if base_runs and all(r.get(t) == "passed" for r in base_runs)]
+    kept = set(f2p) | set(p2p)
+    return DerivedLists(f2p, p2p, [t for t in seen if t not in kept])
+
+
+def derive_lists(grader: Grader, task: Task, runs: int) -> DerivedLists:
+    """Grade the empty and the gold patch `runs` times each (the task's lists, if any, are
+    not what is read: every test's own outcome is) and apply `lists_from_runs`. A run that
+    is not a clean test run (ERROR, TIMED OUT, PATCH FAILED, tampering evidence, no
+    per-test outcomes) makes the task's lists underivable; so does a FAIL_TO_PASS that
+    comes out empty (nothing the gold patch fixes)."""
+    base_runs: list[dict[str, str]] = []
+    gold_runs: list[dict[str, str]] = []
+    gold = task.gold_patch_text()
+    if gold is None:
+        return DerivedLists(problem="the task has no gold patch")
+    unclean = (Verdict.ERROR, Verdict.TIMED_OUT, Verdict.PATCH_FAILED)
+    for i in range(runs):
+        for what, patch, into in (("empty", b"", base_runs), ("gold", gold, gold_runs)):
+            result = grader.grade(task, patch)
+            if result.verdict in unclean or result.tests is None or result.tampered:
+                why = "; ".join(result.tampered) if result.tampered else result.explanation
+                return DerivedLists(problem=f"{what} patch, run {i + 1}: {result.verdict}: {why}")
+            into.append(result.tests.all)
+    derived = lists_from_runs(base_runs, gold_runs)
+    if not derived.fail_to_pass:
+        derived.problem = f"no test fails at the base and passes with the gold patch in all {runs} run(s)" + (
+            f" ({len(derived.dropped)} dropped as failing with the gold or flaky)" if derived.dropped else ""
+        )
+    return derived

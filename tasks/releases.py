@@ -729,6 +729,7 @@ class Suite:
         grading container, `runs` times; keep only what held in every run."""
         from grader.pipeline import Grader
         from grader.tasks.loader import TaskSet
+        from grader.validate import lists_from_runs
         from grader.verdict import Verdict
 
         staging = ROOT / "build" / f".{self.name}-compute"
@@ -764,11 +765,8 @@ class Suite:
                     problems.append(f"{task.id}: {problem}")
                     log(f"{task.id}: unusable: {problem}")
                     continue
-                ids_seen = sorted(set().union(*gold_runs))
-                gold_ok = [t for t in ids_seen if all(r.get(t) == "passed" for r in gold_runs)]
-                f2p = [t for t in gold_ok if all(r.get(t) != "passed" for r in base_runs)]
-                p2p = [t for t in gold_ok if all(r.get(t) == "passed" for r in base_runs)]
-                dropped = [t for t in ids_seen if t not in f2p and t not in p2p]
+                derived = lists_from_runs(base_runs, gold_runs)
+                f2p, p2p, dropped = derived.fail_to_pass, derived.pass_to_pass, derived.dropped
                 computed[task.id] = {
                     "base_commit": task.repo.commit,
                     "fail_to_pass": f2p,

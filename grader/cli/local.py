@@ -255,6 +255,15 @@ _import_command(
         default=None,
         help="Per-repository environments (YAML or JSON) for instances without python/requirements.",
     ),
+    click.option(
+        "--derive-lists",
+        "derive_lists",
+        default=0,
+        type=click.IntRange(0, 100),
+        metavar="N",
+        help="For rows with neither FAIL_TO_PASS nor PASS_TO_PASS: run the tests N times at the base and "
+        "with the gold patch and keep what held every time (SWE-bench's rule) [default: 0, such rows refused].",
+    ),
 )
 
 

@@ -22,7 +22,7 @@ from grader.tasks.model import Task
 
 if TYPE_CHECKING:
     from grader.pipeline import Grader
-    from grader.validate import TaskValidation
+    from grader.validate import DerivedLists, TaskValidation
 
 __all__ = ["SOURCES", "DatasetError", "ImportReport", "Outcome", "import_file", "import_rows"]
 
@@ -56,6 +56,7 @@ def import_rows(
     keep_invalid: bool = False,
     skip_broken: bool = False,
     repeat: int = 1,
+    derive_lists: int = 0,
     grader: Grader | None = None,
     runtime: str | None = None,
     url_template: str = GITHUB_URL,
@@ -66,7 +67,11 @@ def import_rows(
     directory's `<suite>/`). A row that cannot be converted (a missing field, no
     environment) fails the whole import, naming every such row, unless `skip_broken`.
     With `validate`, every task is graded with the empty and the gold patch `repeat`
-    times (Docker; `grader` may be given, else one is made with `runtime`)."""
+    times (Docker; `grader` may be given, else one is made with `runtime`). With
+    `derive_lists` N, a SWE-bench row that carries neither FAIL_TO_PASS nor PASS_TO_PASS
+    gets both by running its tests N times at the base and with the gold patch, a test
+    that does not hold in every run left out (grader.validate.derive_lists); it then
+    validates like any other."""
     if source not in SOURCES:
         raise DatasetError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
     spec = SOURCES[source]
@@ -85,6 +90,7 @@ def import_rows(
         environments_dir=Path(settings.environments_dir),
         cache_dir=Path(settings.cache_dir),
         timeout=timeout,
+        derive_lists=derive_lists > 0,
     )
     if progress:
         progress(f"converting {len(rows)} {spec['label']} row(s)")
@@ -105,9 +111,11 @@ def import_rows(
         )
 
     validator: Callable[[Task], TaskValidation] | None = None
+    deriver: Callable[[Task], DerivedLists] | None = None
     own_grader = used = False
     if validate and drafts:
         from grader.pipeline import Grader  # Docker only when validating
+        from grader.validate import derive_lists as derive
         from grader.validate import validate_task
 
         if grader is None:
@@ -119,7 +127,13 @@ def import_rows(
             used = True
             return validate_task(validating, task, repeat)
 
+        def derive_one(task: Task) -> DerivedLists:
+            nonlocal used
+            used = True
+            return derive(validating, task, derive_lists)
+
         validator = validate_one
+        deriver = derive_one if derive_lists > 0 else None
     try:
         return write_suite(
             drafts,
@@ -131,6 +145,7 @@ def import_rows(
             tasks_dir=settings.tasks_dir,
             repo_source=repo_source,
             validator=validator,
+            deriver=deriver,
             keep_invalid=keep_invalid,
             not_converted=failed,
             progress=progress,

@@ -375,6 +375,7 @@ class Context:
     environments_dir: Path
     cache_dir: Path
     timeout: float | None = None
+    derive_lists: bool = False  # rows without FAIL_TO_PASS become drafts whose lists are derived by grading
 
 
 @dataclass
@@ -392,6 +393,7 @@ class Draft:
     merge: str | None = None
     extra_commits: list[str] = field(default_factory=list)  # e.g. the merge commit an exact match reads
     notes: list[str] = field(default_factory=list)
+    derive_lists: bool = False  # its FAIL_TO_PASS / PASS_TO_PASS are to be derived by running its tests
 
     @property
     def commits(self) -> list[str]:

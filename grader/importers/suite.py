@@ -155,6 +155,29 @@ def _ids_elsewhere(tasks_dir: Path, out: Path) -> dict[str, Path]:
     return {str(head["id"]): path for path, head in task_heads(tasks_dir) if not path.resolve().is_relative_to(out)}
 
 
+def _derive(draft: Draft, task: Task, deriver: Callable[[Task], Any] | None, outcome: Outcome) -> bool:
+    """Put the lists `deriver` finds into `draft`'s check (True), or say in `outcome` why
+    there are none (False)."""
+    if deriver is None:
+        outcome.problems.append("no FAIL_TO_PASS: its lists are derived by grading, which was not asked for")
+        return False
+    try:
+        derived = deriver(task)
+    except GraderError as exc:
+        outcome.problems.append(f"its test lists cannot be derived: {exc}")
+        return False
+    if derived.problem:
+        outcome.problems.append(f"its test lists cannot be derived: {derived.problem}")
+        return False
+    draft.definition["check"].update(fail_to_pass=derived.fail_to_pass, pass_to_pass=derived.pass_to_pass)
+    left_out = f"; left out, failing with the gold or flaky: {', '.join(derived.dropped)}" if derived.dropped else ""
+    outcome.notes.append(
+        f"FAIL_TO_PASS ({len(derived.fail_to_pass)}) and PASS_TO_PASS ({len(derived.pass_to_pass)}) "
+        f"derived by running the tests{left_out}"
+    )
+    return True
+
+
 def write_suite(
     drafts: list[Draft],
     *,
@@ -166,12 +189,15 @@ def write_suite(
     tasks_dir: Path | None = None,
     repo_source: Literal["bundle", "url"] = "bundle",
     validator: Callable[[Task], Any] | None = None,
+    deriver: Callable[[Task], Any] | None = None,
     keep_invalid: bool = False,
     not_converted: list[tuple[str, str]] | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Write, check and (with `validator`, which returns a TaskValidation) validate the
-    drafts; move the tasks that pass (all of them with `keep_invalid`) to `out`."""
+    drafts; move the tasks that pass (all of them with `keep_invalid`) to `out`. A draft
+    whose lists are to be derived gets them from `deriver` (grader.validate.derive_lists,
+    which returns DerivedLists) before it is validated; without one it is rejected."""
     say = progress or (lambda _: None)
     out = Path(out)
     report = ImportReport(
@@ -203,9 +229,15 @@ def write_suite(
         for d in drafts:
             outcome = Outcome(task_id=d.id, source_id=d.source_id, notes=list(d.notes))
             report.outcomes.append(outcome)
-            task = load_task_file(write_task_dir(staging / d.id, d, repo_entry(d, repos, repo_source)))
+            repo = repo_entry(d, repos, repo_source)
+            task = load_task_file(write_task_dir(staging / d.id, d, repo))
             say(f"checking {d.id}")
             outcome.problems += host_problems(task, cache_dir, repos.local(d.repo_name, d.source_id))
+            if d.derive_lists and not outcome.problems:
+                say(f"deriving the test lists of {d.id} (empty patch, gold patch)")
+                if _derive(d, task, deriver, outcome):  # the lists are in the draft: written again
+                    shutil.rmtree(staging / d.id)
+                    task = load_task_file(write_task_dir(staging / d.id, d, repo))
             if validator is not None and not outcome.problems:
                 say(f"validating {d.id} (empty patch, gold patch)")
                 try:

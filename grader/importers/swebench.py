@@ -286,8 +286,12 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
     statement = text_field(row, "problem_statement", where)
     fail_to_pass = string_list(row.get("FAIL_TO_PASS"), "FAIL_TO_PASS", where)
     pass_to_pass = string_list(row.get("PASS_TO_PASS"), "PASS_TO_PASS", where)
-    if not fail_to_pass:
-        raise DatasetError(f"{where}: FAIL_TO_PASS is missing or empty")
+    derive = not fail_to_pass and not pass_to_pass and ctx.derive_lists
+    if not fail_to_pass and not derive:
+        raise DatasetError(
+            f"{where}: FAIL_TO_PASS is missing or empty"
+            + ("" if pass_to_pass else " (--derive-lists N computes both lists by running the tests)")
+        )
     created = date_field(row.get("created_at"), "created_at", where)
     spec = env_spec(row, env_map, where, required=False)
     files = test_files(test_patch)
@@ -320,6 +324,11 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         check = test_check(spec, files, fail_to_pass, pass_to_pass, notes)
     except DatasetError as exc:
         raise DatasetError(f"{where}: {exc}") from None
+    if derive and "fail_to_pass" not in check:
+        raise DatasetError(
+            f"{where}: no FAIL_TO_PASS, and its test command gives no per-test outcomes to derive them from "
+            "(name a runner or log_parser, or a junit report)"
+        )
 
     ctx.repos.require_commit(repo, base, where)
     install = spec.install
@@ -356,6 +365,7 @@ def convert_row(row: dict[str, Any], ctx: Context, env_map: dict[str, dict[str, 
         definition=definition,
         files={"gold.patch": gold.encode(), "test.patch": test_patch.encode()},
         notes=notes,
+        derive_lists=derive,
     )
 
 

@@ -97,6 +97,28 @@ def test_swebench_import_validates_and_leaves_out_a_broken_instance(calc, settin
 
 
 @pytest.mark.docker
+def test_lists_derived_by_running_the_tests_then_validated(calc, settings, grader, repo_dir, tmp_path):
+    """Rows that carry neither FAIL_TO_PASS nor PASS_TO_PASS (--derive-lists 2): the tests
+    run twice at the base and twice with the gold patch; the lists are what held, the task
+    then validates like any other. A gold patch that fixes nothing derives no list."""
+    rows = [
+        swebench_row(calc, FAIL_TO_PASS=None, PASS_TO_PASS=None),
+        swebench_row(calc, instance_id="acme__calc-nofix", patch=NOT_A_FIX, FAIL_TO_PASS=None, PASS_TO_PASS=None),
+    ]
+    report = validated("swebench", rows, settings, grader, repo_dir, tmp_path / "swe", suite="swe", derive_lists=2)
+    good, nofix = report.outcomes
+    assert (good.status, good.empty, good.gold, good.problems) == ("kept", ["FAIL"], ["PASS"], [])
+    assert "FAIL_TO_PASS (1) and PASS_TO_PASS (1) derived by running the tests" in good.notes
+    check = TaskSet(report.out).get("acme__calc-1").check
+    assert check.fail_to_pass == ["tests/test_mean.py::test_empty_raises"]
+    assert check.pass_to_pass == ["tests/test_mean.py::test_values"]  # what the published row says
+    assert nofix.status == "rejected" and nofix.problems == [
+        "its test lists cannot be derived: no test fails at the base and passes with the gold patch in all 2 "
+        "run(s) (1 dropped as failing with the gold or flaky)"
+    ]
+
+
+@pytest.mark.docker
 def test_resq_import_validates_and_grades(calc, settings, grader, repo_dir, tmp_path):
     report = validated("resq", [resq_row(calc)], settings, grader, repo_dir, tmp_path / "resq")
     assert [(o.status, o.empty, o.gold) for o in report.outcomes] == [("kept", ["FAIL"], ["PASS"])]

@@ -410,3 +410,26 @@ def test_cli_without_validation_lists_kept_and_not_converted(run_cli, calc, repo
     assert report["out"] == str(tmp_path / "tasks" / "swe")
     assert "1 of 2 task(s) kept" in result.output
     assert run_cli("tasks", "import", "swebench", str(rows), "--tasks-dir", str(tmp_path)).exit_code == 2  # no --suite
+
+
+# --- lists derived by running the tests (--derive-lists) --------------------------------------------
+def test_a_row_without_lists_is_refused_unless_they_are_derived(calc, local, repo_dir):
+    row = swebench_row(calc, FAIL_TO_PASS=None, PASS_TO_PASS=None)
+    with pytest.raises(DatasetError, match="FAIL_TO_PASS is missing or empty .--derive-lists N"):
+        imported("swebench", [row], local, repo_dir, suite="swe")
+    # asked for, but without validation nothing can run the tests: reported, not kept
+    report, ts = imported("swebench", [row], local, repo_dir, suite="swe", derive_lists=2)
+    [o] = report.outcomes
+    assert o.status == "rejected" and o.problems == [
+        "no FAIL_TO_PASS: its lists are derived by grading, which was not asked for"
+    ]
+    # a row that gives one list keeps to it: only a row with neither is derived
+    given = swebench_row(calc, FAIL_TO_PASS="[]")
+    with pytest.raises(DatasetError, match="FAIL_TO_PASS is missing or empty"):
+        imported("swebench", [given], local, repo_dir, suite="swe", derive_lists=2)
+
+
+def test_lists_cannot_be_derived_from_an_exit_status(calc, local, repo_dir):
+    row = swebench_row(calc, FAIL_TO_PASS=None, PASS_TO_PASS=None, test_cmd="make check")
+    with pytest.raises(DatasetError, match="gives no per-test outcomes to derive them from"):
+        imported("swebench", [row], local, repo_dir, suite="swe", derive_lists=1)
