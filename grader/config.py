@@ -152,6 +152,17 @@ class Settings(BaseSettings):
         description="archives of runs' logs kept on disk (in cache_dir/archives) for the next download "
         "of the same state; past it the least recently served go",
     )
+    signup: Literal["off", "open"] = Field(
+        "off",
+        description="open: anyone may make a team and its first key on the portal's /signup page "
+        "(bounded per address and per day below); off: only the host makes teams",
+    )
+    signup_per_address: int = Field(3, ge=0, description="teams one client address may sign up a UTC day")
+    signup_per_day: int = Field(100, ge=0, description="teams the whole service takes by sign-up a UTC day")
+    signup_daily_quota: int = Field(
+        1_000, ge=0, description="a signed-up team's submissions a UTC day, until the host sets its own"
+    )
+    signup_queued_quota: int = Field(200, ge=0, description="a signed-up team's submissions queued at once")
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")

@@ -199,7 +199,9 @@ def create_batch() -> ResponseReturnValue:
     key = _idempotency_key()
     keys = [f"{key}#{i}" if key else None for i in range(len(read))]
     batch_hash = hashlib.sha256(json.dumps([raw, run_id, defaults], sort_keys=True, default=str).encode()).hexdigest()
-    answers = intake.accept(svc, g.caller, [it.sub for it in read], keys, batch_hash=batch_hash if key else None)
+    answers = intake.accept(
+        svc, g.caller, [it.sub for it in read], keys, batch_hash=batch_hash if key else None, exclusive=True
+    )
     out, accepted = [], 0
     for i, (it, given) in enumerate(zip(answers, read, strict=True)):
         if isinstance(it, Refusal):

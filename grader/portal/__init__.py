@@ -34,7 +34,7 @@ from grader import runs as R
 from grader.errors import TaskNotFound
 from grader.handles import Handles
 from grader.intake import Accepted, Refusal
-from grader.portal import forms, host
+from grader.portal import forms, host, signup
 from grader.serializers import listed, shown_to
 from grader.store import phases as store_phases
 from grader.store import runs as store_runs
@@ -866,6 +866,8 @@ def _svc_of(app: Flask) -> Handles:
 def init_app(app: Flask) -> None:
     app.extensions["grader.portal.recent"] = R.Recent(_svc_of(app).settings.public_cache_seconds)
     app.register_blueprint(bp)
+    app.register_blueprint(signup.bp)
+    app.jinja_env.globals["signup_open"] = lambda: _svc_of(app).settings.signup == "open"
     app.jinja_env.filters["pct"] = _pct
     app.jinja_env.filters["ci"] = _ci
     app.jinja_env.filters["vclass"] = _vclass
