@@ -390,6 +390,7 @@ def _archive(svc: Running, url: str, key: str, args) -> Attack:
             "task_id": TASK,
             "patch": cheap_patch(f"logs-{i}") + "+" + secrets.token_hex(384 * 1024) + "\n",
             "run_id": "logs",
+            "trial": i,  # a run holds one attempt per task and trial
         }
         for i in range(args.archive_patches)
     ]

@@ -181,7 +181,8 @@ def main() -> int:
         accepted, rejected, ids = 0, 0, []
         for start in range(0, args.count, args.batch):
             items = [
-                {"task_id": TASK, "patch": patch(i, gold)} for i in range(start, min(args.count, start + args.batch))
+                {"task_id": TASK, "patch": patch(i, gold), "trial": i}  # one attempt a trial in a run
+                for i in range(start, min(args.count, start + args.batch))
             ]
             r = session.post(f"{url}/v1/submissions/batch", json={"run_id": "load", "submissions": items}, timeout=300)
             r.raise_for_status()

@@ -311,7 +311,8 @@ def attempt_exists(item: Item) -> Refusal:
     return Refusal(
         "attempt_exists",
         f"run {item.run_id!r} already holds an attempt at {item.task_id!r} {trial}; "
-        "name a new trial (trial), submit under another run_id, or replace that attempt (overwrite: true)",
+        "name a new trial (trial), submit under another run_id, or replace that attempt "
+        "(overwrite: true, on a single submission)",
     )
 
 

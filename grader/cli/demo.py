@@ -109,9 +109,19 @@ def _demo_service(settings: Settings, cases: list[Case], url: str | None, api_ke
     try:
         for round_, todo in (("", cases), (" again", [c for c in cases if c[1] == "gold"])):
             t0 = time.monotonic()
+            # a run per kind of patch: a run holds one attempt per task and trial, and a
+            # run of gold patches is what a leaderboard would rank (the second round: a run of its own)
             answer = client.submit_batch(
-                [{"task_id": t, "patch": p, "system": label, "metadata": {"demo": label}} for t, label, p in todo],
-                run_id=run,
+                [
+                    {
+                        "task_id": t,
+                        "patch": p,
+                        "system": label,
+                        "metadata": {"demo": label},
+                        "run_id": f"{run}-{label}{round_.replace(' ', '-')}",
+                    }
+                    for t, label, p in todo
+                ]
             )
             ids = [it.get("id") for it in answer["items"]]
             refused = [(todo[it["index"]][0], it["error"]["message"]) for it in answer["items"] if "error" in it]

@@ -149,9 +149,9 @@ def test_wait_is_bounded_and_answers_202_when_not_done(api, svc):
 # --- batches ------------------------------------------------------------------------------------------
 def test_batch_of_1000_keeps_order_and_fails_items_not_the_batch(api, svc):
     preds = [
-        {"instance_id": "calc-mean-empty", "model_name_or_path": "model-x", "model_patch": f"{GOLD}\n# {i}"}
+        {"instance_id": "calc-mean-empty", "model_name_or_path": "model-x", "model_patch": f"{GOLD}\n# {i}", "trial": i}
         for i in range(1000)
-    ]
+    ]  # a run holds one attempt per task and trial: each its own
     preds[7]["instance_id"] = "no-such-task"
     preds[500] = {"task_id": "calc-median-even", "patch": "", "trial": 3}  # our own format, mixed in
     preds[999] = "not an object"
@@ -304,7 +304,7 @@ def test_openapi_documents_every_route_and_the_docs_page_renders(app):
     assert doc["openapi"].startswith("3.") and doc == json.loads(json.dumps(document()))
     served = set()
     for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static" or rule.endpoint.startswith("portal."):
+        if rule.endpoint == "static" or rule.endpoint.startswith(("portal.", "signup.")):
             continue  # the portal's pages are for people, not part of the API
         path = rule.rule.replace("<", "{").replace(">", "}")
         for method in rule.methods - {"HEAD", "OPTIONS"}:

@@ -26,7 +26,7 @@ TASK = "calc-mean-empty"
 
 
 def _items(n: int, tag: str) -> list[dict]:
-    return [{"task_id": TASK, "patch": f"{tag}-{i}"} for i in range(n)]
+    return [{"task_id": TASK, "patch": f"{tag}-{i}", "trial": i} for i in range(n)]  # one attempt a trial
 
 
 def _count(svc, team: str, run: str) -> int:

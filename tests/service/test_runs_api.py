@@ -203,7 +203,10 @@ def test_predictions_out_round_trip_through_the_api(app, svc):
         {"instance_id": "calc-median-even", "model_patch": ""},
         {"instance_id": "notes-merge-greeting", "model_name_or_path": "m-2", "model_patch": "newer\n"},
     ]
-    assert a.post("/v1/submissions/batch?run_id=P", json=given).status_code == 202
+    sent = a.post("/v1/submissions/batch?run_id=P", json=given).json
+    assert sent["accepted"] == 3 and sent["items"][3]["error"]["code"] == "attempt_exists"  # one attempt a trial
+    newer = {"task_id": "notes-merge-greeting", "system": "m-2", "patch": "newer\n", "run_id": "P", "overwrite": True}
+    assert a.post("/v1/submissions", json=newer).status_code == 202  # replaced, as a single submission may
     preds = a.get("/v1/runs/P/predictions").json
     assert preds == [
         {"instance_id": "calc-mean-empty", "model_name_or_path": "m-1", "model_patch": PATCH_A},
