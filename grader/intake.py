@@ -116,6 +116,14 @@ class Item:
     # the hash of a request that did not say it
     overwrite: bool | None = None
     phase: str | None = None  # the challenge phase it is submitted to (its slug)
+    # what the attempt cost, as its submitter says (grader/schemas.py bounds each)
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    api_seconds: float | None = None
+    wall_seconds: float | None = None
+    reasoning_level: str | None = None
+    imported: bool | None = None  # came as a SWE-bench prediction (None, not False: see overwrite)
 
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
@@ -342,6 +350,13 @@ def _new_row(svc: Handles, team: Submitter, item: Item, key: str | None, request
         prompt_variant=item.prompt_variant,
         meta=item.metadata,
         callback_url=item.callback_url,
+        cost_usd=item.cost_usd,
+        input_tokens=item.input_tokens,
+        output_tokens=item.output_tokens,
+        api_seconds=item.api_seconds,
+        wall_seconds=item.wall_seconds,
+        reasoning_level=item.reasoning_level,
+        imported=item.imported,
         idempotency_key=key,
         request_hash=request_hash,
         status=Status.QUEUED.value,
