@@ -302,6 +302,11 @@ class TaskSetFigures:
 SPENT = ("cost_usd", "input_tokens", "output_tokens", "api_seconds", "wall_seconds")
 # what an attempt may say of what it cost: the submission's fields, its columns, its export
 USAGE_FIELDS = (*SPENT, "reasoning_level")
+# Bounds far above any real attempt, so that a slip (a cost in cents times a thousand, the
+# tokens of a whole campaign on one attempt) is refused where it is given, not averaged in
+MAX_COST_USD = 100_000.0
+MAX_TOKENS = 10**9
+MAX_SECONDS = 1_000_000.0  # 11.6 days: one attempt
 
 
 @dataclass
@@ -383,6 +388,43 @@ def legacy(attempts: Sequence[Attempt], trials: int) -> bool:
     stability is its verdict and pass_any@n is the solve rate, so neither is shown for it:
     they would look like measurements of what was never measured."""
     return bool(attempts) and all(a.imported for a in attempts) and trials <= 1
+
+
+# what a campaign cost, as the portal and the CLI print it
+def usd(value: float | None) -> str:
+    """Dollars: cents from a dollar up, else 3 significant digits ($0.0123); '—' for none."""
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
+def tokens(value: float | None) -> str:
+    """A count of tokens, shortened: 950, 12.3k, 4.56M."""
+    if value is None:
+        return "—"
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}" if not float(value).is_integer() else str(int(value))
+
+
+def seconds(value: float | None) -> str:
+    """A duration: 42.1 s, 12.5 min, 3.2 h."""
+    if value is None:
+        return "—"
+    if value >= 3600:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 60:.1f} min" if value >= 120 else f"{value:.1f} s"
+
+
+def spent(fig: dict[str, Any] | None, show: Any) -> tuple[str, str]:
+    """A Spent figure (grader.metrics) as (per complete trial, total), each with `show`;
+    a total some attempts did not report says how many did."""
+    fig = fig or {}
+    total = show(fig.get("total"))
+    if fig.get("total") is not None and fig.get("reported") != fig.get("attempts"):
+        total += f" ({fig.get('reported')} of {fig.get('attempts')} attempts said)"
+    return show(fig.get("per_trial")), total
 
 
 @dataclass

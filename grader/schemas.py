@@ -16,7 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from grader import intake
 from grader.intake import Refusal
-from grader.metrics import REASONING_LEVELS, USAGE_FIELDS
+from grader.metrics import MAX_COST_USD, MAX_SECONDS, MAX_TOKENS, REASONING_LEVELS, USAGE_FIELDS
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
@@ -79,11 +79,7 @@ CallbackUrl = Annotated[
     Field(None, description="POSTed the finished submission, signed (X-Grader-Signature)"),
 ]
 # What the attempt cost, as its submitter measured it (GitBench's per-attempt record): each
-# optional, finite, never negative, and bounded far above any real attempt, so that a typo
-# (a cost in cents times a thousand, tokens of a whole campaign) is refused, not averaged in.
-MAX_COST_USD = 100_000.0
-MAX_TOKENS = 10**9
-MAX_SECONDS = 1_000_000.0  # 11.6 days: one attempt
+# optional, finite, never negative, and within grader.metrics' bounds (MAX_*)
 CostUsd = Annotated[
     float | None,
     Field(None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, description="what the attempt's model calls cost, in USD"),
