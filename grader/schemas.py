@@ -573,7 +573,9 @@ class RunView(RunOut):
         description="figures with numerator, denominator and 95% interval (resolved, "
         "solve rate, success rate, pass@k); per-task table; breakdowns by "
         "suite, difficulty, language, prompt variant; task_set: the figures "
-        "over the suites' whole task set"
+        "over the suites' whole task set; usage: what the campaign cost (cost, tokens, API and "
+        "wall-clock seconds), the mean per complete trial and the total; legacy: imported "
+        "single-trial results, whose stability and pass_any_at_n are null"
     )
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"

@@ -536,7 +536,8 @@ ERRORS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "422",
         _unknown_field(
             "unknown field 'trail' (did you mean 'trial'?); the fields are: task_id, patch, run_id, system, trial, "
-            "prompt_variant, metadata, callback_url, phase, overwrite"
+            "prompt_variant, metadata, callback_url, cost_usd, input_tokens, output_tokens, api_seconds, "
+            "wall_seconds, reasoning_level, phase, overwrite"
         ),
     ),
     ("patch", "/v1/runs/{run}"): (
