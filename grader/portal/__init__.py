@@ -409,6 +409,7 @@ def _submit_form(
             tasks=sorted(t.id for t in svc.tasks),
             phases=[p for p in _phase_views(svc) if p["open"]],
             form_id=secrets.token_urlsafe(16),
+            reasoning_levels=metrics.REASONING_LEVELS,
             limits=_limits(svc),
             taken=taken,
             run_id=run_id,

@@ -299,3 +299,35 @@ def test_the_cli_sends_what_it_cost(served, svc, tmp_path, monkeypatch):
     with svc.db.read() as s:
         row = s.query(Submission).filter(Submission.task_id == B).one()
         assert (row.cost_usd, row.reasoning_level, row.imported) == (0.4, "low", True)
+
+
+def test_the_portals_submit_form_takes_what_it_cost_and_refuses_it_by_field(app, svc):
+    browser = app.test_client()
+    assert browser.post("/login", data={"key": new_key(svc, "portal-cost")}).status_code == 302
+
+    def send(**fields):
+        page = browser.get("/submit?kind=patch").get_data(as_text=True)
+        fid = re.search(r'name="form_id" value="([^"]+)"', page).group(1)
+        data = {"kind": "patch", "form_id": fid, "task_id": A, "patch": "", "run_id": "form"} | fields
+        return browser.post("/submit", data=data)
+
+    for field, value, said in (
+        ("cost_usd", "-2", "greater than or equal to 0"),
+        ("cost_usd", "lots", "is not a number"),
+        ("input_tokens", "1.5", "is not a whole number"),
+        ("output_tokens", str(10**12), "less than or equal to"),
+        ("api_seconds", "nan", "finite number"),
+        ("reasoning_level", "ultra", "is one of none, minimal"),
+    ):
+        r = send(**{field: value})
+        page = r.get_data(as_text=True)
+        assert r.status_code == 422, (field, r.status_code)
+        assert f'id="{field}-error"' in page and said in page, (field, said)
+    with svc.db.read() as s:
+        assert s.query(Submission).count() == 0  # nothing refused was kept
+    r = send(cost_usd="0.75", input_tokens="1200", output_tokens="80", api_seconds="4.5", reasoning_level="low")
+    assert r.status_code == 302, r.get_data(as_text=True)
+    with svc.db.read() as s:
+        row = s.query(Submission).one()
+    assert (row.cost_usd, row.input_tokens, row.output_tokens, row.api_seconds) == (0.75, 1200, 80, 4.5)
+    assert (row.wall_seconds, row.reasoning_level, row.imported) == (None, "low", None)
