@@ -20,6 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any, cast
@@ -935,6 +936,15 @@ def _breakdown_rows(groups: dict[Any, Any], key: str) -> list[tuple[str, dict[st
 CHART = {"w": 560, "h": 300, "left": 64, "right": 24, "top": 16, "bottom": 44}
 
 
+def _round_up(x: float) -> float:
+    """The axis' end: x rounded up to 1, 2, 2.5, 5 or 10 times a power of ten, so that its
+    quarters are round sums ($0.25, $2.50); 1 for nothing to draw."""
+    if x <= 0:
+        return 1.0
+    step = 10.0 ** math.floor(math.log10(x))
+    return next(m * step for m in (1, 2, 2.5, 5, 10) if m * step >= x * (1 - 1e-12))
+
+
 def _cost_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Cost per complete trial (x, USD from 0) against solve rate over the task set (y,
     0-100%) for a board table's runs, laid out for the `cost_chart` macro: a point per
@@ -950,7 +960,7 @@ def _cost_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
             points.append((r, float(cost), float(solve)))
     c = CHART
     pw, ph = c["w"] - c["left"] - c["right"], c["h"] - c["top"] - c["bottom"]
-    top = max((cost for _, cost, _ in points), default=0.0) * 1.1 or 1.0
+    top = _round_up(max((cost for _, cost, _ in points), default=0.0) * 1.05)
     return {
         **c,
         "pw": pw,

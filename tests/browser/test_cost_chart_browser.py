@@ -6,7 +6,9 @@ file needs no Docker."""
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import pytest
 from werkzeug.serving import make_server
@@ -15,12 +17,14 @@ from grader.app import create_app
 from grader.store import submissions as subs
 from grader.store.models import Submission
 from grader.verdict import Provenance, Result, Verdict
+from helpers import ROOT
 from helpers.browser import chromium
 from helpers.service import Api, make_service, new_key
 
 pytestmark = [pytest.mark.service, pytest.mark.browser]
 TASKS = ("calc-mean-empty", "calc-median-even", "notes-merge-greeting")
 # run -> (team, cost per attempt, trials, PASSes per trial)
+SHOTS = Path(os.environ.get("GRADER_SCREENSHOTS", ROOT / "benchmarks" / "out" / "screenshots"))
 RUNS = {"frugal": ("alpha", 0.05, 1, 1), "middling": ("beta", 0.4, 2, 2), "lavish": ("gamma", 2.5, 3, 3)}
 
 
@@ -81,6 +85,8 @@ def test_the_chart_draws_a_point_per_run_cost_against_solve_rate(site):
     charts = b.find_elements(By.CSS_SELECTOR, "figure.cost-chart svg")
     assert len(charts) == 1  # one table (the examples suite), one chart
     svg = charts[0]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    svg.screenshot(str(SHOTS / "leaderboard-cost-chart.png"))
     assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 200
     points = {
         g.get_attribute("data-run"): g.find_element(By.TAG_NAME, "circle")
