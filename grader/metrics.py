@@ -392,10 +392,11 @@ def legacy(attempts: Sequence[Attempt], trials: int) -> bool:
 
 # what a campaign cost, as the portal and the CLI print it
 def usd(value: float | None) -> str:
-    """Dollars: cents from a dollar up, else 3 significant digits ($0.0123); '—' for none."""
+    """Dollars: to the cent from ten cents up ($0.50, $1,234.56), else 3 significant digits
+    ($0.0123), so that a cheap attempt is not shown as $0.00; '—' for none."""
     if value is None:
         return "—"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:.3g}"
 
 
 def tokens(value: float | None) -> str:

@@ -254,7 +254,7 @@ def test_the_leaderboard_shows_cost_beside_solve_rate_and_draws_it(app, svc):
     assert costs == {"cheap": 0.5, "dear": 4.0}  # dear: 8.0 over its 2 complete trials
     page = Api(app.test_client(), None).get("/leaderboard").get_data(as_text=True)
     cells = re.findall(r'<td class="num cost"[^>]*>([^<]*)</td>', page)
-    assert sorted(cells) == ["$0.5", "$4.00"]
+    assert sorted(cells) == ["$0.50", "$4.00"]
     svg = page[page.index('class="chart cost-chart"') :]
     points = dict(re.findall(r'<g class="point" data-run="([0-9a-f]+)"><circle cx="([\d.]+)"', svg))
     assert set(points) == set(ids.values())
@@ -282,6 +282,13 @@ def test_the_cli_sends_what_it_cost(served, svc, tmp_path, monkeypatch):
     sub = json.loads(result.output)
     assert (sub["cost_usd"], sub["input_tokens"], sub["output_tokens"]) == (0.2, 300, 40)
     assert (sub["api_seconds"], sub["wall_seconds"], sub["reasoning_level"]) == (3.5, 9.0, "minimal")
+    finish(svc, _pass_if_said)
+    shown = runner.invoke(main, ["runs", "show", "cli", "--url", served, "--api-key", key], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    text = re.sub(r"\s+", " ", shown.output)
+    assert "what it cost: 1 complete trial(s) of 1" in text and "cost │ $0.20 │ $0.20" in text, text
+    assert "model API time │ 3.5 s" in text and "wall-clock time │ 9.0 s" in text
+    assert "reasoning level │ minimal (1)" in text
     # a negative cost never leaves the machine; a cost with --predictions is a usage error
     bad = runner.invoke(main, [*args[:8], "-1", "--url", served, "--api-key", key])
     assert bad.exit_code == 2 and "--cost-usd" in bad.output

@@ -77,7 +77,8 @@ def test_legacy_is_imported_and_single_trial():
 
 
 def test_the_figures_are_printed_in_their_units():
-    assert (metrics.usd(12.345), metrics.usd(0.01234), metrics.usd(None)) == ("$12.35", "$0.0123", "—")
+    assert (metrics.usd(12.345), metrics.usd(0.5), metrics.usd(0.01234)) == ("$12.35", "$0.50", "$0.0123")
+    assert (metrics.usd(0), metrics.usd(None), metrics.usd(1234.5)) == ("$0.00", "—", "$1,234.50")
     assert (metrics.tokens(950), metrics.tokens(12_345), metrics.tokens(4_560_000)) == ("950", "12.3k", "4.56M")
     assert (metrics.seconds(42.1), metrics.seconds(750), metrics.seconds(7200)) == ("42.1 s", "12.5 min", "2.0 h")
     fig = {"total": 3.0, "per_trial": None, "reported": 2, "attempts": 3}
