@@ -8,8 +8,10 @@ against numbers worked out by hand."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import zipfile
 
 import pytest
 from click.testing import CliRunner
@@ -189,6 +191,13 @@ def test_exports_carry_what_it_cost_and_read_back_as_legacy(api, svc):
     preds = {p["instance_id"]: p for p in api.get("/v1/runs/src/predictions").json}
     assert preds[A]["cost_usd"] == 0.5 and preds[A]["input_tokens"] == 100 and preds[A]["reasoning_level"] == "low"
     assert preds[B]["wall_seconds"] == 1.0 and "reasoning_level" not in preds[B]
+    # the logs archive's index says what each attempt cost
+    r = api.get("/v1/runs/src/logs?format=zip")
+    assert r.status_code == 200, r.status_code
+    with zipfile.ZipFile(io.BytesIO(r.data)) as z:
+        index = json.loads(z.read(next(n for n in z.namelist() if n.endswith("index.json"))))
+    said = {e["task_id"]: (e["cost_usd"], e["input_tokens"], e["reasoning_level"]) for e in index["submissions"]}
+    assert said == {A: (0.5, 100, "low"), B: (0.25, 50, None)}
     # the export read back as SWE-bench predictions: the fields kept, the run imported and legacy
     r = api.post("/v1/submissions/batch", json={"run_id": "back", "submissions": list(preds.values())})
     assert r.status_code == 202 and r.json["accepted"] == 2 and not any(i.get("ignored") for i in r.json["items"])
