@@ -128,7 +128,9 @@ class Item:
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
         API's SubmissionIn dumps them without its unset ones), hashed."""
-        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        # `imported` is how the item came (a prediction line), not what it says: a retry of
+        # a batch taken before the column was kept hashes as it did then
+        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "imported"}
         return hashlib.sha256(json.dumps(given, sort_keys=True).encode()).hexdigest()
 
 

@@ -117,3 +117,14 @@ def test_a_prediction_keeps_what_it_cost_and_is_marked_imported():
     assert (sub.cost_usd, sub.output_tokens, sub.reasoning_level, sub.imported) == (0.5, 7, "none", True)  # type: ignore[union-attr]
     ours = read_item({"task_id": "t", "patch": ""}, "run", {"reasoning_level": "high"}).sub
     assert (ours.reasoning_level, ours.imported) == ("high", None)  # type: ignore[union-attr]
+
+
+def test_how_an_item_came_is_no_part_of_its_idempotency_hash():
+    """A prediction batch retried across the upgrade that began keeping `imported` is the
+    same request, not a conflict; what it cost is part of what it says."""
+    line = read_item({"instance_id": "t", "model_patch": "x"}, "run", {}).sub
+    ours = read_item({"task_id": "t", "patch": "x"}, "run", {}).sub
+    assert line.imported and not ours.imported  # type: ignore[union-attr]
+    assert line.request_hash() == ours.request_hash()  # type: ignore[union-attr]
+    costly = read_item({"task_id": "t", "patch": "x", "cost_usd": 1.0}, "run", {}).sub
+    assert costly.request_hash() != ours.request_hash()  # type: ignore[union-attr]
