@@ -243,7 +243,7 @@ def test_the_run_page_shows_what_it_cost(api, svc):
     assert "xhigh (2)" in row("reasoning_level")
 
 
-def test_the_leaderboard_shows_cost_beside_solve_rate_and_draws_it(app, svc):
+def test_the_leaderboard_shows_cost_beside_solve_rate_and_draws_it(app, svc, served):
     a = Api(app.test_client(), new_key(svc, "alpha"))
     b = Api(app.test_client(), new_key(svc, "beta"))
     admin = Api(app.test_client(), new_key(svc, "host", admin=True))
@@ -261,6 +261,10 @@ def test_the_leaderboard_shows_cost_beside_solve_rate_and_draws_it(app, svc):
     board = Api(app.test_client(), None).get("/v1/leaderboard").json["items"]
     costs = {x["name"]: x["metrics"]["usage"]["cost_usd"]["per_trial"] for x in board}
     assert costs == {"cheap": 0.5, "dear": 4.0}  # dear: 8.0 over its 2 complete trials
+    printed = CliRunner().invoke(main, ["leaderboard", "--url", served, "--api-key", new_key(svc, "reader")])
+    assert printed.exit_code == 0, printed.output
+    text = re.sub(r"\s+", " ", printed.output)
+    assert "cost / trial" in text and "$0.50" in text and "$4.00" in text, text
     page = Api(app.test_client(), None).get("/leaderboard").get_data(as_text=True)
     cells = re.findall(r'<td class="num cost"[^>]*>([^<]*)</td>', page)
     assert sorted(cells) == ["$0.50", "$4.00"]
