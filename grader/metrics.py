@@ -39,6 +39,12 @@ Over a task set (the leaderboard, the report's `total_instances`), a task withou
 valid trial counts as not resolved and 0 in the solve rate, as SWE-bench counts an
 instance it was given no prediction for; see `over_task_set`.
 
+What a campaign cost (`usage`) is not a rate and follows GitBench instead: each attempt
+may say its cost, tokens, model API time and wall-clock time; a run reports each as its
+total and as the mean per *complete trial* (a trial number with an attempt at every task),
+so that runs with different numbers of trials compare. A run of imported single-trial
+results is `legacy`: no stability classes and no pass_any@n, which one trial cannot measure.
+
 Every figure carries its numerator and denominator. Its 95% interval is Wilson's over
 tasks, the unit that was sampled (trials of one task are correlated): for a mean of
 per-task values in [0, 1] that is conservative, since no such variable has a larger
@@ -121,11 +127,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 # --- runs (campaigns) ------------------------------------------------------------------------
-# The wire strings come from the one Verdict enum so a renamed verdict cannot silently
-# drop out of a denominator here.
 # A model's reasoning effort, as the providers name it (OpenAI's reasoning_effort, GitBench's
 # model#level): what an attempt may say of itself, lowest first.
 REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# The wire strings come from the one Verdict enum so a renamed verdict cannot silently
+# drop out of a denominator here.
 PASS, FAIL, ERROR = Verdict.PASS.value, Verdict.FAIL.value, Verdict.ERROR.value
 VALID_GRADED = (PASS, FAIL)  # success rate: graded without PATCH FAILED or TIMED OUT
 Z95 = 1.959963984540054  # the 0.975 quantile of the standard normal: two-sided 95%
