@@ -103,7 +103,10 @@ def _constants(value: Any, at: str = "") -> list[tuple[str, str]]:
 def _refuse_constants(raw: bytes | str) -> NoReturn:
     """The 422 for a body holding NaN or Infinity, naming each field that does (a cost of
     NaN says cost_usd), as validation names a field."""
-    found = _constants(json.loads(raw, parse_constant=_Constant))
+    try:
+        found = _constants(json.loads(raw, parse_constant=_Constant))
+    except (ValueError, RecursionError):  # broken or too deep past the constant: say what the first read met
+        found = []
     details = [{"field": at or "body", "problem": f"{c} is not a JSON number"} for at, c in found]
     if not details:
         _refuse_constant("NaN")

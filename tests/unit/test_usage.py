@@ -128,3 +128,20 @@ def test_how_an_item_came_is_no_part_of_its_idempotency_hash():
     assert line.request_hash() == ours.request_hash()  # type: ignore[union-attr]
     costly = read_item({"task_id": "t", "patch": "x", "cost_usd": 1.0}, "run", {}).sub
     assert costly.request_hash() != ours.request_hash()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ('{"cost_usd": NaN}', "cost_usd: NaN is not a JSON number"),
+        ('{"submissions": [{"api_seconds": -Infinity}]}', "submissions[0].api_seconds: -Infinity"),
+        ('{"cost_usd": NaN, "x": [' + "[" * 100_000, "NaN is not a JSON number"),  # too deep past it
+        ('{"cost_usd": Infinity, "x": }', "NaN is not a JSON number"),  # broken past it
+    ],
+)
+def test_nan_in_a_body_is_422_naming_its_field_never_a_500(raw, said):
+    from grader.api.errors import ApiError, parse_json
+
+    with pytest.raises(ApiError) as caught:
+        parse_json(raw)
+    assert caught.value.status == 422 and said in caught.value.message
