@@ -134,11 +134,19 @@ class Client:
         idempotency_key: str | None = None,
         overwrite: bool = False,
         phase: str | None = None,
+        cost_usd: float | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        api_seconds: float | None = None,
+        wall_seconds: float | None = None,
+        reasoning_level: str | None = None,
     ) -> Submission:
         """Submit one patch; with `wait`, the server holds the answer up to that many
         seconds for the verdict. Returns the submission (check its `status`). A run holds
         one attempt per task and trial: a second is refused (409 attempt_exists) unless
-        `trial` is new or `overwrite` replaces the earlier one."""
+        `trial` is new or `overwrite` replaces the earlier one. What the attempt cost
+        (`cost_usd`, `input_tokens`, `output_tokens`, `api_seconds`, `wall_seconds`,
+        `reasoning_level`) is kept with it and summed into its run's figures."""
         if isinstance(patch, bytes):
             patch = patch.decode("utf-8", errors="surrogateescape")
         body = _without_none(
@@ -153,6 +161,12 @@ class Client:
                 "callback_url": callback_url,
                 "overwrite": True if overwrite else None,
                 "phase": phase,
+                "cost_usd": cost_usd,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "api_seconds": api_seconds,
+                "wall_seconds": wall_seconds,
+                "reasoning_level": reasoning_level,
             }
         )
         params = {"wait": _seconds(wait)} if wait else None
@@ -177,11 +191,13 @@ class Client:
         callback_url: str | None = None,
         idempotency_key: str | None = None,
         phase: str | None = None,
+        reasoning_level: str | None = None,
     ) -> dict[str, Any]:
         """Submit many: items in our format or SWE-bench predictions. Sent in chunks of
         `batch_size`; the answer combines them with indexes into `items`, in input order.
-        `system`, `trial`, `prompt_variant`, `metadata`, `callback_url` and `phase` are
-        given to the items that do not say their own.
+        `system`, `trial`, `prompt_variant`, `metadata`, `callback_url`, `phase` and
+        `reasoning_level` are given to the items that do not say their own; what an
+        attempt cost is each item's own (`cost_usd`, `input_tokens`, ... on the item).
 
         Each chunk's Idempotency-Key is derived from `idempotency_key`, so repeating the
         whole call with the same key and batch size repeats nothing. A chunk the server
@@ -205,6 +221,7 @@ class Client:
                     "metadata": metadata,
                     "callback_url": callback_url,
                     "phase": phase,
+                    "reasoning_level": reasoning_level,
                     "submissions": chunk,
                 }
             )

@@ -116,11 +116,21 @@ class Item:
     # the hash of a request that did not say it
     overwrite: bool | None = None
     phase: str | None = None  # the challenge phase it is submitted to (its slug)
+    # what the attempt cost, as its submitter says (grader/schemas.py bounds each)
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    api_seconds: float | None = None
+    wall_seconds: float | None = None
+    reasoning_level: str | None = None
+    imported: bool | None = None  # came as a SWE-bench prediction (None, not False: see overwrite)
 
     def request_hash(self) -> str:
         """What an Idempotency-Key is checked against: the item's given fields (as the
         API's SubmissionIn dumps them without its unset ones), hashed."""
-        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        # `imported` is how the item came (a prediction line), not what it says: a retry of
+        # a batch taken before the column was kept hashes as it did then
+        given = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "imported"}
         return hashlib.sha256(json.dumps(given, sort_keys=True).encode()).hexdigest()
 
 
@@ -343,6 +353,13 @@ def _new_row(svc: Handles, team: Submitter, item: Item, key: str | None, request
         prompt_variant=item.prompt_variant,
         meta=item.metadata,
         callback_url=item.callback_url,
+        cost_usd=item.cost_usd,
+        input_tokens=item.input_tokens,
+        output_tokens=item.output_tokens,
+        api_seconds=item.api_seconds,
+        wall_seconds=item.wall_seconds,
+        reasoning_level=item.reasoning_level,
+        imported=item.imported,
         idempotency_key=key,
         request_hash=request_hash,
         status=Status.QUEUED.value,

@@ -40,6 +40,12 @@ Over a task set (the leaderboard, the report's `total_instances`), a task withou
 valid trial counts as not resolved and 0 in the solve rate, as SWE-bench counts an
 instance it was given no prediction for; see `over_task_set`.
 
+What a campaign cost (`usage`) is not a rate and follows GitBench instead: each attempt
+may say its cost, tokens, model API time and wall-clock time; a run reports each as its
+total and as the mean per *complete trial* (a trial number with an attempt at every task),
+so that runs with different numbers of trials compare. A run of imported single-trial
+results is `legacy`: no stability classes and no pass_any@n, which one trial cannot measure.
+
 Every figure carries its numerator and denominator. Its 95% interval is Wilson's over
 tasks, the unit that was sampled (trials of one task are correlated): for a mean of
 per-task values in [0, 1] that is conservative, since no such variable has a larger
@@ -60,9 +66,10 @@ from typing import Any, TypeVar
 from grader.verdict import Verdict
 
 T = TypeVar("T")
-# The rules' edition: figures a store kept under another are computed again (grader/runs.py's
-# figures_key). 2: no stability class for a task with one valid trial.
-RULES = 2
+# The edition of the figures' rules and shape: figures a store kept under another are computed
+# again when next read, whatever the grader's version says (grader/runs.py's figures_key).
+# 2: no stability class for a task with one valid trial; 3: usage and legacy (migration 0011).
+RULES = 3
 
 
 def file_localization(
@@ -125,6 +132,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 # --- runs (campaigns) ------------------------------------------------------------------------
+# A model's reasoning effort, as the providers name it (OpenAI's reasoning_effort, GitBench's
+# model#level): what an attempt may say of itself, lowest first.
+REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # The wire strings come from the one Verdict enum so a renamed verdict cannot silently
 # drop out of a denominator here.
 PASS, FAIL, ERROR = Verdict.PASS.value, Verdict.FAIL.value, Verdict.ERROR.value
@@ -151,6 +161,14 @@ class Attempt:
     precision: float | None = None
     recall: float | None = None
     f1: float | None = None
+    # what the attempt cost, as its submitter said (None: not said); see `usage`
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    api_seconds: float | None = None
+    wall_seconds: float | None = None
+    reasoning_level: str | None = None
+    imported: bool = False  # a SWE-bench prediction imported as it was, not run here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict).value)
@@ -293,6 +311,135 @@ class TaskSetFigures:
     solve_rate: Figure  # sum of c / n / tasks in the set
 
 
+SPENT = ("cost_usd", "input_tokens", "output_tokens", "api_seconds", "wall_seconds")
+# what an attempt may say of what it cost: the submission's fields, its columns, its export
+USAGE_FIELDS = (*SPENT, "reasoning_level")
+# Bounds far above any real attempt, so that a slip (a cost in cents times a thousand, the
+# tokens of a whole campaign on one attempt) is refused where it is given, not averaged in
+MAX_COST_USD = 100_000.0
+MAX_TOKENS = 10**9
+MAX_SECONDS = 1_000_000.0  # 11.6 days: one attempt
+
+
+@dataclass
+class Spent:
+    """One quantity attempts report of themselves (dollars, tokens, seconds) over a run, as
+    GitBench reports a campaign: its total, and its mean per complete trial.
+
+    A *trial* is a round of the campaign: the attempts that share a trial number (the
+    unnumbered ones are one round). A round is *complete* when it holds an attempt at every
+    task the run attempted, so that a 3-trial run and a 1-trial run of the same system
+    compare per trial: total over the complete rounds / their number. A round still
+    missing tasks is in the total, never in the mean. The mean is None unless every attempt
+    of the complete rounds reported the quantity (a mean over the ones that did would
+    understate it); `reported` of `attempts` says how many did. ERROR attempts count: the
+    model was called and paid for even when the grading machinery failed."""
+
+    total: float | None  # over every attempt that reported it; None when none did
+    per_trial: float | None  # over the complete trials; None when there is none, or one is unreported
+    reported: int  # attempts that reported it
+    attempts: int  # attempts in all
+
+
+@dataclass
+class Usage:
+    """What a campaign cost (GitBench's figures): per quantity a `Spent`. API time (waiting
+    on the model) and wall-clock time (the attempt from start to end) are kept apart: an
+    agent's wall clock also holds its tools, retries and queues."""
+
+    trials: int  # rounds (distinct trial numbers) seen
+    complete_trials: int  # of them, with an attempt at every task
+    cost_usd: Spent
+    input_tokens: Spent
+    output_tokens: Spent
+    api_seconds: Spent
+    wall_seconds: Spent
+    reasoning_levels: dict[str, int]  # attempts per level said
+
+
+def _spent(attempts: Sequence[Attempt], in_complete: Sequence[Attempt], rounds: int, name: str) -> Spent:
+    given = [v for a in attempts if (v := getattr(a, name)) is not None]
+    complete = [getattr(a, name) for a in in_complete]
+    per_trial = None
+    if rounds and all(v is not None for v in complete):
+        per_trial = _sum(complete) / rounds
+    return Spent(_sum(given) if given else None, per_trial, len(given), len(attempts))
+
+
+def _sum(values: Sequence[Any]) -> float:
+    """Whole numbers (tokens) exactly, money and seconds with math.fsum."""
+    return sum(values) if all(isinstance(v, int) for v in values) else math.fsum(values)
+
+
+def usage(attempts: Iterable[Attempt]) -> Usage:
+    """A run's cost figures: see `Spent` for what a complete trial is and why the mean is
+    over them."""
+    kept = list(attempts)
+    tasks = {a.task_id for a in kept}
+    rounds: dict[int | None, list[Attempt]] = {}
+    for a in kept:
+        rounds.setdefault(a.trial, []).append(a)
+    complete = [r for r in rounds.values() if {a.task_id for a in r} == tasks]
+    in_complete = [a for r in complete for a in r]
+    levels: dict[str, int] = {}
+    for a in kept:
+        if a.reasoning_level is not None:
+            levels[a.reasoning_level] = levels.get(a.reasoning_level, 0) + 1
+    order = {name: i for i, name in enumerate(REASONING_LEVELS)}
+    return Usage(
+        trials=len(rounds),
+        complete_trials=len(complete),
+        **{name: _spent(kept, in_complete, len(complete), name) for name in SPENT},
+        reasoning_levels=dict(sorted(levels.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))),
+    )
+
+
+def legacy(attempts: Sequence[Attempt], trials: int) -> bool:
+    """A run of imported single-trial results (SWE-bench predictions, one per task): every
+    attempt imported and no task with more than one valid trial. With one trial a task's
+    stability is its verdict and pass_any@n is the solve rate, so neither is shown for it:
+    they would look like measurements of what was never measured."""
+    return bool(attempts) and all(a.imported for a in attempts) and trials <= 1
+
+
+# what a campaign cost, as the portal and the CLI print it
+def usd(value: float | None) -> str:
+    """Dollars: to the cent from ten cents up ($0.50, $1,234.56), else 3 significant digits
+    ($0.0123), so that a cheap attempt is not shown as $0.00; '—' for none."""
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:.3g}"
+
+
+def tokens(value: float | None) -> str:
+    """A count of tokens, shortened: 950, 12.3k, 4.56M."""
+    if value is None:
+        return "—"
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}" if not float(value).is_integer() else str(int(value))
+
+
+def seconds(value: float | None) -> str:
+    """A duration: 42.1 s, 12.5 min, 3.2 h."""
+    if value is None:
+        return "—"
+    if value >= 3600:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 60:.1f} min" if value >= 120 else f"{value:.1f} s"
+
+
+def spent(fig: dict[str, Any] | None, show: Any) -> tuple[str, str]:
+    """A Spent figure (grader.metrics) as (per complete trial, total), each with `show`;
+    a total some attempts did not report says how many did."""
+    fig = fig or {}
+    total = show(fig.get("total"))
+    if fig.get("total") is not None and fig.get("reported") != fig.get("attempts"):
+        total += f" ({fig.get('reported')} of {fig.get('attempts')} attempts said)"
+    return show(fig.get("per_trial")), total
+
+
 @dataclass
 class RunSummary:
     attempts: int  # inside the window, ERROR included
@@ -307,11 +454,13 @@ class RunSummary:
     one_attempt_success: Figure  # the solve rate under GitBench's name
     success_rate: Figure  # mean over tasks of graded / n
     pass_at_k: dict[str, Figure | None]  # "1" .. str(trials): JSON keys are strings
-    pass_any_at_n: Figure
-    stability: dict[str, int]
+    pass_any_at_n: Figure | None  # None for a legacy run
+    stability: dict[str, int] | None  # None for a legacy run
     per_task: dict[str, TaskRecord]
     breakdowns: dict[str, dict[str, dict[str, Figure | int]]]
     localization: dict[str, Figure]
+    usage: Usage
+    legacy: bool = False  # imported single-trial results: no stability classes, no pass_any@n
     task_set: TaskSetFigures | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -425,6 +574,10 @@ def run_summary(
         values = [getattr(a, name) for a in valid if getattr(a, name) is not None]
         localization[name] = Figure(sum(values) / len(values) if values else None, sum(values), len(values))
     all_resolved, all_solve_rate, all_success_rate = _rate_figures(tasks)
+    old = legacy(kept, trials)
+    if old:
+        for r in tasks.values():
+            r.stability = None
     return RunSummary(
         attempts=len(kept),
         valid=len(valid),
@@ -438,11 +591,13 @@ def run_summary(
         one_attempt_success=all_solve_rate,
         success_rate=all_success_rate,
         pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in pass_ks(trials)},
-        pass_any_at_n=rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
-        stability=classes,
+        pass_any_at_n=None if old else rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
+        stability=None if old else classes,
         per_task=tasks,
         breakdowns=breakdowns,
         localization=localization,
+        usage=usage(kept),
+        legacy=old,
         task_set=over_task_set(tasks, task_set) if task_set is not None else None,
     )
 

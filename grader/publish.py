@@ -120,7 +120,7 @@ class _OnBehalf:
 def regrade_errors(svc: Handles, run: Run) -> tuple[int, int]:
     """The host's re-grade of a run's ERRORs (machinery faults, never the team's): each
     ERROR attempt is submitted again as it was (task, patch, trial, system, prompt variant,
-    metadata, phase), replacing it in the run (it stays in the team's history, as an
+    metadata, phase, what it cost), replacing it in the run (it stays in the team's history, as an
     overwritten attempt does). How many were sent again, and how many were refused."""
     with svc.db.read() as s:
         rows = [r for r in store_runs.submissions_of(s, run) if r.status == "done" and r.verdict == "ERROR"]
@@ -136,6 +136,13 @@ def regrade_errors(svc: Handles, run: Run) -> tuple[int, int]:
             metadata=r.meta,
             overwrite=True,
             phase=phase.slug if phase else None,
+            cost_usd=r.cost_usd,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            api_seconds=r.api_seconds,
+            wall_seconds=r.wall_seconds,
+            reasoning_level=r.reasoning_level,
+            imported=r.imported,
         )
         for r in rows
     ]

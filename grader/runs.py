@@ -123,6 +123,20 @@ class Graded(Protocol):
     def tampered(self) -> bool | None: ...
     @property
     def audit_flagged(self) -> bool | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def api_seconds(self) -> float | None: ...
+    @property
+    def wall_seconds(self) -> float | None: ...
+    @property
+    def reasoning_level(self) -> str | None: ...
+    @property
+    def imported(self) -> bool | None: ...
 
 
 def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Attempt], int]:
@@ -160,6 +174,13 @@ def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Atte
                 precision=sub.loc_precision,
                 recall=sub.loc_recall,
                 f1=sub.loc_f1,
+                cost_usd=sub.cost_usd,
+                input_tokens=sub.input_tokens,
+                output_tokens=sub.output_tokens,
+                api_seconds=sub.api_seconds,
+                wall_seconds=sub.wall_seconds,
+                reasoning_level=sub.reasoning_level,
+                imported=bool(sub.imported),
             )
         )
     return out, pending
@@ -278,6 +299,8 @@ AGGREGATE = (
     "success_rate",
     "pass_at_k",
     "pass_any_at_n",
+    "usage",
+    "legacy",
 )
 
 
@@ -650,11 +673,27 @@ def _by_task(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def _records(rows: list[dict[str, Any]]) -> dict[str, metrics.TaskRecord]:
     """The rule's per-task records (grader.metrics) from submission rows: finished ones
     with a verdict are the trials, as attempts_of makes them for every other figure."""
-    return metrics.task_records(
-        metrics.Attempt(task_id=r["task_id"], verdict=r["verdict"], trial=r.get("trial"))
+    return metrics.task_records(_attempts(rows))
+
+
+def _attempts(rows: list[dict[str, Any]]) -> list[metrics.Attempt]:
+    """Finished submission rows with a verdict as the metrics' attempts, with what each cost."""
+    return [
+        metrics.Attempt(
+            task_id=r["task_id"],
+            verdict=r["verdict"],
+            trial=r.get("trial"),
+            **{k: r.get(k) for k in metrics.USAGE_FIELDS},
+            imported=bool(r.get("imported")),
+        )
         for r in rows
         if r["status"] == Status.DONE.value and r["verdict"]
-    )
+    ]
+
+
+def usage_row(sub: Submission) -> dict[str, Any]:
+    """A submission's usage fields, as the export rows carry them."""
+    return {k: getattr(sub, k) for k in metrics.USAGE_FIELDS} | {"imported": bool(sub.imported)}
 
 
 def swebench_report(rows: list[dict[str, Any]], task_ids: set[str] | None = None) -> dict[str, Any]:
@@ -691,6 +730,8 @@ def swebench_report(rows: list[dict[str, Any]], task_ids: set[str] | None = None
     report.update({f"{k}_instances": len(v) for k, v in ids.items()})
     report.update({f"{k}_ids": v for k, v in ids.items()})
     report["schema_version"] = 2
+    # not SWE-bench's: what the campaign cost, per complete trial and in all (grader.metrics.usage)
+    report["usage"] = plain(metrics.usage(_attempts(rows)))
     return report
 
 
@@ -714,12 +755,18 @@ def _standing(subs: list[dict[str, Any]], rec: metrics.TaskRecord | None) -> dic
 
 def swebench_predictions(rows: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
     """A run's patches as SWE-bench predictions, one per task (`_standing`). `rows` are
-    submissions (task_id, system, patch, status, verdict, trial), oldest first;
-    model_name_or_path is the submission's system, else `model` (the run's name):
-    SWE-bench's harness needs one."""
+    submissions (task_id, system, patch, status, verdict, trial, what it cost), oldest
+    first; model_name_or_path is the submission's system, else `model` (the run's name):
+    SWE-bench's harness needs one. What the standing submission cost goes with it, under
+    the names a prediction line is read back with (SWE-bench's harness ignores them)."""
     records = _records(rows)
     out = []
     for task_id, subs in sorted(_by_task(rows).items()):
         r = _standing(subs, records.get(task_id))
-        out.append({"instance_id": task_id, "model_name_or_path": r["system"] or model, "model_patch": r["patch"]})
+        said = {
+            k: r[k] for k in metrics.USAGE_FIELDS if r.get(k) is not None
+        }  # read back by `grader submit --predictions`
+        out.append(
+            {"instance_id": task_id, "model_name_or_path": r["system"] or model, "model_patch": r["patch"]} | said
+        )
     return out

@@ -6,6 +6,7 @@ from both."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -15,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from grader import intake
 from grader.intake import Refusal
+from grader.metrics import MAX_COST_USD, MAX_SECONDS, MAX_TOKENS, REASONING_LEVELS, USAGE_FIELDS
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Result
 
@@ -75,6 +77,39 @@ Metadata = Annotated[
 CallbackUrl = Annotated[
     Annotated[str, StringConstraints(max_length=2000)] | None,
     Field(None, description="POSTed the finished submission, signed (X-Grader-Signature)"),
+]
+# What the attempt cost, as its submitter measured it (GitBench's per-attempt record): each
+# optional, finite, never negative, and within grader.metrics' bounds (MAX_*)
+CostUsd = Annotated[
+    float | None,
+    Field(None, ge=0, le=MAX_COST_USD, allow_inf_nan=False, description="what the attempt's model calls cost, in USD"),
+]
+Tokens = Annotated[int | None, Field(None, ge=0, le=MAX_TOKENS)]
+InputTokens = Annotated[Tokens, Field(description="tokens the model read over the attempt (prompt and context)")]
+OutputTokens = Annotated[Tokens, Field(description="tokens the model wrote over the attempt (reasoning included)")]
+ApiSeconds = Annotated[
+    float | None,
+    Field(
+        None,
+        ge=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="seconds the attempt spent waiting on the model's API (its model time, not its wall clock)",
+    ),
+]
+WallSeconds = Annotated[
+    float | None,
+    Field(
+        None,
+        ge=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="seconds the attempt took from start to end, as its submitter's clock saw them",
+    ),
+]
+ReasoningLevel = Annotated[
+    Literal[REASONING_LEVELS] | None,  # type: ignore[valid-type]
+    Field(None, description="the model's reasoning effort: " + ", ".join(REASONING_LEVELS)),
 ]
 
 
@@ -148,6 +183,12 @@ class SubmissionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    cost_usd: CostUsd
+    input_tokens: InputTokens
+    output_tokens: OutputTokens
+    api_seconds: ApiSeconds
+    wall_seconds: WallSeconds
+    reasoning_level: ReasoningLevel
     phase: Name | None = Field(
         None,
         description="the challenge phase it is submitted to (GET /v1/phases): outside its window 403 "
@@ -164,7 +205,7 @@ class SubmissionIn(_In):
 
 class PredictionIn(_In):
     """SWE-bench's prediction format, with the fields of an attempt that a line may also
-    carry (trial, prompt_variant, metadata, callback_url). Other fields are not kept; the
+    carry (trial, prompt_variant, metadata, callback_url, what it cost). Other fields are not kept; the
     batch's answer names them for each item (`ignored`)."""
 
     model_config = ConfigDict(extra="allow")
@@ -175,6 +216,12 @@ class PredictionIn(_In):
     prompt_variant: PromptVariant
     metadata: Metadata
     callback_url: CallbackUrl
+    cost_usd: CostUsd
+    input_tokens: InputTokens
+    output_tokens: OutputTokens
+    api_seconds: ApiSeconds
+    wall_seconds: WallSeconds
+    reasoning_level: ReasoningLevel
     phase: Name | None = Field(None, description="the challenge phase; without it, the batch's")
 
 
@@ -192,6 +239,7 @@ ATTEMPT_DEFAULTS = (
     "metadata",
     "callback_url",
     "phase",
+    "reasoning_level",
 )  # a batch's, for its items
 
 
@@ -216,7 +264,11 @@ def read_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> ReadIte
     try:
         if "instance_id" in raw:  # SWE-bench's prediction format
             p = PredictionIn.model_validate(raw)
-            own = {k: getattr(p, k) for k in ATTEMPT_DEFAULTS if k != "system" and getattr(p, k) is not None}
+            own = {
+                k: getattr(p, k)
+                for k in (*ATTEMPT_DEFAULTS, *USAGE_FIELDS)
+                if k != "system" and getattr(p, k) is not None
+            }
             sub = SubmissionIn.model_validate(
                 {
                     **defaults,
@@ -227,7 +279,7 @@ def read_item(raw: Any, run_id: str | None, defaults: dict[str, Any]) -> ReadIte
                     "system": p.model_name_or_path or defaults.get("system"),
                 }
             )
-            return ReadItem(item(sub), sorted(p.model_extra or {}))
+            return ReadItem(dataclasses.replace(item(sub), imported=True), sorted(p.model_extra or {}))
         if "overwrite" in raw:
             return ReadItem(
                 Refusal(
@@ -253,6 +305,7 @@ class BatchIn(_In):
     metadata: Metadata = Field(None, description="the metadata of items that give none (at most 16 KiB)")
     callback_url: CallbackUrl = Field(None, description="the callback of items that give none")
     phase: Name | None = Field(None, description="the challenge phase of items that name none (GET /v1/phases)")
+    reasoning_level: ReasoningLevel = Field(None, description="the reasoning level of items that give none")
     submissions: list[dict[str, Any]] = Field(description="SubmissionIn or SWE-bench prediction objects")
 
 
@@ -287,6 +340,13 @@ class SubmissionOut(BaseModel):
     prompt_variant: str | None
     metadata: dict[str, Any] | None
     callback_url: str | None
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    api_seconds: float | None = None
+    wall_seconds: float | None = None
+    reasoning_level: str | None = None
+    imported: bool = Field(False, description="came as a SWE-bench prediction (imported results, not run here)")
     webhook_status: str | None
     attempts: int
     errors: int = Field(description="attempts that ended in a machinery fault and were retried")
@@ -513,7 +573,9 @@ class RunView(RunOut):
         description="figures with numerator, denominator and 95% interval (resolved, "
         "solve rate, success rate, pass@k); per-task table; breakdowns by "
         "suite, difficulty, language, prompt variant; task_set: the figures "
-        "over the suites' whole task set"
+        "over the suites' whole task set; usage: what the campaign cost (cost, tokens, API and "
+        "wall-clock seconds), the mean per complete trial and the total; legacy: imported "
+        "single-trial results, whose stability and pass_any_at_n are null"
     )
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"

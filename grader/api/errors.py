@@ -86,11 +86,47 @@ def _refuse_constant(name: str) -> NoReturn:
     )
 
 
+class _Constant(str):
+    """NaN or Infinity where it stood in a body, found to name its field."""
+
+
+def _constants(value: Any, at: str = "") -> list[tuple[str, str]]:
+    if isinstance(value, _Constant):
+        return [(at, str(value))]
+    if isinstance(value, dict):
+        return [c for k, v in value.items() for c in _constants(v, f"{at}.{k}" if at else str(k))]
+    if isinstance(value, list):
+        return [c for i, v in enumerate(value) for c in _constants(v, f"{at}[{i}]")]
+    return []
+
+
+def _refuse_constants(raw: bytes | str) -> NoReturn:
+    """The 422 for a body holding NaN or Infinity, naming each field that does (a cost of
+    NaN says cost_usd), as validation names a field."""
+    try:
+        found = _constants(json.loads(raw, parse_constant=_Constant))
+    except (ValueError, RecursionError):  # broken or too deep past the constant: say what the first read met
+        found = []
+    details = [{"field": at or "body", "problem": f"{c} is not a JSON number"} for at, c in found]
+    if not details:
+        _refuse_constant("NaN")
+    raise ApiError(
+        422,
+        "invalid_fields",
+        "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
+        + " (JSON has no NaN or Infinity); send a finite number, a string or null",
+        details=details,
+    )
+
+
 def parse_json(raw: bytes | str, where: str = "the request body") -> Any:
     """`raw` as strict JSON: malformed or nested too deep to parse is a 400; NaN and
-    Infinity (which Python's parser takes but no JSON parser reads back) are a 422."""
+    Infinity (which Python's parser takes but no JSON parser reads back) are a 422 naming
+    the fields that hold them."""
     try:
         return json.loads(raw, parse_constant=_refuse_constant)
+    except ApiError:
+        _refuse_constants(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, "bad_request", f"{where} is not valid JSON: {exc}") from None
     except RecursionError:

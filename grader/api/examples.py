@@ -230,7 +230,18 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
             "prompt_variant": "minimal",
             "submissions": [
                 {"instance_id": "calc-mean-empty", "model_name_or_path": "agent-1", "model_patch": PATCH, "trial": 0},
-                {"instance_id": "calc-mean-empty", "model_patch": PATCH, "trial": 1, "cost": 0.31},
+                {
+                    "instance_id": "calc-mean-empty",
+                    "model_patch": PATCH,
+                    "trial": 1,
+                    "cost_usd": 0.31,
+                    "input_tokens": 48210,
+                    "output_tokens": 2310,
+                    "api_seconds": 41.5,
+                    "wall_seconds": 95.2,
+                    "reasoning_level": "high",
+                    "note": "second try",
+                },
                 {"instance_id": "no-such-task", "model_patch": ""},
             ],
         },
@@ -243,7 +254,7 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
                     "id": "01a20b1e13a20001158137cb",
                     "status": "queued",
                     "verdict": None,
-                    "ignored": ["cost"],
+                    "ignored": ["note"],
                 },
                 {
                     "index": 2,
@@ -525,7 +536,8 @@ ERRORS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
         "422",
         _unknown_field(
             "unknown field 'trail' (did you mean 'trial'?); the fields are: task_id, patch, run_id, system, trial, "
-            "prompt_variant, metadata, callback_url, phase, overwrite"
+            "prompt_variant, metadata, callback_url, cost_usd, input_tokens, output_tokens, api_seconds, "
+            "wall_seconds, reasoning_level, phase, overwrite"
         ),
     ),
     ("patch", "/v1/runs/{run}"): (

@@ -33,6 +33,7 @@ from flask import Blueprint, Flask, Response, current_app, g, request, send_file
 from redis.exceptions import RedisError
 from sqlalchemy import case, func, select
 
+from grader import runs as R
 from grader.api import auth
 from grader.api.errors import ApiError
 from grader.api.runs import not_private, own_run
@@ -119,6 +120,7 @@ def entries(
                     "verdict": sub.verdict,
                     "feedback": view.get("feedback"),
                     "folder": folder,
+                    **R.usage_row(sub),  # what the attempt said it cost
                     "files": sorted(files),
                     "test_output": "included"
                     if output

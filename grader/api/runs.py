@@ -164,6 +164,7 @@ def report(run: str) -> Response:
                 "patch_sha256": r.patch_sha256,
                 "trial": r.trial,
             }
+            | R.usage_row(r)
             for r in rows
         ]
     return jsonify(R.swebench_report(subs, R.suite_tasks(svc, rows)))
@@ -188,6 +189,7 @@ def predictions(run: str) -> Response:
                 "verdict": r.verdict,
                 "trial": r.trial,
             }
+            | R.usage_row(r)
             for r in store_runs.submissions_of(s, found)
         ]
     return jsonify(R.swebench_predictions(rows, found.name))

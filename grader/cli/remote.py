@@ -31,6 +31,7 @@ from grader.cli.render import (
     print_verdict_counts,
     verdict_of,
 )
+from grader.metrics import MAX_COST_USD, MAX_SECONDS, MAX_TOKENS, REASONING_LEVELS
 from grader.tasks.model import PROMPT_VARIANTS
 from grader.verdict import Verdict
 
@@ -170,6 +171,36 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
     default=None,
     help="With --predictions: wait, then write the run's SWE-bench report to DIR/RUN.json.",
 )
+@click.option(
+    "--reasoning-level",
+    type=click.Choice(REASONING_LEVELS),
+    default=None,
+    help="The model's reasoning effort; with --predictions, for lines that give none.",
+)
+@click.option(
+    "--cost-usd",
+    type=click.FloatRange(0, MAX_COST_USD),
+    default=None,
+    help="With --task: what the attempt's model calls cost, in USD (a prediction line gives its own cost_usd).",
+)
+@click.option(
+    "--input-tokens", type=click.IntRange(0, MAX_TOKENS), default=None, help="With --task: tokens the model read."
+)
+@click.option(
+    "--output-tokens", type=click.IntRange(0, MAX_TOKENS), default=None, help="With --task: tokens the model wrote."
+)
+@click.option(
+    "--api-seconds",
+    type=click.FloatRange(0, MAX_SECONDS),
+    default=None,
+    help="With --task: seconds spent waiting on the model's API.",
+)
+@click.option(
+    "--wall-seconds",
+    type=click.FloatRange(0, MAX_SECONDS),
+    default=None,
+    help="With --task: seconds the attempt took from start to end.",
+)
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the verdict(s).")
 @click.option(
     "--timeout",
@@ -195,6 +226,12 @@ def submit_cmd(
     phase: str | None,
     overwrite: bool,
     output_dir: Path | None,
+    reasoning_level: str | None,
+    cost_usd: float | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    api_seconds: float | None,
+    wall_seconds: float | None,
     wait_: bool,
     timeout: float | None,
     as_json: bool,
@@ -211,10 +248,23 @@ def submit_cmd(
         "metadata": metadata,
         "callback_url": callback_url,
         "phase": phase,
+        "reasoning_level": reasoning_level,
+    }
+    spent: dict[str, Any] = {
+        "cost_usd": cost_usd,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "api_seconds": api_seconds,
+        "wall_seconds": wall_seconds,
     }
     if predictions_file is not None:
         if task_id or patch_file:
             raise click.UsageError("give either --predictions or --task with --patch, not both")
+        for name, value in spent.items():
+            if value is not None:
+                raise click.UsageError(
+                    f"--{name.replace('_', '-')} goes with --task: with --predictions each line gives its own {name}"
+                )
         run_id = run_id or run_id_from(predictions_file)
         if not run_id:
             raise click.UsageError("--predictions - needs --run-id (there is no file name to take it from)")
@@ -244,7 +294,9 @@ def submit_cmd(
     started = time.monotonic()
     hold = None if not wait_ else LONG_POLL if timeout is None else min(timeout, LONG_POLL)
     try:
-        sub = client.submit(task_id, patch_file.read(), run_id=run_id, wait=hold, overwrite=overwrite, **attempt)
+        sub = client.submit(
+            task_id, patch_file.read(), run_id=run_id, wait=hold, overwrite=overwrite, **attempt, **spent
+        )
     except ApiError as exc:
         if exc.code != "attempt_exists":
             raise

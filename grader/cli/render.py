@@ -17,6 +17,7 @@ from rich.markup import escape as _markup_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from grader import metrics
 from grader.verdict import Result, Verdict
 
 # Piped output (CI logs, files) gets wide lines instead of rich's 80-column default.
@@ -302,7 +303,10 @@ def print_run(view: dict[str, Any]) -> None:
     )
     for k, fig in (m.get("pass_at_k") or {}).items():
         figures.add_row(f"pass@{k}", _fig(fig), "at least one of k attempts passes, over tasks with k trials")
-    figures.add_row(f"pass_any@{m.get('trials') or 'n'}", _fig(m.get("pass_any_at_n")), "tasks passed at least once")
+    if not m.get("legacy"):
+        figures.add_row(
+            f"pass_any@{m.get('trials') or 'n'}", _fig(m.get("pass_any_at_n")), "tasks passed at least once"
+        )
     ts = m.get("task_set")
     if ts:
         suites = ", ".join(view.get("suites") or []) or "its suites"
@@ -317,6 +321,13 @@ def print_run(view: dict[str, Any]) -> None:
         if (loc.get(name) or {}).get("denominator"):
             figures.add_row(f"file localization {name}", _fig(loc[name]), "mean over valid attempts")
     out.print(figures)
+    if m.get("legacy"):
+        out.print(
+            "legacy: imported single-trial results (SWE-bench predictions); no stability classes or "
+            "pass_any@n, which one trial cannot measure",
+            highlight=False,
+        )
+    print_usage(m.get("usage"))
     for dim, groups in (m.get("breakdowns") or {}).items():
         if groups:
             t = Table(dim, "resolved", "solve rate", "success rate", title=f"by {dim}")
@@ -334,6 +345,34 @@ def print_run(view: dict[str, Any]) -> None:
             " ".join(str(v) for v in t.get("verdicts") or []),
         )
     out.print(per)
+
+
+USAGE_ROWS = (
+    ("cost", "cost_usd", metrics.usd),
+    ("input tokens", "input_tokens", metrics.tokens),
+    ("output tokens", "output_tokens", metrics.tokens),
+    ("model API time", "api_seconds", metrics.seconds),
+    ("wall-clock time", "wall_seconds", metrics.seconds),
+)
+
+
+def print_usage(u: dict[str, Any] | None) -> None:
+    """What the campaign cost: per complete trial (runs of different trial counts compare)
+    and in all; API time and wall-clock time apart."""
+    if not u or not any((u.get(key) or {}).get("reported") for _, key, _ in USAGE_ROWS):
+        return
+    t = Table(
+        "",
+        "per complete trial",
+        "campaign total",
+        title=f"what it cost: {u.get('complete_trials')} complete trial(s) of {u.get('trials')}",
+    )
+    for label, key, show in USAGE_ROWS:
+        t.add_row(label, *metrics.spent(u.get(key), show))
+    levels = u.get("reasoning_levels") or {}
+    if levels:
+        t.add_row("reasoning level", ", ".join(f"{k} ({n})" for k, n in levels.items()), "")
+    out.print(t)
 
 
 def print_comparison(res: dict[str, Any]) -> None:
@@ -395,6 +434,7 @@ def _print_board_table(table: str, rows: list[dict[str, Any]]) -> None:
         "solve rate",
         "success rate",
         "tasks attempted / in suite",
+        "cost / trial",
         "",
         title=f"leaderboard: {'suites' if ' + ' in table else 'suite'} {escape(table)}" if table else "leaderboard",
     )
@@ -415,6 +455,7 @@ def _print_board_table(table: str, rows: list[dict[str, Any]]) -> None:
             _fig(ts.get("solve_rate")),
             _fig(m.get("success_rate")),
             f"{ts.get('attempted', 0)} / {ts.get('tasks', 0)}",
+            metrics.usd(((m.get("usage") or {}).get("cost_usd") or {}).get("per_trial")),
             marks,
         )
     out.print(t)

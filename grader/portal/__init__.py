@@ -20,6 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any, cast
@@ -29,7 +30,7 @@ from flask import Blueprint, Flask, abort, current_app, flash, g, redirect, rend
 from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
-from grader import intake, publish
+from grader import intake, metrics, publish
 from grader import runs as R
 from grader.errors import TaskNotFound
 from grader.handles import Handles
@@ -409,6 +410,7 @@ def _submit_form(
             tasks=sorted(t.id for t in svc.tasks),
             phases=[p for p in _phase_views(svc) if p["open"]],
             form_id=secrets.token_urlsafe(16),
+            reasoning_levels=metrics.REASONING_LEVELS,
             limits=_limits(svc),
             taken=taken,
             run_id=run_id,
@@ -875,6 +877,10 @@ def init_app(app: Flask) -> None:
     app.jinja_env.filters["num"] = _num
     app.jinja_env.filters["pvalue"] = _pvalue
     app.jinja_env.filters["breakdown_rows"] = _breakdown_rows
+    app.jinja_env.filters["spent"] = _spent
+    app.jinja_env.filters["reported_in"] = lambda key, usage: bool(((usage or {}).get(key) or {}).get("reported"))
+    app.jinja_env.filters["usd"] = metrics.usd
+    app.jinja_env.filters["cost_chart"] = _cost_chart
     app.jinja_env.globals["now"] = lambda: dt.datetime.now(dt.UTC)
 
 
@@ -927,6 +933,63 @@ def _vmark(verdict: str | None) -> str:
 
 def _breakdown_rows(groups: dict[Any, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
     return [(str(name), (g or {}).get(key) or {}) for name, g in sorted(groups.items(), key=lambda kv: str(kv[0]))]
+
+
+CHART = {"w": 560, "h": 300, "left": 64, "right": 24, "top": 16, "bottom": 44}
+
+
+def _round_up(x: float) -> float:
+    """The axis' end: x rounded up to 1, 2, 2.5, 5 or 10 times a power of ten, so that its
+    quarters are round sums ($0.25, $2.50); 1 for nothing to draw."""
+    if x <= 0:
+        return 1.0
+    step = 10.0 ** math.floor(math.log10(x))
+    return next(m * step for m in (1, 2, 2.5, 5, 10) if m * step >= x * (1 - 1e-12))
+
+
+def _cost_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cost per complete trial (x, USD from 0) against solve rate over the task set (y,
+    0-100%) for a board table's runs, laid out for the `cost_chart` macro: a point per
+    run that says what it cost; the others named as not drawn."""
+    points, missing = [], []
+    for r in rows:
+        m = r.get("metrics") or {}
+        cost = ((m.get("usage") or {}).get("cost_usd") or {}).get("per_trial")
+        solve = ((m.get("task_set") or {}).get("solve_rate") or {}).get("value")
+        if cost is None or solve is None:
+            missing.append(r["name"])
+        else:
+            points.append((r, float(cost), float(solve)))
+    c = CHART
+    pw, ph = c["w"] - c["left"] - c["right"], c["h"] - c["top"] - c["bottom"]
+    top = _round_up(max((cost for _, cost, _ in points), default=0.0) * 1.05)
+    return {
+        **c,
+        "pw": pw,
+        "ph": ph,
+        "points": [
+            {
+                "id": r["id"],
+                "name": r["name"],
+                "cost": metrics.usd(cost),
+                "solve": _pct(solve),
+                "x": round(c["left"] + cost / top * pw, 1),
+                "y": round(c["top"] + (1 - solve) * ph, 1),
+            }
+            for r, cost, solve in points
+        ],
+        "xticks": [(round(c["left"] + i / 4 * pw, 1), metrics.usd(top * i / 4)) for i in range(5)],
+        "yticks": [(round(c["top"] + (1 - i / 4) * ph, 1), f"{25 * i}%") for i in range(5)],
+        "missing": missing,
+    }
+
+
+SHOWN = {"usd": metrics.usd, "tokens": metrics.tokens, "seconds": metrics.seconds}
+
+
+def _spent(fig: dict[str, Any] | None, unit: str) -> tuple[str, str]:
+    """A Spent figure as (per complete trial, campaign total), shown in its unit."""
+    return metrics.spent(fig, SHOWN[unit])
 
 
 def _num(value: Any) -> str:

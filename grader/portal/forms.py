@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from grader import intake, names
 from grader.handles import Handles
 from grader.intake import Refusal
+from grader.metrics import REASONING_LEVELS, SPENT, USAGE_FIELDS
 from grader.schemas import RunPatch, problems, read_item
 
 SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -107,7 +108,8 @@ def read_submit(svc: Handles, form: Mapping[str, str], upload: tuple[str, bytes]
     """The submit form: `upload` is the predictions file (its name and bytes), if one was
     sent; otherwise one patch for one task (the form's task_id and patch)."""
     said = {
-        k: (form.get(k) or "") for k in ("kind", "run_id", "system", "trial", "metadata", "task_id", "patch", "phase")
+        k: (form.get(k) or "")
+        for k in ("kind", "run_id", "system", "trial", "metadata", "task_id", "patch", "phase", *USAGE_FIELDS)
     }
     said["partial"] = "1" if form.get("partial") else ""
     said["overwrite"] = "1" if form.get("overwrite") else ""
@@ -119,6 +121,11 @@ def read_submit(svc: Handles, form: Mapping[str, str], upload: tuple[str, bytes]
         defaults["system"] = said["system"].strip()
     if said["phase"].strip():
         defaults["phase"] = said["phase"].strip()
+    level = said["reasoning_level"].strip()
+    if level in REASONING_LEVELS:  # for one patch, and the lines of a file that give none
+        defaults["reasoning_level"] = level
+    elif level:
+        out.errors["reasoning_level"] = f"The reasoning level is one of {', '.join(REASONING_LEVELS)}."
     if said["trial"].strip():
         try:
             trial = int(said["trial"])
@@ -188,11 +195,25 @@ def _read_patch(svc: Handles, out: Upload, said: dict[str, str], defaults: dict[
     if not task:
         out.errors["task_id"] = "Choose the task this patch is for."
         return
-    raw = {"task_id": task, "patch": said["patch"].replace("\r\n", "\n")}
+    raw: dict[str, Any] = {"task_id": task, "patch": said["patch"].replace("\r\n", "\n")}
+    for name in SPENT:  # what the attempt cost: numbers, checked below as the API checks them
+        given = said[name].strip()
+        if given:
+            try:
+                raw[name] = int(given) if name.endswith("_tokens") else float(given)
+            except ValueError:
+                out.errors[name] = f"{given!r} is not a {'whole ' if name.endswith('_tokens') else ''}number."
+    if any(name in out.errors for name in SPENT):
+        return
     out.raw.append(raw)
     line = _add(svc, out, "the patch", raw, defaults)
     if line.error:  # one patch: its error is the field's
-        out.errors["patch" if "patch" in line.error and "task" not in line.error else "task_id"] = line.error
+        sub = out.items[-1]
+        at = [d["field"] for d in (sub.details or [])] if isinstance(sub, Refusal) else []
+        if named := [f for f in at if f in USAGE_FIELDS]:
+            out.errors[named[0]] = line.error
+        else:
+            out.errors["patch" if "patch" in line.error and "task" not in line.error else "task_id"] = line.error
         out.lines.clear()
     elif said["overwrite"] and out.items and isinstance(out.items[-1], intake.Item):
         out.items[-1] = dataclasses.replace(out.items[-1], overwrite=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from grader.errors import TaskError
+from grader.metrics import USAGE_FIELDS
 from grader.serializers.feedback import feedback_view
 from grader.serializers.redact import Secrets, own_lines, redact, secret_lines
 from grader.store.models import Submission
@@ -73,6 +74,8 @@ def submission_view(
         "prompt_variant": sub.prompt_variant,
         "metadata": sub.meta,
         "callback_url": sub.callback_url,
+        **{k: getattr(sub, k) for k in USAGE_FIELDS},
+        "imported": bool(sub.imported),
         "webhook_status": sub.webhook_status,
         "attempts": sub.attempts,
         "errors": sub.errors,

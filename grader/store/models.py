@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -141,6 +142,16 @@ class Submission(Base):
     phase_id: Mapped[int | None] = mapped_column(  # migration 0010
         ForeignKey("phases.id", name="fk_submissions_phase_id"), nullable=True
     )
+    # What the attempt cost, as its submitter reports it (migration 0011; None: not said):
+    # grader/metrics.py: usage sums them per complete trial and over the campaign
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    api_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # waiting on the model's API
+    wall_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # the attempt, start to end
+    reasoning_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # came as a SWE-bench prediction (a batch's instance_id form): imported, not run here
+    imported: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
     deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission", order_by="WebhookDelivery.id")
 

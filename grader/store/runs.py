@@ -161,6 +161,13 @@ METRIC_COLUMNS = (
     Submission.loc_f1,
     Submission.tampered,
     Submission.audit_flagged,
+    Submission.cost_usd,
+    Submission.input_tokens,
+    Submission.output_tokens,
+    Submission.api_seconds,
+    Submission.wall_seconds,
+    Submission.reasoning_level,
+    Submission.imported,
 )
 
 
