@@ -45,10 +45,22 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["verdict"] == "PASS"
     preds = tmp_path / "preds.jsonl"
+    # three trials of one task (a run holds one attempt a trial), each saying what it cost
     preds.write_text(
         "\n".join(
-            json.dumps({"instance_id": "mini", "model_name_or_path": "m", "model_patch": p})
-            for p in (gold, "", "not a diff")
+            json.dumps(
+                {
+                    "instance_id": "mini",
+                    "model_name_or_path": "m",
+                    "model_patch": p,
+                    "trial": n,
+                    "cost_usd": 0.25 * (n + 1),
+                    "input_tokens": 1000,
+                    "output_tokens": 200,
+                    "reasoning_level": "low",
+                }
+            )
+            for n, p in enumerate((gold, "", "not a diff"))
         )
     )
     many = subprocess.run(
@@ -61,6 +73,11 @@ def test_grades_through_gunicorn_and_worker_processes(stack, mini, tmp_path):
     assert many.returncode == 0, many.stdout + many.stderr
     verdicts = sorted(s["verdict"] for s in c.list(run_id="preds"))
     assert verdicts == ["FAIL", "PASS", "PATCH FAILED"]
+    # what the campaign cost, graded for real: the total over the attempts, the mean per trial
+    usage = c.session.get(f"{stack.url}/v1/runs/preds", headers={"Authorization": f"Bearer {stack.key}"}).json()
+    spent = usage["metrics"]["usage"]
+    assert spent["cost_usd"]["total"] == 1.5 and spent["cost_usd"]["per_trial"] == 0.5, spent
+    assert spent["input_tokens"]["total"] == 3000 and spent["reasoning_levels"] == {"low": 3}, spent
     metrics = requests.get(f"{stack.url}/metrics", timeout=10).text
     assert 'grader_submissions_total{verdict="PASS"} 3.0' in metrics
     assert 'grader_submissions_total{verdict="PATCH FAILED"} 1.0' in metrics
