@@ -158,20 +158,23 @@ def diff_hunks(diff: str) -> list[list[Line]]:
 def line_owners(diffs: list[str]) -> dict[Line, list[int]]:
     """For each line of the net change, the commits (by index) that contributed it, in
     commit order; a line added and later removed (or removed and later restored) by the
-    history is nobody's."""
+    history is nobody's. A line one commit moves (removes here, adds there) is that
+    commit's, twice."""
     added: dict[Line, list[int]] = {}
     removed: dict[Line, list[int]] = {}
     for n, diff in enumerate(diffs):
         for hunk in diff_hunks(diff):
             for path, sign, text in hunk:
                 plus, minus = (path, "+", text), (path, "-", text)
+                # a line an earlier commit removed (added) and this one restores (takes out)
+                # cancels; within one commit a line moved is both, and both count
                 if sign == "+":
-                    if removed.get(minus):
+                    if removed.get(minus) and removed[minus][-1] < n:
                         removed[minus].pop()
                     else:
                         added.setdefault(plus, []).append(n)
                 elif sign == "-":
-                    if added.get(plus):
+                    if added.get(plus) and added[plus][-1] < n:
                         added[plus].pop()
                     else:
                         removed.setdefault(minus, []).append(n)

@@ -162,6 +162,19 @@ TASKS: dict[str, dict] = {
                       "Dijkstra, and keep 'Last updated: 2021-05-16'. Remove every conflict marker.",
         },
         check={"type": "exact_match", "paths": ["CHANGELOG.md", "notes/authors.txt"]}),
+    # a history task: the reference is a branch of three commits; the submission is a series
+    "calc-history-spread": dict(
+        repo="calc", base="v0.3.0", history="history/spread", difficulty="easy", created=dt.date(2025, 11, 2),
+        instruction="Commit this change as a history of cohesive commits (one concern each, with a message) and "
+                    "submit it as `git format-patch --stdout` output from the base commit:\n\n{change}",
+        check={"type": "history", "max_commits": 6}),
+    # a bisect task: the answer is the commit, in a patch that adds the file BISECT_ANSWER
+    "calc-bisect-mean": dict(
+        repo="calc", base="bisect/mean", culprit="bisect/mean~2", difficulty="easy", created=dt.date(2025, 11, 3),
+        instruction="mean([1, 2]) is 1.5 at the first commit after v0.3.0 and 1 at HEAD. Find the commit that "
+                    "broke it (git bisect) and answer with a patch that adds the file BISECT_ANSWER holding its "
+                    "id (full, or an abbreviation that names one commit).",
+        check={"type": "bisect"}),
 }
 
 
@@ -250,7 +263,22 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
     d.mkdir(parents=True)
     check = dict(spec["check"])
     repo: dict = {"bundle": f"../repos/{spec['repo']}.bundle"}
-    if "merged" in spec:
+    instruction = spec["instruction"]
+    if "history" in spec:
+        base, ref = sha(root, spec["base"]), sha(root, spec["history"])
+        repo["commit"] = base
+        check = {"type": check.pop("type"), "reference": ref, **check}
+        gold = git(root, "format-patch", "--stdout", "--no-signature", f"{base}..{ref}", text=False)
+        instruction = instruction.format(change=git(root, "diff", base, ref))
+    elif "culprit" in spec:
+        repo["commit"] = sha(root, spec["base"])
+        culprit = sha(root, spec["culprit"])
+        check = {"type": check.pop("type"), "commit": culprit, **check}
+        gold = (
+            "diff --git a/BISECT_ANSWER b/BISECT_ANSWER\nnew file mode 100644\n--- /dev/null\n+++ b/BISECT_ANSWER\n"
+            f"@@ -0,0 +1 @@\n+{culprit}\n"
+        ).encode()
+    elif "merged" in spec:
         merged = sha(root, spec["merged"])
         ours, theirs = sha(root, f"{merged}^1"), sha(root, f"{merged}^2")
         repo.update(commit=ours, merge=theirs)
@@ -279,7 +307,7 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
                     (d / expected).write_bytes(git(root, "show", f"{fix}:{rel}", text=False))
     (d / "gold.patch").write_bytes(gold)
 
-    task = {"id": task_id, "instruction": spec["instruction"]}
+    task = {"id": task_id, "instruction": instruction}
     if spec.get("prompts"):
         task["prompts"] = spec["prompts"]
     task["metadata"] = {"suite": "examples", "language": "python", "difficulty": spec["difficulty"],

@@ -12,6 +12,8 @@ pytestmark = pytest.mark.docker
 
 EXAMPLE_IDS = [
     "calc-add-mode",
+    "calc-bisect-mean",
+    "calc-history-spread",
     "calc-mean-empty",
     "calc-median-even",
     "calc-slugify-unicode",
@@ -27,7 +29,7 @@ EXAMPLE_IDS = [
 def test_the_suite_covers_every_check(examples):
     assert examples.ids() == EXAMPLE_IDS
     kinds = {t.check.type for t in examples}
-    assert kinds == {"tests", "exact_match", "output"}
+    assert kinds == {"tests", "exact_match", "output", "history", "bisect"}
     assert any(t.repo.merge for t in examples)
     assert len({t.repo.bundle for t in examples}) >= 2
 

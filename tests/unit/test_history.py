@@ -226,6 +226,20 @@ def test_a_line_added_then_taken_back_belongs_to_no_one(repo: tuple[Repo, Refere
     assert cohesion(ref, got.commits)[0] == pytest.approx(1.0)
 
 
+def test_a_line_moved_within_one_commit_is_that_commits(tmp_path: Path) -> None:
+    r = Repo(tmp_path / "m")
+    moved = BASE.replace("line 2\n", "").replace("line 30\n", "line 30\nline 2\n")
+    r.commit("Move line 2 down", {"a.txt": moved})
+    r.commit("Change b", {"b.txt": B1})
+    ref = r.reference()
+    assert hunk_labels(ref.total, ref.diffs) == [0, 0, 1]  # before the fix: the moved line's hunks were nobody's
+    r.reset()
+    r.commit("Everything", {"a.txt": moved, "b.txt": B1})
+    squashed = r.read_back()
+    assert hunk_labels(ref.total, [c.diff for c in squashed.commits]) == [0, 0, 0]
+    assert cohesion(ref, squashed.commits)[0] == 0.0
+
+
 # --- the criteria ---------------------------------------------------------------------------
 def by_name(outcome_details: dict) -> dict[str, dict]:
     return {c["name"]: c for c in outcome_details["criteria"]}
