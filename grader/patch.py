@@ -143,6 +143,14 @@ def _series_problems(text: str) -> tuple[int, list[str]]:
             problems.append(f"commit {n} of the series has no From: header")
         if not any(line.startswith("Subject:") for line in head):
             problems.append(f"commit {n} of the series has no Subject: header")
+        # git am decodes a base64 or quoted-printable body (and the parts of a MIME
+        # message) before it applies it: what this vetting read would not be what git writes
+        for line in head:
+            name, _, value = line.partition(":")
+            if name.lower() == "content-transfer-encoding" and value.strip().lower() not in ("7bit", "8bit"):
+                problems.append(f"commit {n} of the series is {value.strip()}-encoded; send it as plain text")
+            if name.lower() == "content-type" and not value.strip().lower().startswith("text/plain"):
+                problems.append(f"commit {n} of the series is {value.strip()[:40]!r}; send it as text/plain")
     return len(messages), problems
 
 

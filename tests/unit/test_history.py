@@ -152,6 +152,26 @@ def test_a_series_message_without_its_headers_is_refused(repo: tuple[Repo, Refer
     assert not info.ok and "no Subject: header" in info.problems[0]
 
 
+def test_an_encoded_series_is_refused_for_git_am_would_decode_what_the_vetting_cannot_read(
+    repo: tuple[Repo, Reference],
+) -> None:
+    import base64
+
+    r, _ = repo
+    r.commit("one", {"a.txt": A1})
+    mbox = git(r.path, "format-patch", "--stdout", r.base)
+    head, _, body = mbox.partition("\n\n")
+    assert inspect_patch(mbox.encode(), 10**6).ok
+    plain = head + "\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit\n\n" + body
+    assert inspect_patch(plain.encode(), 10**6).ok  # what git writes for a non-ASCII message passes
+    hidden = base64.encodebytes(body.replace("a.txt", "conftest.py").encode()).decode()
+    encoded = head + "\nContent-Transfer-Encoding: base64\n\n" + hidden
+    info = inspect_patch(encoded.encode(), 10**6)
+    assert not info.ok and "base64-encoded" in info.problems[0]
+    multipart = head + '\nContent-Type: multipart/mixed; boundary="b"' + "\n\n" + body
+    assert not inspect_patch(multipart.encode(), 10**6).ok
+
+
 def test_a_series_is_applied_with_git_am_and_a_diff_with_git_apply(repo: tuple[Repo, Reference]) -> None:
     r, _ = repo
     r.commit("one", {"a.txt": A1})
