@@ -58,6 +58,32 @@ def scenario(row: dict[str, Any], where: str) -> dict[str, Any]:
     return value
 
 
+def repository(row: dict[str, Any], where: str) -> str:
+    name = text_field(row, "name", where, required=False) or text_field(row, "repo", where)
+    if name.count("/") != 1:
+        raise DatasetError(f"{where}: repository {name!r} is not owner/name")
+    return name
+
+
+def sample_metadata(
+    row: dict[str, Any], ctx: Context, name: str, newest: str, raw_id: str, notes: list[str], where: str
+) -> dict[str, Any]:
+    """The task's metadata: the sample's language and difficulty (one the model does not
+    know is left out, and noted), the date of its newest commit."""
+    difficulty = str(row.get("difficulty") or "").strip().lower() or None
+    if difficulty is not None and difficulty not in DIFFICULTIES:
+        notes.append(f"difficulty {difficulty!r} is not one of {', '.join(DIFFICULTIES)}: left out")
+        difficulty = None
+    metadata = {
+        "suite": ctx.suite,
+        "language": str(row.get("programming_language") or "").lower() or None,
+        "difficulty": difficulty,
+        "created_at": ctx.repos.commit_date(name, newest, where),
+        "source": f"GitGoodBench {raw_id} ({name})",
+    }
+    return {k: v for k, v in metadata.items() if v is not None}
+
+
 def conflicted_checkout(ctx: Context, name: str, ours: str, theirs: str, dest: Path, where: str) -> list[str]:
     """Write the conflicted state to `dest` with the grader's own checkout (from the local
     clone) and return the paths git left unmerged."""
@@ -124,9 +150,7 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
         raise DatasetError(
             f"{where}: sample_type {sample_type!r}: only merge and file_commit_chain samples are imported"
         )
-    name = text_field(row, "name", where, required=False) or text_field(row, "repo", where)
-    if name.count("/") != 1:
-        raise DatasetError(f"{where}: repository {name!r} is not owner/name")
+    name = repository(row, where)
     sc = scenario(row, where)
     merged = commit_sha(sc.get("merge_commit_hash"), "scenario.merge_commit_hash", where)
     parents = sc.get("parents")
@@ -138,12 +162,7 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
         listed = json.loads(listed) if listed.strip().startswith("[") else [listed]
     if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
         raise DatasetError(f"{where}: scenario.files_in_merge_conflict must be a list of paths")
-    difficulty = str(row.get("difficulty") or "").strip().lower() or None
     notes: list[str] = []
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        notes.append(f"difficulty {difficulty!r} is not one of {', '.join(DIFFICULTIES)}: left out")
-        difficulty = None
-
     for sha in (merged, ours, theirs):
         ctx.repos.require_commit(name, sha, where)
     actual = ctx.repos.parents(name, merged, where)
@@ -155,13 +174,6 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
     patch, paths, more = gold_patch(ctx, name, ours, theirs, merged, listed, where)
     notes += more
     files_text = ", ".join(paths)
-    metadata = {
-        "suite": ctx.suite,
-        "language": str(row.get("programming_language") or "").lower() or None,
-        "difficulty": difficulty,
-        "created_at": ctx.repos.commit_date(name, merged, where),
-        "source": f"GitGoodBench {raw_id} ({name})",
-    }
     definition = {
         "id": tid,
         "instruction": (
@@ -169,7 +181,7 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
             f"{ours} (HEAD) and conflicts in {files_text}. Resolve the conflicts, keeping what each "
             f"side meant, and leave no conflict markers."
         ),
-        "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "metadata": sample_metadata(row, ctx, name, merged, raw_id, notes, where),
         "environment": ENVIRONMENT,
         "limits": limits(ctx),
         "gold_patch": "gold.patch",
@@ -190,9 +202,7 @@ def convert_row(row: dict[str, Any], ctx: Context) -> Draft:
 
 def convert_chain(row: dict[str, Any], ctx: Context, raw_id: str, tid: str, where: str) -> Draft:
     """A file-commit chain sample as a history task (the module's docstring)."""
-    name = text_field(row, "name", where, required=False) or text_field(row, "repo", where)
-    if name.count("/") != 1:
-        raise DatasetError(f"{where}: repository {name!r} is not owner/name")
+    name = repository(row, where)
     sc = scenario(row, where)
     oldest = commit_sha(sc.get("oldest_commit"), "scenario.oldest_commit", where)
     newest = commit_sha(sc.get("newest_commit"), "scenario.newest_commit", where)
@@ -235,17 +245,6 @@ def convert_chain(row: dict[str, Any], ctx: Context, raw_id: str, tid: str, wher
         notes.append("the chain itself holds fixup!/squash!/amend! commits: that criterion is off")
     gold = git("format-patch", "--stdout", "--no-signature", f"{base}..{newest}", cwd=local).stdout
     change = git("diff", "--no-color", "--no-ext-diff", base, newest, cwd=local).stdout.decode("utf-8", "replace")
-    difficulty = str(row.get("difficulty") or "").strip().lower() or None
-    if difficulty is not None and difficulty not in DIFFICULTIES:
-        notes.append(f"difficulty {difficulty!r} is not one of {', '.join(DIFFICULTIES)}: left out")
-        difficulty = None
-    metadata = {
-        "suite": ctx.suite,
-        "language": str(row.get("programming_language") or "").lower() or None,
-        "difficulty": difficulty,
-        "created_at": ctx.repos.commit_date(name, newest, where),
-        "source": f"GitGoodBench {raw_id} ({name})",
-    }
     definition = {
         "id": tid,
         "instruction": (
@@ -253,7 +252,7 @@ def convert_chain(row: dict[str, Any], ctx: Context, raw_id: str, tid: str, wher
             f"unit with a message, and submit it as `git format-patch --stdout` output from the base "
             f"commit {base}. The change:\n\n{change}"
         ),
-        "metadata": {k: v for k, v in metadata.items() if v is not None},
+        "metadata": sample_metadata(row, ctx, name, newest, raw_id, notes, where),
         "environment": ENVIRONMENT,
         "limits": limits(ctx),
         "gold_patch": "gold.patch",

@@ -58,20 +58,6 @@ def git(repo: Path, *args: str, text: bool = True) -> Any:
     return releases.git(repo, *args, text=text)
 
 
-def write_tree(repo: Path, files: releases.Files) -> None:
-    for child in repo.iterdir():
-        if child.name != ".git":
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-    for rel, value in files.items():
-        path = repo / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(value, str):
-            path.symlink_to(value)
-        else:
-            path.write_bytes(value[0])
-            path.chmod(0o755 if value[1] else 0o644)
-
-
 def commit(repo: Path, message: str, stamp: str) -> str:
     git(repo, "add", "-A", "-f", ".")
     who = {
@@ -182,6 +168,31 @@ def scramble(reference: list[Hashable], commits: int, seed: str) -> list[int]:
 
 
 # --- the tasks -------------------------------------------------------------------------------
+def write_task(
+    out: Path, tid: str, instruction: str, created: Any, source: str, commit: str, check: dict, gold: bytes
+) -> Path:
+    """The task directory: its task.yaml (repository from its own bundle) and gold.patch."""
+    d = out / tid
+    d.mkdir()
+    doc = {
+        "id": tid,
+        "instruction": instruction,
+        "metadata": {
+            "suite": "history-real",
+            "language": "python",
+            "difficulty": "medium",
+            "created_at": created,
+            "source": source,
+        },
+        "repo": {"bundle": f"../repos/{tid}.bundle", "commit": commit},
+        "environment": ENVIRONMENT,
+        "limits": {"timeout": 60},
+        "gold_patch": "gold.patch",
+        "check": check,
+    }
+    (d / "task.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
+    (d / "gold.patch").write_bytes(gold)
+    return d
 def history_task(m: releases.Manifest, chain: dict[str, Any], work: Path, out: Path, cache: Path) -> str:
     project, paths, versions = chain["project"], chain["paths"], chain["releases"]
     tid = f"history-{project}-{versions[0]}-{versions[-1]}"
@@ -190,7 +201,7 @@ def history_task(m: releases.Manifest, chain: dict[str, Any], work: Path, out: P
     git(repo, "init", "-q", ".")
     first = m.release(project, versions[0])
     files = dict(releases.release_files(first, cache, log))
-    write_tree(repo, files)
+    releases.write_tree(repo, files)
     base = commit(repo, f"{project} {versions[0]}\n\nThe source distribution from PyPI, unchanged.\n", stamp_of(first))
     made: list[str] = []
     for version in versions[1:]:
@@ -204,7 +215,7 @@ def history_task(m: releases.Manifest, chain: dict[str, Any], work: Path, out: P
                 files[p] = newer[p]
             else:
                 files.pop(p, None)
-        write_tree(repo, files)
+        releases.write_tree(repo, files)
         body = "\n".join(f"- {p}" for p in changed)
         made.append(commit(repo, f"Take {project} {version}'s changes\n\nAs released in {project} {version}:\n{body}\n", stamp_of(release)))
     if len(made) < 2:
@@ -229,30 +240,18 @@ def history_task(m: releases.Manifest, chain: dict[str, Any], work: Path, out: P
     (out / "repos").mkdir(exist_ok=True)
     git(repo, "bundle", "create", "-q", str(out / "repos" / f"{tid}.bundle"), "reference")
     shown = git(repo, "diff", "--no-color", "--no-ext-diff", base, ref)
-    d = out / tid
-    d.mkdir()
-    doc = {
-        "id": tid,
-        "instruction": (
-            f"Commit this change to {', '.join(paths)} (from {project} {versions[0]} to {versions[-1]}) as a "
-            f"history of cohesive commits, each a reasonable unit with a message, and submit it as "
-            f"`git format-patch --stdout` output from the base commit. The change:\n\n{shown}"
-        ),
-        "metadata": {
-            "suite": "history-real",
-            "language": "python",
-            "difficulty": "medium",
-            "created_at": m.release(project, versions[-1]).uploaded.date(),
-            "source": f"{project} {' -> '.join(versions)} (PyPI sdists), a file-commit chain of {', '.join(paths)}",
-        },
-        "repo": {"bundle": f"../repos/{tid}.bundle", "commit": base},
-        "environment": ENVIRONMENT,
-        "limits": {"timeout": 60},
-        "gold_patch": "gold.patch",
-        "check": {"type": "history", "reference": ref, "max_commits": 3 * len(made), "cohesion": 0.5},
-    }
-    (d / "task.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
-    (d / "gold.patch").write_bytes(reference)
+    d = write_task(
+        out,
+        tid,
+        f"Commit this change to {', '.join(paths)} (from {project} {versions[0]} to {versions[-1]}) as a "
+        f"history of cohesive commits, each a reasonable unit with a message, and submit it as "
+        f"`git format-patch --stdout` output from the base commit. The change:\n\n{shown}",
+        m.release(project, versions[-1]).uploaded.date(),
+        f"{project} {' -> '.join(versions)} (PyPI sdists), a file-commit chain of {', '.join(paths)}",
+        base,
+        {"type": "history", "reference": ref, "max_commits": 3 * len(made), "cohesion": 0.5},
+        reference,
+    )
     (d / "squashed.patch").write_bytes(squashed)
     (d / "scrambled.patch").write_bytes(scrambled)
     scrambled_ari = adjusted_rand_index(labels, groups)
@@ -281,32 +280,20 @@ def bisect_task(m: releases.Manifest, chain: dict[str, Any], lists: dict[str, An
     (out / "repos").mkdir(exist_ok=True)
     git(repo, "bundle", "create", "-q", str(out / "repos" / f"{tid}.bundle"), "head")
     culprit = shas[spec.new]
-    d = out / tid
-    d.mkdir()
     first = shas[versions[0]]
-    doc = {
-        "id": tid,
-        "instruction": (
-            f"The test `{test}` passes at HEAD (commit {parent}) and fails at the first commit of this history "
-            f"({first}), where its behaviour is not yet there. Find the commit that made it pass (git bisect, "
-            f"with --term-old=broken --term-new=fixed, say), and answer with a patch that adds the file "
-            f"{ANSWER_FILE} holding that commit's id (full, or an abbreviation that names one commit)."
-        ),
-        "metadata": {
-            "suite": "history-real",
-            "language": "python",
-            "difficulty": "medium",
-            "created_at": m.release(project, versions[-1]).uploaded.date(),
-            "source": f"{project} {versions[0]} .. {versions[-1]} (PyPI sdists); the change of {source}",
-        },
-        "repo": {"bundle": f"../repos/{tid}.bundle", "commit": parent},
-        "environment": ENVIRONMENT,
-        "limits": {"timeout": 60},
-        "gold_patch": "gold.patch",
-        "check": {"type": "bisect", "commit": culprit},
-    }
-    (d / "task.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
-    (d / "gold.patch").write_bytes(answer(culprit))
+    d = write_task(
+        out,
+        tid,
+        f"The test `{test}` passes at HEAD (commit {parent}) and fails at the first commit of this history "
+        f"({first}), where its behaviour is not yet there. Find the commit that made it pass (git bisect, "
+        f"with --term-old=broken --term-new=fixed, say), and answer with a patch that adds the file "
+        f"{ANSWER_FILE} holding that commit's id (full, or an abbreviation that names one commit).",
+        m.release(project, versions[-1]).uploaded.date(),
+        f"{project} {versions[0]} .. {versions[-1]} (PyPI sdists); the change of {source}",
+        parent,
+        {"type": "bisect", "commit": culprit},
+        answer(culprit),
+    )
     previous = versions[versions.index(spec.new) - 1]
     (d / "wrong.patch").write_bytes(answer(shas[previous]))
     log(f"{tid}: {len(versions)} commits, culprit {project} {spec.new} ({culprit[:12]})")
