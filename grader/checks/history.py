@@ -31,6 +31,7 @@ FIXUP_PREFIXES = ("fixup!", "squash!", "amend!")
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 Line = tuple[str, str, str]  # (path, "+" or "-", the line's text)
+ABSENT = "absent"  # the group of the change's hunks a history does not hold
 
 
 @dataclass(frozen=True)
@@ -185,11 +186,13 @@ def line_owners(diffs: list[str]) -> dict[Line, list[int]]:
 
 def hunk_labels(total: str, diffs: list[str]) -> list[Hashable]:
     """The commit each hunk of the whole change `total` belongs to in the history `diffs`
-    (the one that contributed most of its lines; ties to the earlier); a hunk no commit
-    contributed to is a group of its own."""
+    (the one that contributed most of its lines; ties to the earlier). The hunks no commit
+    contributed to are one group, ABSENT: a history that leaves the change out has not
+    grouped it (were each its own group, an empty history would match a reference of one
+    hunk per commit)."""
     owners = {k: list(v) for k, v in line_owners(diffs).items()}
     labels: list[Hashable] = []
-    for h, hunk in enumerate(diff_hunks(total)):
+    for hunk in diff_hunks(total):
         votes: Counter[int] = Counter()
         for line in hunk:
             queue = owners.get(line)
@@ -199,7 +202,7 @@ def hunk_labels(total: str, diffs: list[str]) -> list[Hashable]:
             best = max(votes.values())
             labels.append(min(n for n, v in votes.items() if v == best))
         else:
-            labels.append(("unmatched", h))
+            labels.append(ABSENT)
     return labels
 
 

@@ -356,6 +356,16 @@ def test_a_read_back_that_does_not_match_rev_list_is_not_believed(repo: tuple[Re
     assert incomplete is not None and not evaluate_history(spec(), incomplete, ref).passed
 
 
+def test_a_history_without_the_change_does_not_match_a_reference_of_one_hunk_per_commit(tmp_path: Path) -> None:
+    r = Repo(tmp_path / "h")
+    r.commit("a3", {"a.txt": A1})
+    r.commit("b5", {"b.txt": B1})
+    ref = r.reference()
+    assert hunk_labels(ref.total, ref.diffs) == [0, 1]
+    assert hunk_labels(ref.total, []) == ["absent", "absent"]
+    assert cohesion(ref, [])[0] == 0.0  # singletons each would have made it 1.0
+
+
 def test_a_plain_diff_on_a_history_task_commits_nothing_and_fails() -> None:
     ref = Reference(tree="t", files={}, diffs=["x"], total="")
     out = evaluate_history(spec(), Submitted(tree="u"), ref)
