@@ -2,7 +2,8 @@
 format-patch output) applied with git am in the container and judged as a history; a
 bisect answer matched against the history's commits; a series on a tests task kept to
 the same protections as a diff. Each hostile submission has its honest counterpart, and
-the last test takes a series and a bisect answer through a live server and the CLI."""
+the last test takes a series and a bisect answer through a live server: single
+submissions by the CLI, a batch by the client."""
 
 from __future__ import annotations
 
@@ -296,3 +297,22 @@ def test_a_series_and_a_bisect_answer_through_the_service(world, live, tmp_path,
         "mini-bisect": ("done", "PASS"),
     }, got
     assert got["mini-history"]["result"]["check"]["score"] == 1.0
+
+    # the batch, through the client: the series and its squashed counterpart side by side
+    from grader.client import Client
+
+    client = Client(url, new_key(svc, "history-batch"))
+    everything = {k: v for _, files in world["reference"] for k, v in files.items()}
+    squashed = series(world["repo"], world["base"], [("Do it all", everything)])
+    reference = (team_dir / "history.patch").read_bytes()
+    sent = client.submit_batch(
+        [
+            {"task_id": "mini-history", "patch": reference.decode()},
+            {"task_id": "mini-history", "patch": squashed.decode()},
+        ],
+        run_id="batch",
+    )
+    assert sent["accepted"] == 2, sent
+    work(svc)
+    verdicts = [client.get(item["id"])["verdict"] for item in sent["items"]]
+    assert verdicts == ["PASS", "FAIL"]
