@@ -65,6 +65,9 @@ class Submitted:
     commits: list[Commit] = field(default_factory=list)
     complete: bool = True  # False: more commits or text than the report carries
     problem: str | None = None
+    # each_commit: whether the task's command passed at each commit, in order (None: not run)
+    each_commit: list[bool] | None = None
+    each_commit_problem: str | None = None
 
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -108,6 +111,13 @@ def read_submitted(raw: dict[str, Any] | None) -> Submitted | None:
     if [c.sha for c in got.commits] != shas or not all(_SHA.match(s) for s in shas):
         got.problem = "the log does not name the commits rev-list listed"
         got.commits = []
+    each = raw.get("each_commit")
+    if isinstance(each, dict):
+        runs = each.get("runs")
+        if isinstance(runs, list) and all(isinstance(r, dict) for r in runs):
+            got.each_commit = [r.get("exit_code") == 0 and r.get("timed_out") is False for r in runs]
+        else:
+            got.each_commit_problem = str(each.get("problem") or "the runs are malformed")[:200]
     return got
 
 
@@ -293,6 +303,8 @@ def criteria(spec: HistoryCheck, got: Submitted, reference: Reference) -> list[d
                 ),
             )
         )
+    if spec.each_commit is not None:
+        out.append(each_commit_criterion(spec.each_commit, got, n))
     ari, hunks = cohesion(reference, commits)
     mark = spec.cohesion
     explained = f"adjusted Rand index {ari:.3f} over the change's {hunks} hunk(s) against the reference's grouping"
@@ -304,6 +316,22 @@ def criteria(spec: HistoryCheck, got: Submitted, reference: Reference) -> list[d
             _criterion("cohesion", met, f"{explained}; the pass mark is {mark:g}", index=round(ari, 4), pass_mark=mark)
         )
     return out
+
+
+def each_commit_criterion(command: str, got: Submitted, n: int) -> dict[str, Any]:
+    said = f"`{command[:80]}`"
+    if got.each_commit is None:
+        why = got.each_commit_problem or "it was not run"
+        return _criterion("each_commit_tests", False, f"{said} at every commit: {why}")
+    failed = [i + 1 for i, ok in enumerate(got.each_commit) if not ok]
+    missing = n - len(got.each_commit)
+    if failed or missing:
+        parts = [f"it fails at commit(s) {', '.join(map(str, failed))}"] if failed else []
+        parts += [f"{missing} commit(s) were not reached in time"] if missing else []
+        return _criterion("each_commit_tests", False, f"{said}: {'; '.join(parts)}")
+    return _criterion(
+        "each_commit_tests", True, f"{said} passes at every one of the {n} commit(s) (its exit status decides)"
+    )
 
 
 def score(found: list[dict[str, Any]]) -> float:

@@ -192,6 +192,11 @@ class HistoryCheck(_Strict):
     subject_max: int | None = Field(72, ge=1, description="the longest subject line allowed")
     no_fixups: bool = Field(True, description="no fixup!/squash!/amend! subject left over")
     cohesion: float | None = Field(0.5, ge=-1, le=1)
+    each_commit: str | None = Field(
+        None,
+        description="a shell command run at every commit of the series (a bisectable history); its exit "
+        "status decides, which code under test can fake, as a runner: command task's",
+    )
 
     @field_validator("reference")
     @classmethod

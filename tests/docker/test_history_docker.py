@@ -130,6 +130,12 @@ def world(tmp_path_factory, settings, mini):
             f"  type: history\n  reference: {ref}\n  max_commits: 5\n",
         ),
         (
+            "mini-history-each",
+            "Commit the change as a history whose every commit passes the tests.",
+            base,
+            f"  type: history\n  reference: {ref}\n  each_commit: python -m pytest -q -p no:cacheprovider tests\n",
+        ),
+        (
             "mini-bisect",
             "mean([2, 4]) is 3 at the base of this history and not at HEAD: name the commit that broke it.",
             head,
@@ -239,6 +245,34 @@ def test_a_series_that_does_not_apply_is_patch_failed_and_undone(world):
     result = grade(world, "mini-history", broken)
     assert result.verdict is Verdict.PATCH_FAILED
     assert [a.method for a in result.apply.attempts] == ["git am", "git am --3way"]
+
+
+def test_every_commit_passes_the_tests_where_the_task_asks(world):
+    result = grade(world, "mini-history-each", series(world["repo"], world["base"], world["reference"]))
+    assert result.verdict is Verdict.PASS, result.explanation
+    assert criteria(result)["each_commit_tests"]["passed"]
+    # the same final tree, but the first commit breaks mean and the second mends it
+    (_, fix), (_, doc), (_, stats) = world["reference"]
+    broken = [
+        ("Divide by the count plus one", {"calc/__init__.py": BROKEN, **doc}),
+        ("Raise ValueError for an empty list", fix),
+        ("Add calc.stats.total", stats),
+    ]
+    result = grade(world, "mini-history-each", series(world["repo"], world["base"], broken))
+    assert result.verdict is Verdict.FAIL
+    found = criteria(result)["each_commit_tests"]
+    assert not found["passed"] and "fails at commit(s) 1" in found["explanation"], found
+    # a commit that would make its tests pass through a protected path is held to the base's
+    exits = {"conftest.py": "import os\nos._exit(0)\n"}
+    hostile = [
+        ("Divide by the count plus one", {"calc/__init__.py": BROKEN, **doc, **exits}),
+        ("Raise ValueError for an empty list", {**fix, **exits}),
+        ("Add calc.stats.total", stats),
+    ]
+    result = grade(world, "mini-history-each", series(world["repo"], world["base"], hostile))
+    assert result.verdict is Verdict.FAIL
+    assert "fails at commit(s) 1" in criteria(result)["each_commit_tests"]["explanation"]
+    assert "conftest.py" in result.protections.protected_restored
 
 
 # --- a series on a tests task: the same protections as a diff -----------------------------------

@@ -366,6 +366,42 @@ def test_a_history_without_the_change_does_not_match_a_reference_of_one_hunk_per
     assert cohesion(ref, [])[0] == 0.0  # singletons each would have made it 1.0
 
 
+def test_each_commit_tests_criterion(repo: tuple[Repo, Reference]) -> None:
+    r, ref = repo
+    r.commit("Change a in two places", {"a.txt": A2})
+    r.commit("Change b", {"b.txt": B1})
+    got = r.read_back()
+    task = spec(each_commit="make test")
+    got.each_commit = [True, True]
+    assert evaluate_history(task, got, ref).passed
+    got.each_commit = [True, False]
+    out = evaluate_history(task, got, ref)
+    crit = by_name(out.details)["each_commit_tests"]
+    assert not out.passed and "fails at commit(s) 2" in crit["explanation"]
+    got.each_commit = [True]  # the time ran out before the last commit
+    assert (
+        "1 commit(s) were not reached"
+        in by_name(evaluate_history(task, got, ref).details)["each_commit_tests"]["explanation"]
+    )
+    got.each_commit = None
+    assert not evaluate_history(task, got, ref).passed
+    # the read-back: exit status 0 and no timeout is a pass, anything else is not
+    shas = [c.sha for c in got.commits]
+    raw = {
+        "complete": True,
+        "shas": shas,
+        "tree": got.tree,
+        "ls_tree": "",
+        "log": git(r.path, "log", "--reverse", "-p", *DIFF_ARGS, LOG_FORMAT, f"{r.base}..HEAD"),
+        "each_commit": {"runs": [{"exit_code": 0, "timed_out": False}, {"exit_code": 0, "timed_out": True}]},
+    }
+    assert read_submitted(raw).each_commit == [True, False]  # type: ignore[union-attr]
+    raw["each_commit"] = {"problem": "too large"}
+    assert read_submitted(raw).each_commit_problem == "too large"  # type: ignore[union-attr]
+    # a task without the criterion does not ask
+    assert "each_commit_tests" not in by_name(evaluate_history(spec(), got, ref).details)
+
+
 def test_a_plain_diff_on_a_history_task_commits_nothing_and_fails() -> None:
     ref = Reference(tree="t", files={}, diffs=["x"], total="")
     out = evaluate_history(spec(), Submitted(tree="u"), ref)
