@@ -162,6 +162,19 @@ TASKS: dict[str, dict] = {
                       "Dijkstra, and keep 'Last updated: 2021-05-16'. Remove every conflict marker.",
         },
         check={"type": "exact_match", "paths": ["CHANGELOG.md", "notes/authors.txt"]}),
+}
+
+
+# The git suite (tasks/git): tasks whose submission is a history or a commit id, cut from the
+# calc repository (its bundle stays here; the git suite's task files point at it).
+GIT_SUITE_YAML = """\
+# Defaults for every task under this directory (docs/tasks.md, "Suites"). Written by
+# tasks/examples/make_examples.py: a history task and a bisect task cut from the examples'
+# calc repository. A demonstration: submitters see the whole result.
+defaults:
+  feedback: full
+"""
+GIT_TASKS: dict[str, dict] = {
     # a history task: the reference is a branch of three commits; the submission is a series
     "calc-history-spread": dict(
         repo="calc", base="v0.3.0", history="history/spread", difficulty="easy", created=dt.date(2025, 11, 2),
@@ -256,13 +269,15 @@ def to_yaml(obj: dict, indent: int = 0) -> str:
     return "".join(out)
 
 
-def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
-    """Write one task directory; returns a line for the summary."""
+def write_task(out: Path, task_id: str, spec: dict, root: Path, repos: Path | None = None, suite: str = "examples") -> str:
+    """Write one task directory; returns a line for the summary. `repos`: where the
+    bundles are, when not beside the task directories (the git suite's)."""
     d = out / task_id
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     check = dict(spec["check"])
-    repo: dict = {"bundle": f"../repos/{spec['repo']}.bundle"}
+    bundle = os.path.relpath((repos or out / "repos") / f"{spec['repo']}.bundle", d)
+    repo: dict = {"bundle": bundle}
     instruction = spec["instruction"]
     if "history" in spec:
         base, ref = sha(root, spec["base"]), sha(root, spec["history"])
@@ -310,7 +325,7 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
     task = {"id": task_id, "instruction": instruction}
     if spec.get("prompts"):
         task["prompts"] = spec["prompts"]
-    task["metadata"] = {"suite": "examples", "language": "python", "difficulty": spec["difficulty"],
+    task["metadata"] = {"suite": suite, "language": "python", "difficulty": spec["difficulty"],
                         "created_at": spec["created"], "source": "grader examples"}
     task["repo"] = repo
     task["environment"] = COMMON["environment"]
@@ -327,6 +342,7 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=HERE, help="where to write the suite (default: here)")
+    parser.add_argument("--git-out", type=Path, default=None, help="where to write the git suite (default: ../git)")
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         print("git is required", file=sys.stderr)
@@ -336,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'task':28} {'repo':6} {'check':12} {'starts at':16} commit")
         for task_id, spec in TASKS.items():
             print(write_task(args.out, task_id, spec, roots[spec["repo"]]))
+        git_out = args.git_out or (args.out.parent / "git" if args.out == HERE else args.out / "git")
+        git_out.mkdir(parents=True, exist_ok=True)
+        for task_id, spec in GIT_TASKS.items():
+            print(write_task(git_out, task_id, spec, roots[spec["repo"]], args.out / "repos", "git"))
+        (git_out / "suite.yaml").write_text(GIT_SUITE_YAML)
     (args.out / "suite.yaml").write_text(SUITE_YAML)
     print()
     make_repos.print_refs(args.out / "repos")

@@ -38,7 +38,7 @@ def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeyp
 
     # 1. the tasks and one task's repository, over the API
     listed = json.loads(ok(cli("tasks", "list", "--json")))
-    assert len(listed) == len(suite) == 12
+    assert len(listed) == len(suite) == 10
     ok(cli("tasks", "checkout", "calc-mean-empty", "work"))
     work_dir = team_dir / "work"
     assert git("log", "--format=%H", "--all", cwd=work_dir).split() == [suite.get("calc-mean-empty").repo.commit]
@@ -76,10 +76,10 @@ def test_a_remote_team_goes_from_nothing_to_a_ranked_run(live, team_dir, monkeyp
     m = shown["metrics"]
     assert (m["resolved"]["numerator"], m["resolved"]["denominator"], m["trials"]) == (1, 2, 3)
     assert [t for t, rec in m["per_task"].items() if rec["resolved"]] == ["calc-mean-empty"]
-    assert (m["task_set"]["tasks"], m["task_set"]["attempted"], m["task_set"]["resolved"]["numerator"]) == (12, 2, 1)
+    assert (m["task_set"]["tasks"], m["task_set"]["attempted"], m["task_set"]["resolved"]["numerator"]) == (10, 2, 1)
     assert m["solve_rate"]["value"] == pytest.approx((2 / 3 + 1 / 3) / 2)
     report = json.loads(ok(cli("runs", "export", "journey", "--format", "report")))
-    assert report["resolved_ids"] == ["calc-mean-empty"] and report["total_instances"] == 12
+    assert report["resolved_ids"] == ["calc-mean-empty"] and report["total_instances"] == 10
     compared = ok(cli("runs", "compare", "journey", "solo"))
     line = next(ln for ln in compared.splitlines() if "calc-mean-empty" in ln)
     assert line.count("unresolved") == 0, compared

@@ -27,7 +27,7 @@ def test_tasks_list_json_is_public(tmp_path):
     result = run("tasks", "list", "--json", "--tasks-dir", TASKS)
     assert result.exit_code == 0
     rows = json.loads(result.output)
-    assert len(rows) == 12
+    assert len(rows) == 10
     text = result.output
     for secret in ("gold.patch", "hidden/", "fail_to_pass", "expected_commit", "test.patch"):
         assert secret not in text

@@ -317,7 +317,7 @@ class Verifier:
 
 def verify_tasks(ids: list[str]) -> int:
     Task = load_task_model()
-    files = sorted(SUITE.glob("*/task.yaml"))
+    files = sorted(SUITE.glob("*/task.yaml")) + sorted((SUITE.parent / "git").glob("*/task.yaml"))
     if ids:
         files = [f for f in files if f.parent.name in ids]
     failures = 0
