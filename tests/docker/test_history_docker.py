@@ -275,6 +275,19 @@ def test_every_commit_passes_the_tests_where_the_task_asks(world):
     assert "conftest.py" in result.protections.protected_restored
 
 
+@pytest.mark.gvisor
+def test_under_gvisor_the_series_and_the_answer_are_graded_alike(world, settings):
+    gvisor = Grader(settings.model_copy(update={"tasks_dir": world["tasks_dir"]}), runtime="runsc")
+    everything = {k: v for _, files in world["reference"] for k, v in files.items()}
+    task = world["tasks"].get("mini-history")
+    reference = gvisor.grade(task, series(world["repo"], world["base"], world["reference"]))
+    squashed = gvisor.grade(task, series(world["repo"], world["base"], [("Do it all", everything)]))
+    assert (reference.verdict, squashed.verdict) == (Verdict.PASS, Verdict.FAIL), reference.explanation
+    assert reference.provenance.runtime == "runsc"
+    answer_ok = gvisor.grade(world["tasks"].get("mini-bisect"), answer(world["culprit"][:12]))
+    assert answer_ok.verdict is Verdict.PASS, answer_ok.explanation
+
+
 # --- a series on a tests task: the same protections as a diff -----------------------------------
 def test_a_series_on_a_tests_task_passes_and_one_through_a_protected_path_does_not(world):
     repo = world["repo"]
