@@ -59,7 +59,7 @@ import datetime as dt
 import difflib
 import math
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -103,6 +103,33 @@ def similarity(actual: str, expected: str) -> float:
     if actual == expected:
         return 1.0
     return difflib.SequenceMatcher(None, actual, expected, autojunk=False).ratio()
+
+
+def adjusted_rand_index(a: Sequence[Hashable], b: Sequence[Hashable]) -> float:
+    """Hubert and Arabie's adjusted Rand index of two partitions of the same items, each
+    given as one label per item: 1 for the same partition, about 0 for one no better than
+    chance, negative for worse. Where the index is undefined (fewer than two items, or both
+    partitions all one cluster or all singletons) it is 1 for identical partitions, else 0."""
+    if len(a) != len(b):
+        raise ValueError("the two labelings cover different numbers of items")
+    n = len(a)
+    if n < 2:
+        return 1.0
+    pairs: dict[tuple[Hashable, Hashable], int] = {}
+    rows: dict[Hashable, int] = {}
+    cols: dict[Hashable, int] = {}
+    for x, y in zip(a, b, strict=True):
+        pairs[(x, y)] = pairs.get((x, y), 0) + 1
+        rows[x] = rows.get(x, 0) + 1
+        cols[y] = cols.get(y, 0) + 1
+    index = sum(math.comb(c, 2) for c in pairs.values())
+    sum_rows = sum(math.comb(c, 2) for c in rows.values())
+    sum_cols = sum(math.comb(c, 2) for c in cols.values())
+    expected = sum_rows * sum_cols / math.comb(n, 2)
+    top = (sum_rows + sum_cols) / 2
+    if top == expected:  # both all one cluster, or both all singletons: nothing to adjust
+        return 1.0 if index == top else 0.0
+    return (index - expected) / (top - expected)
 
 
 def normalize_text(text: str, *, line_endings: bool, trailing_whitespace: bool) -> str:

@@ -4,6 +4,12 @@ A rejected patch is data, not an error: `inspect_patch` returns the problems, an
 pipeline answers PATCH FAILED with them. The checks are deliberately conservative:
 every path a diff can name (the ---/+++ lines, git's `diff --git`, rename and copy
 headers) must be relative, free of `..`, and outside `.git/`.
+
+A submission may also be a series of commits: `git format-patch` output (an mbox),
+known by its form, git's fixed first line `From <sha> Mon Sep 17 00:00:00 2001`. It is
+vetted as one diff (every file any of its commits touches, under the same rules), and
+each message must carry a `From:` and a `Subject:` header; the container applies it
+with `git am` (grading/spec.py), keeping the commits. Authors and messages are data.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ MAX_PATH_PARTS = 64
 MAX_PATH_BYTES = 1024
 _GIT_HEADER = re.compile(r"^diff --git (\S+) (\S+)\s*$")
 _PATH_HEADERS = ("rename from ", "rename to ", "copy from ", "copy to ")
+# git format-patch's first line of every message: the commit and a date that never changes
+_MBOX_FROM = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$", re.MULTILINE)
+MAX_SERIES_COMMITS = 500
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,11 @@ class PatchInfo:
     size: int
     files: list[FileChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    commits: int = 0  # a series (mbox): how many messages it holds; 0 for a plain diff
+
+    @property
+    def series(self) -> bool:
+        return self.commits > 0
 
     @property
     def ok(self) -> bool:
@@ -106,6 +120,40 @@ def decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="surrogateescape")
 
 
+def is_series(text: str) -> bool:
+    """Whether `text` is `git format-patch` output (an mbox of commits), by its first line."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    return _MBOX_FROM.fullmatch(first) is not None
+
+
+def series_messages(text: str) -> list[str]:
+    """The messages of a series, each from its `From <sha>` line on."""
+    starts = [m.start() for m in _MBOX_FROM.finditer(text)]
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
+
+
+def _series_problems(text: str) -> tuple[int, list[str]]:
+    messages = series_messages(text)
+    problems: list[str] = []
+    if len(messages) > MAX_SERIES_COMMITS:
+        problems.append(f"the series holds {len(messages)} commits; the limit is {MAX_SERIES_COMMITS}")
+    for n, message in enumerate(messages, 1):
+        head = message.replace("\r\n", "\n").split("\n\n", 1)[0].split("\n")
+        if not any(line.startswith("From: ") for line in head):
+            problems.append(f"commit {n} of the series has no From: header")
+        if not any(line.startswith("Subject:") for line in head):
+            problems.append(f"commit {n} of the series has no Subject: header")
+        # git am decodes a base64 or quoted-printable body (and the parts of a MIME
+        # message) before it applies it: what this vetting read would not be what git writes
+        for line in head:
+            name, _, value = line.partition(":")
+            if name.lower() == "content-transfer-encoding" and value.strip().lower() not in ("7bit", "8bit"):
+                problems.append(f"commit {n} of the series is {value.strip()}-encoded; send it as plain text")
+            if name.lower() == "content-type" and not value.strip().lower().startswith("text/plain"):
+                problems.append(f"commit {n} of the series is {value.strip()[:40]!r}; send it as text/plain")
+    return len(messages), problems
+
+
 def inspect_patch(raw: bytes, max_bytes: int) -> PatchInfo:
     info = PatchInfo(sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))
     if len(raw) > max_bytes:
@@ -117,6 +165,11 @@ def inspect_patch(raw: bytes, max_bytes: int) -> PatchInfo:
     if "\0" in text and "GIT binary patch" not in text:
         info.problems.append("the patch contains NUL bytes; send binary changes as a git binary patch")
         return info
+    if is_series(text):
+        info.commits, problems = _series_problems(text)
+        if problems:
+            info.problems += problems
+            return info
     try:
         patch = PatchSet(text.replace("\r\n", "\n"))
     except UnidiffParseError as exc:
@@ -125,7 +178,7 @@ def inspect_patch(raw: bytes, max_bytes: int) -> PatchInfo:
     except Exception as exc:  # unidiff raises plain errors on some garbage; still the submitter's input
         info.problems.append(f"malformed unified diff: {exc}")
         return info
-    if len(patch) == 0:
+    if len(patch) == 0 and not info.series:  # a series of empty commits changes no file
         info.problems.append("no file changes found: the text is not a unified diff")
         return info
 

@@ -25,7 +25,7 @@ from grader.images import Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
 from grader.sandbox import Sandbox, sandbox_for_runtime
-from grader.tasks.model import ExactMatchCheck, OutputCheck, Task
+from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, OutputCheck, Task
 from grader.tasks.prepare import PreparedTask
 from grader.verdict import Localization, Provenance, Result, Verdict
 from grader.version import GRADER_VERSION
@@ -184,4 +184,6 @@ class Grader:
             return Expected(output=task.read(check.expected))
         if isinstance(check, ExactMatchCheck):
             return Expected(files=prepared.expected_files())
+        if isinstance(check, HistoryCheck | BisectCheck):
+            return Expected(history=prepared.history())
         return Expected()

@@ -172,7 +172,8 @@ def unknown_fields(model: type[BaseModel], unknown: list[str]) -> str:
 class SubmissionIn(_In):
     task_id: Name = Field(description="the task to grade against (GET /v1/tasks)")
     patch: str = Field(
-        description="a unified diff (git diff or diff -u), applied at the task's base commit; "
+        description="a unified diff (git diff or diff -u), or a series of commits (git format-patch "
+        "--stdout output, applied with git am), applied at the task's base commit; "
         "the empty string grades the base as it is"
     )
     run_id: RunName | None = Field(

@@ -364,8 +364,8 @@ def git(repo: Path, *args: str, env: dict[str, str] | None = None, text: bool = 
     return proc.stdout.decode() if text else proc.stdout
 
 
-def commit_tree(repo: Path, release: Release, registry: str, files: Files, parent: str | None) -> str:
-    """Replace the working tree with `files` and commit it as the release, deterministically."""
+def write_tree(repo: Path, files: Files) -> None:
+    """Replace the working tree of `repo` with `files` (.git/ stays)."""
     for child in repo.iterdir():
         if child.name != ".git":
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
@@ -377,6 +377,11 @@ def commit_tree(repo: Path, release: Release, registry: str, files: Files, paren
         else:
             path.write_bytes(value[0])
             path.chmod(0o755 if value[1] else 0o644)
+
+
+def commit_tree(repo: Path, release: Release, registry: str, files: Files, parent: str | None) -> str:
+    """Replace the working tree with `files` and commit it as the release, deterministically."""
+    write_tree(repo, files)
     git(repo, "add", "-A", "-f", ".")
     stamp = release.uploaded.strftime("%Y-%m-%dT%H:%M:%SZ")
     author, email, what = REGISTRIES[registry]

@@ -1,5 +1,6 @@
 """The apply chain: each attempt run as the unprivileged user with the patch on stdin, a
-failed attempt undone from a snapshot of the paths the patch names (and the index)."""
+failed attempt undone from a snapshot of the paths the patch names (and the index). A
+series of commits (git am) is undone with `git am --abort` first, which puts HEAD back."""
 
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ def apply_patch(order: Order, tree: Tree, result: dict[str, Any]) -> bool:
         if run["exit_code"] == 0:
             result["apply"] = {"method": method, "attempts": attempts}
             return True
+        if order.series:
+            run_as_user(order, ["git", "am", "--abort"], timeout=max(1.0, remaining(order)), stdout_limit=4096)
         restore_snapshot(tree, snap)
         tree.write(".git/index", index_data, mode=0o644, owner=(order.uid, order.gid))
         if run["timed_out"]:

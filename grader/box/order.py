@@ -88,6 +88,7 @@ class Order:
     nproc_limit: int | None = None  # RLIMIT_NPROC, set only under a private kernel
     # filled in by the supervisor: the base commit's pytest configuration (suffix, base64)
     pytest_config: tuple[str, str] | None = None
+    series: bool = False  # the patch is a series of commits, applied with git am (apply_chain)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -34,7 +34,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 # --- grade --------------------------------------------------------------------------
 @main.command()
 @click.option("--task", "task_id", required=True, help="The task id.")
-@click.option("--patch", "patch_file", required=True, type=click.File("rb"), help="The unified diff; '-' reads stdin.")
+@click.option(
+    "--patch",
+    "patch_file",
+    required=True,
+    type=click.File("rb"),
+    help="A diff, or git format-patch output; '-': stdin.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None, help="OCI runtime [default: runc].")
 @common

@@ -104,7 +104,9 @@ def _report_path(output_dir: Path, run_id: str) -> Path:
 # --- submissions -------------------------------------------------------------------------
 @main.command("submit")
 @click.option("--task", "task_id", default=None, help="The task id (one patch).")
-@click.option("--patch", "patch_file", type=click.File("rb"), default=None, help="The unified diff; '-' reads stdin.")
+@click.option(
+    "--patch", "patch_file", type=click.File("rb"), default=None, help="A diff, or git format-patch output; '-': stdin."
+)
 @click.option(
     "--predictions",
     "predictions_file",

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.box.runners import runner
+from grader.box.runners.bisect import ANSWER_FILE as BISECT_ANSWER
 from grader.checks import CheckOutcome, evaluate_exact_match, evaluate_output, evaluate_tests, parse_junit
+from grader.checks.bisect import evaluate_bisect
+from grader.checks.history import Reference, evaluate_history, read_submitted
 from grader.checks.integrity import Report, read_test_report
 from grader.checks.tests import ExitRule, ReportError
 from grader.errors import SandboxError
 from grader.grading.report import BoxReport, ReportShapeError
 from grader.sandbox import ContainerOutput
-from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
+from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, OutputCheck, Task, TestsCheck
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
 STAGES = ("snapshot", "apply", "place_tests", "check", "verify")
@@ -36,10 +39,12 @@ STAGES = ("snapshot", "apply", "place_tests", "check", "verify")
 @dataclass(frozen=True)
 class Expected:
     """What the task expects, read before the decision: an output check's expected stdout,
-    an exact-match check's expected files."""
+    an exact-match check's expected files, a history check's reference history, a bisect
+    check's commits."""
 
     output: bytes | None = None
     files: dict[str, bytes] | None = None
+    history: dict[str, Any] | None = None
 
 
 def exit_rule(name: str) -> ExitRule | None:
@@ -219,6 +224,14 @@ def check(task: Task, box: BoxReport, expected: Expected) -> tuple[CheckOutcome,
             normalize=spec.normalize,
             exit_code=box.exit_code,
         ), None
+    if isinstance(spec, HistoryCheck):
+        ref = expected.history
+        assert ref is not None  # read by the pipeline for a history check
+        reference = Reference(tree=ref["tree"], files=ref["files"], diffs=ref["diffs"], total=ref["total"])
+        return evaluate_history(spec, read_submitted(box.history), reference), None
+    if isinstance(spec, BisectCheck):
+        assert expected.history is not None
+        return evaluate_bisect(box.files.get(BISECT_ANSWER), expected.history["commits"], spec.commit), None
     assert isinstance(spec, ExactMatchCheck) and expected.files is not None
     return evaluate_exact_match(box.files, expected.files, spec.normalize), None
 

@@ -148,6 +148,7 @@ class BoxReport:
     stdout: bytes = b""
     stdout_complete: bool = False
     files: dict[str, bytes | None] = field(default_factory=dict)
+    history: dict[str, Any] | None = None  # a history check's read-back (checks/history.py reads it)
 
     @classmethod
     def parse(cls, data: bytes) -> BoxReport:
@@ -196,4 +197,6 @@ class BoxReport:
         files = doc.get("files")
         if isinstance(files, dict):
             out.files = {k: _b64(v) for k, v in files.items() if isinstance(k, str)}
+        history = doc.get("history")
+        out.history = history if isinstance(history, dict) else None
         return out

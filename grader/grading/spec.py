@@ -42,6 +42,14 @@ APPLY_CHAIN = [
     ),
 ]
 
+# A series of commits (git format-patch output, patch.is_series): git am keeps every commit,
+# its author and its message (data: nothing in a message is run); an empty commit is kept,
+# for the history check to see. Each failed attempt is undone with `git am --abort` first.
+AM_CHAIN = [
+    ("git am", ["git", "am", "--empty=keep"]),
+    ("git am --3way", ["git", "am", "--empty=keep", "--3way"]),
+]
+
 
 def runner_name(task: Task) -> str:
     """The runner a task's check runs with: a tests check names its own, the other check
@@ -102,7 +110,8 @@ def order_for(
         deadline=max(0.5, task.limits.timeout - margin(task.limits.timeout)),
         output_limit=output_limit,
         report_limit=report_limit,
-        apply_chain=[(method, list(argv)) for method, argv in APPLY_CHAIN],
+        apply_chain=[(method, list(argv)) for method, argv in (AM_CHAIN if info.series else APPLY_CHAIN)],
+        series=info.series,
         protect=protect,
         pycache=paths.PYCACHE,
         check=check_job,

@@ -40,6 +40,9 @@ CHECK_KEYS: dict[str | None, tuple[str, ...]] = {  # looked up by a result's che
     "tests": ("type", "runner", "report_problem"),
     "output": ("type", "threshold", "passed", "stdout_truncated"),
     "exact_match": ("type", "files", "matched", "mismatched", "missing"),
+    # a history's criteria speak of the submitter's own commits and counts, never the reference's text
+    "history": ("type", "criteria", "score", "commits"),
+    "bisect": ("type", "answer", "ambiguous"),
 }
 # an exit status is a byte the submission chooses (os._exit(n)): never a channel out
 _EXIT_STATUS = re.compile(r"\b(exited(?: with status)?|exit status|exit code|status) -?\d+", re.I)

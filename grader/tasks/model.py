@@ -171,6 +171,64 @@ class OutputCheck(_Strict):
     normalize: Normalize = Normalize()
 
 
+class HistoryCheck(_Strict):
+    """Grade a series of commits (git format-patch output) as a history, deterministically.
+
+    The reference history is the first-parent chain from the task's base commit to
+    `reference` (a commit of the task's repository that the submitter's checkout does not
+    hold). Each criterion a task keeps is decided and explained in the result; PASS needs
+    every one of them. `cohesion` is the pass mark of the adjusted Rand index between the
+    submission's grouping of the change's hunks into commits and the reference's (None:
+    reported, not decided).
+    """
+
+    type: Literal["history"]
+    reference: str
+    final_tree: bool = Field(True, description="the last commit's tree equals the reference's")
+    min_commits: int = Field(1, ge=1)
+    max_commits: int | None = Field(None, ge=1)
+    no_empty: bool = True
+    messages: bool = Field(True, description="every commit has a subject line")
+    subject_max: int | None = Field(72, ge=1, description="the longest subject line allowed")
+    no_fixups: bool = Field(True, description="no fixup!/squash!/amend! subject left over")
+    cohesion: float | None = Field(0.5, ge=-1, le=1)
+    each_commit: str | None = Field(
+        None,
+        description="a shell command run at every commit of the series (a bisectable history); its exit "
+        "status decides, which code under test can fake, as a runner: command task's",
+    )
+
+    @field_validator("reference")
+    @classmethod
+    def _full_sha(cls, v: str) -> str:
+        if not SHA_RE.match(v):
+            raise ValueError("must be a full 40-character lowercase commit sha")
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> HistoryCheck:
+        if self.max_commits is not None and self.max_commits < self.min_commits:
+            raise ValueError("max_commits is below min_commits")
+        return self
+
+
+class BisectCheck(_Strict):
+    """The answer is a commit of the task's history: the one that introduced the failure
+    (or, in git bisect's own terms, the first `new` commit). The submission is a patch that
+    adds the file BISECT_ANSWER (box/runners/bisect.py) holding the commit id, full or an abbreviation of at least
+    4 hex digits that names one commit of the history reachable from the task's commit."""
+
+    type: Literal["bisect"]
+    commit: str
+
+    @field_validator("commit")
+    @classmethod
+    def _full_sha(cls, v: str) -> str:
+        if not SHA_RE.match(v):
+            raise ValueError("must be a full 40-character lowercase commit sha")
+        return v
+
+
 class Protect(_Strict):
     """Files restored to the base commit's contents after the patch, before the check.
 
@@ -186,7 +244,7 @@ class Protect(_Strict):
     paths: list[str] = []
 
 
-Check = Annotated[TestsCheck | ExactMatchCheck | OutputCheck, Field(discriminator="type")]
+Check = Annotated[TestsCheck | ExactMatchCheck | OutputCheck | HistoryCheck | BisectCheck, Field(discriminator="type")]
 
 
 class Task(_Strict):
@@ -248,7 +306,7 @@ class Task(_Strict):
             refs += [check.test_patch] if check.test_patch else []
         elif isinstance(check, ExactMatchCheck):
             refs += list(check.files.values())
-        else:
+        elif isinstance(check, OutputCheck):
             refs.append(check.expected)
         if self.gold_patch:
             refs.append(self.gold_patch)
@@ -278,6 +336,10 @@ class Task(_Strict):
             if decided_by is None:  # the command runner: its JUnit file where it names one, else its exit status
                 by_report = check.junit and (check.fail_to_pass or check.pass_to_pass)
                 decided_by = "test report" if by_report else "exit status"
+        elif isinstance(check, HistoryCheck):
+            decided_by = "commit history"
+        elif isinstance(check, BisectCheck):
+            decided_by = "commit id"
         else:
             decided_by = "file contents" if isinstance(check, ExactMatchCheck) else "output"
         return {

@@ -17,10 +17,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from grader.box.runners.history import DIFF_ARGS
 from grader.errors import TaskError
 from grader.patch import inspect_patch, path_problem
-from grader.tasks.model import ExactMatchCheck, Task, TestsCheck
+from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, Task, TestsCheck
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "grader",
@@ -77,6 +79,55 @@ class PreparedTask:
         manifest = json.loads((self.root / "expected" / "manifest.json").read_text())
         return {rel: (self.root / "expected" / "files" / rel).read_bytes() for rel in manifest}
 
+    def history(self) -> dict[str, Any]:
+        """A history or bisect task's view of its repository's history (reference_history,
+        history_commits), read when the task was prepared."""
+        data: dict[str, Any] = json.loads((self.root / "history.json").read_text())
+        return data
+
+
+def reference_history(task: Task, mirror: Path) -> dict[str, Any]:
+    """A history task's reference: the first-parent chain from the base to `reference`,
+    each commit's diff (as the container takes the submission's), the whole change, and
+    the last tree (its id, and each file's mode and blob)."""
+    check = task.check
+    assert isinstance(check, HistoryCheck)
+    base, ref = task.repo.commit, check.reference
+    if git("merge-base", "--is-ancestor", base, ref, cwd=mirror, check=False).returncode:
+        raise TaskError(f"task {task.id}: the reference {ref} does not descend from the base commit {base}")
+    chain = git("rev-list", "--reverse", "--first-parent", f"{base}..{ref}", cwd=mirror).stdout.decode().split()
+    if not chain:
+        raise TaskError(f"task {task.id}: the reference {ref} is the base commit: no history to compare with")
+
+    def diff(a: str, b: str) -> str:
+        return git("diff", *DIFF_ARGS, a, b, cwd=mirror).stdout.decode("utf-8", "surrogateescape")
+
+    parents = [base, *chain[:-1]]
+    listing = git("ls-tree", "-r", "-z", "--full-tree", ref, cwd=mirror).stdout.decode("utf-8", "surrogateescape")
+    files = {}
+    for entry in listing.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            files[path] = meta
+    return {
+        "tree": git("rev-parse", f"{ref}^{{tree}}", cwd=mirror).stdout.decode().strip(),
+        "files": files,
+        "commits": chain,
+        "diffs": [diff(p, c) for p, c in zip(parents, chain, strict=True)],
+        "total": diff(base, ref),
+    }
+
+
+def history_commits(task: Task, mirror: Path) -> dict[str, Any]:
+    """A bisect task's history as the submitter has it: every commit reachable from the
+    task's commit (what an abbreviated answer must name exactly one of)."""
+    check = task.check
+    assert isinstance(check, BisectCheck)
+    commits = git("rev-list", task.repo.commit, cwd=mirror).stdout.decode().split()
+    if check.commit not in commits:
+        raise TaskError(f"task {task.id}: the bisect answer {check.commit} is not in the history of {task.repo.commit}")
+    return {"commits": commits}
+
 
 def _mirror(task: Task, cache: Path) -> Path:
     """A bare mirror of the task's repository source, fetched once and shared by tasks."""
@@ -95,6 +146,8 @@ def _mirror(task: Task, cache: Path) -> Path:
     wanted = [c for c in (repo.commit, repo.merge) if c]
     if task.check.type == "exact_match" and task.check.expected_commit:
         wanted.append(task.check.expected_commit)
+    if task.check.type == "history":
+        wanted.append(task.check.reference)
     with _lock(cache / "mirrors" / f"{key}.lock"):
         if not mirror.exists():
             tmp = mirror.with_suffix(".tmp")
@@ -229,6 +282,10 @@ def prepare(task: Task, cache: Path, task_hash: str | None = None) -> PreparedTa
                             raise TaskError(f"task {task.id}: {rel} is not in commit {check.expected_commit}")
                         expected[rel] = shown.stdout
             _write_tree(tmp / "expected", expected)
+            if isinstance(check, HistoryCheck):
+                (tmp / "history.json").write_text(json.dumps(reference_history(task, _mirror(task, cache))))
+            elif isinstance(check, BisectCheck):
+                (tmp / "history.json").write_text(json.dumps(history_commits(task, _mirror(task, cache))))
             (tmp / ".done").write_text(task_hash)
             shutil.rmtree(root, ignore_errors=True)
             tmp.rename(root)

@@ -165,6 +165,32 @@ TASKS: dict[str, dict] = {
 }
 
 
+# The git suite (tasks/git): tasks whose submission is a history or a commit id, cut from the
+# calc repository (its bundle stays here; the git suite's task files point at it).
+GIT_SUITE_YAML = """\
+# Defaults for every task under this directory (docs/tasks.md, "Suites"). Written by
+# tasks/examples/make_examples.py: a history task and a bisect task cut from the examples'
+# calc repository. A demonstration: submitters see the whole result.
+defaults:
+  feedback: full
+"""
+GIT_TASKS: dict[str, dict] = {
+    # a history task: the reference is a branch of three commits; the submission is a series
+    "calc-history-spread": dict(
+        repo="calc", base="v0.3.0", history="history/spread", difficulty="easy", created=dt.date(2025, 11, 2),
+        instruction="Commit this change as a history of cohesive commits (one concern each, with a message) and "
+                    "submit it as `git format-patch --stdout` output from the base commit:\n\n{change}",
+        check={"type": "history", "max_commits": 6}),
+    # a bisect task: the answer is the commit, in a patch that adds the file BISECT_ANSWER
+    "calc-bisect-mean": dict(
+        repo="calc", base="bisect/mean", culprit="bisect/mean~2", difficulty="easy", created=dt.date(2025, 11, 3),
+        instruction="mean([1, 2]) is 1.5 at the first commit after v0.3.0 and 1 at HEAD. Find the commit that "
+                    "broke it (git bisect) and answer with a patch that adds the file BISECT_ANSWER holding its "
+                    "id (full, or an abbreviation that names one commit).",
+        check={"type": "bisect"}),
+}
+
+
 def git(root: Path, *args: str, check: bool = True, text: bool = True) -> str | bytes:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "TZ": "UTC", "LC_ALL": "C",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
@@ -243,14 +269,31 @@ def to_yaml(obj: dict, indent: int = 0) -> str:
     return "".join(out)
 
 
-def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
-    """Write one task directory; returns a line for the summary."""
+def write_task(out: Path, task_id: str, spec: dict, root: Path, repos: Path | None = None, suite: str = "examples") -> str:
+    """Write one task directory; returns a line for the summary. `repos`: where the
+    bundles are, when not beside the task directories (the git suite's)."""
     d = out / task_id
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     check = dict(spec["check"])
-    repo: dict = {"bundle": f"../repos/{spec['repo']}.bundle"}
-    if "merged" in spec:
+    bundle = os.path.relpath((repos or out / "repos") / f"{spec['repo']}.bundle", d)
+    repo: dict = {"bundle": bundle}
+    instruction = spec["instruction"]
+    if "history" in spec:
+        base, ref = sha(root, spec["base"]), sha(root, spec["history"])
+        repo["commit"] = base
+        check = {"type": check.pop("type"), "reference": ref, **check}
+        gold = git(root, "format-patch", "--stdout", "--no-signature", f"{base}..{ref}", text=False)
+        instruction = instruction.format(change=git(root, "diff", base, ref))
+    elif "culprit" in spec:
+        repo["commit"] = sha(root, spec["base"])
+        culprit = sha(root, spec["culprit"])
+        check = {"type": check.pop("type"), "commit": culprit, **check}
+        gold = (
+            "diff --git a/BISECT_ANSWER b/BISECT_ANSWER\nnew file mode 100644\n--- /dev/null\n+++ b/BISECT_ANSWER\n"
+            f"@@ -0,0 +1 @@\n+{culprit}\n"
+        ).encode()
+    elif "merged" in spec:
         merged = sha(root, spec["merged"])
         ours, theirs = sha(root, f"{merged}^1"), sha(root, f"{merged}^2")
         repo.update(commit=ours, merge=theirs)
@@ -279,10 +322,10 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
                     (d / expected).write_bytes(git(root, "show", f"{fix}:{rel}", text=False))
     (d / "gold.patch").write_bytes(gold)
 
-    task = {"id": task_id, "instruction": spec["instruction"]}
+    task = {"id": task_id, "instruction": instruction}
     if spec.get("prompts"):
         task["prompts"] = spec["prompts"]
-    task["metadata"] = {"suite": "examples", "language": "python", "difficulty": spec["difficulty"],
+    task["metadata"] = {"suite": suite, "language": "python", "difficulty": spec["difficulty"],
                         "created_at": spec["created"], "source": "grader examples"}
     task["repo"] = repo
     task["environment"] = COMMON["environment"]
@@ -299,6 +342,7 @@ def write_task(out: Path, task_id: str, spec: dict, root: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=HERE, help="where to write the suite (default: here)")
+    parser.add_argument("--git-out", type=Path, default=None, help="where to write the git suite (default: ../git)")
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         print("git is required", file=sys.stderr)
@@ -308,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'task':28} {'repo':6} {'check':12} {'starts at':16} commit")
         for task_id, spec in TASKS.items():
             print(write_task(args.out, task_id, spec, roots[spec["repo"]]))
+        git_out = args.git_out or (args.out.parent / "git" if args.out == HERE else args.out / "git")
+        git_out.mkdir(parents=True, exist_ok=True)
+        for task_id, spec in GIT_TASKS.items():
+            print(write_task(git_out, task_id, spec, roots[spec["repo"]], args.out / "repos", "git"))
+        (git_out / "suite.yaml").write_text(GIT_SUITE_YAML)
     (args.out / "suite.yaml").write_text(SUITE_YAML)
     print()
     make_repos.print_refs(args.out / "repos")

@@ -32,6 +32,22 @@ def test_the_suite_covers_every_check(examples):
     assert len({t.repo.bundle for t in examples}) >= 2
 
 
+@pytest.mark.parametrize("task_id", ["calc-bisect-mean", "calc-history-spread"])
+def test_the_git_suite_is_valid(example_grader, task_id):
+    """tasks/git: a history task and a bisect task cut from the examples' calc repository."""
+    from grader.tasks.loader import TaskSet
+    from helpers import ROOT
+
+    suite = TaskSet(ROOT / "tasks" / "git")
+    assert suite.ids() == ["calc-bisect-mean", "calc-history-spread"]
+    task = suite.get(task_id)
+    report = validate_task(example_grader, task)
+    assert report.ok, report.problems
+    assert report.empty == [Verdict.FAIL] and report.gold == [Verdict.PASS]
+    result = example_grader.grade(task, task.gold_patch_text())
+    assert result.check["type"] == task.check.type and result.verdict is Verdict.PASS
+
+
 @pytest.mark.parametrize("task_id", EXAMPLE_IDS)
 def test_example_is_valid(example_grader, examples, task_id):
     report = validate_task(example_grader, examples.get(task_id))

@@ -6,6 +6,7 @@ The repositories the rows name are small local ones with real history
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -17,9 +18,12 @@ from grader.verdict import Verdict
 from helpers.importer_repos import (
     NOTES_OURS,
     Calc,
+    Chain,
     Notes,
+    gitgoodbench_chain_row,
     gitgoodbench_row,
     make_calc,
+    make_chain,
     make_notes,
     resq_row,
     swebench_row,
@@ -127,6 +131,33 @@ def test_resq_import_validates_and_grades(calc, settings, grader, repo_dir, tmp_
     # a fix that only half works: the script's exit status decides
     half = calc.gold.replace("raise ValueError('mean of nothing')", "return 0")
     assert grader.grade(task, half.encode()).verdict is Verdict.FAIL
+
+
+@pytest.fixture(scope="module")
+def chain(repo_dir) -> Chain:
+    return make_chain(repo_dir)
+
+
+@pytest.mark.docker
+def test_gitgoodbench_chain_imports_as_a_history_task_that_validates_and_grades(
+    chain, settings, grader, repo_dir, tmp_path
+):
+    report = validated("gitgoodbench", [gitgoodbench_chain_row(chain)], settings, grader, repo_dir, tmp_path / "fcc")
+    assert [(o.status, o.empty, o.gold) for o in report.outcomes] == [("kept", ["FAIL"], ["PASS"])]
+    task = TaskSet(report.out).get("acme_chain_fcc_0001")
+    result = grader.grade(task, task.gold_patch_text())
+    assert result.verdict is Verdict.PASS and result.check["score"] == 1.0, result.to_json()
+    # the chain's three commits squashed into one: the tree is right, the grouping is not
+    squashed = subprocess.run(
+        ["git", "diff", chain.base, chain.commits[-1]], cwd=chain.path, capture_output=True, check=True
+    ).stdout
+    mbox = (
+        b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: t <t@t>\n"
+        b"Date: Sat, 1 Apr 2023 00:00:00 +0000\nSubject: [PATCH] Capitalise three notes\n\n---\n" + squashed
+    )
+    result = grader.grade(task, mbox)
+    assert result.verdict is Verdict.FAIL, result.to_json()
+    assert [c["name"] for c in result.check["criteria"] if not c["passed"]] == ["cohesion"]
 
 
 @pytest.mark.docker

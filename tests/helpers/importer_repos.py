@@ -170,6 +170,60 @@ def make_notes(repo_dir: Path) -> Notes:
     return Notes(root, ours, theirs, merged)
 
 
+@dataclass
+class Chain:
+    path: Path
+    base: str
+    commits: list[str]  # oldest first, each changing notes.txt
+
+
+def make_chain(repo_dir: Path) -> Chain:
+    """acme/chain: a base, then three commits that change notes.txt (the second also
+    README.md): GitGoodBench's file-commit chain."""
+    root = repo_dir / "acme__chain"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", ".")
+    write(root, {"notes.txt": "one\ntwo\nthree\nfour\nfive\nsix\nseven\n", "README.md": "chain\n"})
+    base = commit(root, "notes", "2023-04-01T00:00:00Z")
+    made = []
+    for n, (files, message) in enumerate(
+        [
+            ({"notes.txt": "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\n"}, "Capitalise the first note"),
+            (
+                {"notes.txt": "ONE\ntwo\nthree\nfour\nfive\nsix\nSEVEN\n", "README.md": "chain of notes\n"},
+                "Capitalise the last note and say so",
+            ),
+            ({"notes.txt": "ONE\ntwo\nthree\nFOUR\nfive\nsix\nSEVEN\n"}, "Capitalise the middle note"),
+        ]
+    ):
+        write(root, files)
+        made.append(commit(root, message, f"2023-04-0{n + 2}T00:00:00Z"))
+    return Chain(root, base, made)
+
+
+def gitgoodbench_chain_row(chain: Chain, **over) -> dict:
+    scenario = {
+        "file": "notes.txt",
+        "branch": "main",
+        "times_seen_consecutive": 3,
+        "purity": 0.8,
+        "newest_commit": chain.commits[-1],
+        "oldest_commit": chain.commits[0],
+    }
+    row = {
+        "id": "acme_chain_fcc_0001",
+        "name": "acme/chain",
+        "default_branch": "main",
+        "programming_language": "Python",
+        "scenario": json.dumps(scenario),
+        "sample_type": "file_commit_chain",
+        "project_size": "tiny",
+        "difficulty": "easy",
+    }
+    row.update(over)
+    return row
+
+
 def swebench_row(calc: Calc, **over) -> dict:
     row = {
         "instance_id": "acme__calc-1",

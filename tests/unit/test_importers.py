@@ -15,6 +15,7 @@ from grader.cli import main
 from grader.config import get_settings
 from grader.importers import DatasetError, import_file, import_rows
 from grader.importers.common import parse_rows, read_rows
+from grader.patch import inspect_patch
 from grader.tasks.loader import TaskSet
 from grader.tasks.prepare import checkout_base
 from helpers import ROOT
@@ -22,9 +23,12 @@ from helpers.importer_repos import (
     NOTES_MERGED,
     RESQ_SCRIPT,
     Calc,
+    Chain,
     Notes,
+    gitgoodbench_chain_row,
     gitgoodbench_row,
     make_calc,
+    make_chain,
     make_notes,
     resq_row,
     swebench_row,
@@ -344,7 +348,56 @@ def test_gitgoodbench_bad_samples(notes, local, repo_dir):
     ) in text
     assert f"GitGoodBench sample swapped: the parents of {notes.merged[:12]} are {notes.ours}, {notes.theirs}" in text
     assert f"GitGoodBench sample clean: the parents of {notes.ours[:12]} are" in text
-    assert "GitGoodBench sample chain: sample_type 'file_commit_chain'" in text
+    assert "GitGoodBench sample chain: scenario.oldest_commit" in text  # a chain, read as one, lacks its fields
+
+
+@pytest.fixture(scope="module")
+def chain(repo_dir) -> Chain:
+    return make_chain(repo_dir)
+
+
+def test_gitgoodbench_file_commit_chain_is_a_history_task(chain, local, repo_dir, tmp_path):
+    report, ts = imported("gitgoodbench", [gitgoodbench_chain_row(chain)], local, repo_dir)
+    task = ts.get("acme_chain_fcc_0001")
+    assert task.check.type == "history" and task.check.reference == chain.commits[-1]
+    assert task.repo.commit == chain.base and task.check.max_commits == 6 and task.check.cohesion == 0.5
+    assert "ONE" in task.instruction and "SEVEN" in task.instruction  # the change is the submitter's to commit
+    assert report.outcomes[0].notes == [
+        "1 commit(s) of the chain do not change notes.txt: they are part of the reference"
+    ] or (report.outcomes[0].notes == [])
+    gold = task.gold_patch_text()
+    info = inspect_patch(gold, 10**6)
+    assert info.ok and info.commits == 3
+    # the gold patch is the chain: git am on the base checkout ends at the newest commit's tree
+    work = tmp_path / "work"
+    checkout_base(task, work, local.cache_dir)
+    env = {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run(["git", "am"], cwd=work, input=gold, check=True, env=env, capture_output=True)
+    tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=work, capture_output=True, text=True).stdout
+    want = subprocess.run(
+        ["git", "rev-parse", f"{chain.commits[-1]}^{{tree}}"], cwd=chain.path, capture_output=True, text=True
+    ).stdout
+    assert tree == want
+
+
+def test_gitgoodbench_bad_chains(chain, local, repo_dir):
+    off = gitgoodbench_chain_row(
+        chain, id="off", scenario={"file": "notes.txt", "oldest_commit": chain.base, "newest_commit": chain.commits[-1]}
+    )
+    single = gitgoodbench_chain_row(
+        chain,
+        id="single",
+        scenario={"file": "notes.txt", "oldest_commit": chain.commits[0], "newest_commit": chain.commits[0]},
+    )
+    nofile = gitgoodbench_chain_row(
+        chain, id="nofile", scenario={"oldest_commit": chain.commits[0], "newest_commit": chain.commits[-1]}
+    )
+    with pytest.raises(DatasetError) as info:
+        imported("gitgoodbench", [off, single, nofile], local, repo_dir)
+    text = str(info.value)
+    assert f"GitGoodBench sample off: the oldest commit {chain.base[:12]} has 0 parents" in text
+    assert "GitGoodBench sample single: the chain is one commit" in text
+    assert "GitGoodBench sample nofile: scenario.file must name the file" in text
 
 
 def test_gitgoodbench_lists_other_files_than_git_conflicts_in(notes, local, repo_dir):

@@ -35,6 +35,8 @@ RUNNERS: dict[str, str] = {
     "command": "command",
     "output": "output",
     "exact_match": "exact_match",
+    "history": "history",  # a series of commits, read back for the history check
+    "bisect": "bisect",  # the commit id a bisect answer names
     # one line per runner of another language; each has its page under docs/runners/
     "unittest": "unittest",  # Python's unittest and Django's runtests.py
     "go": "go",

@@ -258,6 +258,35 @@ CALC_README_V3 = src("""
     ```
     """)
 
+# --- a history, and a history to bisect ---------------------------------------------------------
+
+STATS_SPREAD_CHECKED = edit(STATS_V3,
+    '    """The distance between the largest and the smallest value."""\n',
+    '    """The distance between the largest and the smallest value."""\n'
+    '    if not values:\n'
+    '        raise ValueError("spread() of an empty sequence")\n')
+CALC_README_SPREAD = CALC_README_V3 + src("""
+
+    `mean`, `median` and `spread` take any sequence of numbers; `spread` of an empty one
+    raises `ValueError`.
+    """)
+HISTORY_SPREAD = [
+    ("spread() of an empty sequence raises ValueError", {"calc/stats.py": STATS_SPREAD_CHECKED}),
+    ("Say in the README what the statistics take", {"README.md": CALC_README_SPREAD}),
+    ("Version 0.3.1", {"pyproject.toml": CALC_PYPROJECT.format(version="0.3.1")}),
+]
+STATS_MEAN_FLOORED = edit(STATS_V3, "sum(values) / len(values)", "sum(values) // len(values)")
+README_TESTS = edit(CALC_README_V3, "`python -m pytest`", "`python3 -m pytest -q`")
+README_MEDIAN = edit(README_TESTS, "mean, spread, slugify", "mean, median, spread, slugify")
+BISECT_MEAN = [
+    ("Say in the README how to run the tests", {"README.md": README_TESTS}),
+    ("Version 0.4.0a1", {"pyproject.toml": CALC_PYPROJECT.format(version="0.4.0a1")}),
+    ("Show median in the README", {"README.md": README_MEDIAN}),
+    ("Keep mean() in integers", {"calc/stats.py": STATS_MEAN_FLOORED}),
+    ("Version 0.4.0a2", {"pyproject.toml": CALC_PYPROJECT.format(version="0.4.0a2")}),
+    ("Thank the contributors in the README", {"README.md": README_MEDIAN + "\nThanks to everyone who sent a fix.\n"}),
+]
+
 # --- the fixes ---------------------------------------------------------------------------------
 
 STATS_MEAN_FIXED = edit(STATS_V1,
@@ -437,6 +466,14 @@ def build_calc(repo: Repo) -> None:
          {"calc/text.py": TEXT_WORDS_FIXED, "tests/test_words_unit.py": TEST_WORDS_UNIT}),
     ]:
         repo.branch(branch, base)
+        repo.commit(message, files)
+    # history/spread: three commits of three concerns from v0.3.0 (the history task's reference)
+    repo.branch("history/spread", "v0.3.0")
+    for message, files in HISTORY_SPREAD:
+        repo.commit(message, files)
+    # bisect/mean: six commits from v0.3.0; the fourth makes mean() floor its result
+    repo.branch("bisect/mean", "v0.3.0")
+    for message, files in BISECT_MEAN:
         repo.commit(message, files)
     repo.checkout("main")
 

@@ -170,7 +170,12 @@ class Verifier:
     def state(self, name: str, patch: bytes | None) -> Path | None:
         """The base, with `patch` applied, then the hidden tests written over it."""
         repo = self.base(name)
-        if patch:
+        if patch and patch.startswith(b"From "):  # a series of commits (a history task's gold)
+            applied = git(repo, "am", "--empty=keep", input=patch, check=False)
+            if applied.returncode:
+                self.fail(f"gold.patch does not apply with git am: {applied.stderr.decode(errors='replace').strip()}")
+                return None
+        elif patch:
             applied = git(repo, "apply", "--whitespace=nowarn", "-", input=patch, check=False)
             if applied.returncode:
                 self.fail(f"gold.patch does not apply: {applied.stderr.decode(errors='replace').strip()}")
@@ -188,7 +193,27 @@ class Verifier:
             return self._tests(repo)
         if check.type == "output":
             return self._output(repo)
+        if check.type == "history":
+            return self._history(repo)
+        if check.type == "bisect":
+            return self._bisect(repo)
         return self._exact(repo)
+
+    def _history(self, repo: Path) -> Outcome:
+        """The final tree only (the grader's other criteria need the grader): the last commit's
+        tree is the reference's, with at least one commit made."""
+        check = self.task.check
+        made = git(repo, "rev-list", "--count", f"{self.task.repo.commit}..HEAD").stdout.decode().strip()
+        have = git(repo, "rev-parse", "HEAD^{tree}").stdout
+        want = git(self.mirror, "rev-parse", f"{check.reference}^{{tree}}").stdout
+        ok = have == want and made != "0"
+        return Outcome(PASS if ok else FAIL, f"{made} commit(s), {'the' if have == want else 'not the'} reference tree")
+
+    def _bisect(self, repo: Path) -> Outcome:
+        path = repo / "BISECT_ANSWER"
+        answer = path.read_text().strip() if path.is_file() else ""
+        ok = bool(answer) and self.task.check.commit.startswith(answer)
+        return Outcome(PASS if ok else FAIL, f"answer {answer[:12] or 'none'}")
 
     def _tests(self, repo: Path) -> Outcome:
         check = self.task.check
@@ -241,8 +266,9 @@ class Verifier:
     def verify(self) -> tuple[Outcome | None, Outcome | None]:
         task, check = self.task, self.task.check
         gold = task.gold_patch_text()
-        if not gold or not gold.startswith(b"diff --git a/"):
-            self.fail("gold.patch is not `git diff` output")
+        series = check.type == "history"
+        if not gold or not gold.startswith(b"From " if series else b"diff --git a/"):
+            self.fail("gold.patch is not `git format-patch` output" if series else "gold.patch is not `git diff` output")
         touched = set()
         for line in (gold or b"").decode(errors="replace").splitlines():
             if line.startswith("diff --git a/"):
@@ -291,7 +317,7 @@ class Verifier:
 
 def verify_tasks(ids: list[str]) -> int:
     Task = load_task_model()
-    files = sorted(SUITE.glob("*/task.yaml"))
+    files = sorted(SUITE.glob("*/task.yaml")) + sorted((SUITE.parent / "git").glob("*/task.yaml"))
     if ids:
         files = [f for f in files if f.parent.name in ids]
     failures = 0
