@@ -30,7 +30,7 @@ from grader.sandbox import ContainerOutput
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
-STAGES = ("snapshot", "apply", "place_tests", "check", "verify")
+STAGES = ("snapshot", "apply", "place_tests", "check", "verify", "supervisor")
 
 
 @dataclass(frozen=True)
