@@ -54,7 +54,7 @@ from types import SimpleNamespace
 
 import requests
 
-from _service import ROOT, Running, cpu_seconds, descendants, machine_cpu, private_postgres
+from _service import ROOT, Running, container_cgroup, cpu_seconds, descendants, machine_cpu, private_postgres
 
 sys.path.insert(0, str(ROOT))
 
@@ -175,14 +175,23 @@ def measure_bare(client, tasks: list[BareTask], streams: int, rounds: int) -> di
                             code_ = word.partition("=")[2]
                             codes[code_] = codes.get(code_, 0) + 1
 
+        def cpu() -> float:
+            """CPU seconds of every bare container so far (their cgroups: exact, nothing sampled)."""
+            ns = [container_cgroup("cpuacct", c.id, "cpuacct.usage", "cpu.stat") for mine in containers for c in mine]
+            if None in ns:
+                raise MeasurementBroken("a bare container's cgroup cannot be read (its CPU is part of the figures)")
+            return sum(n for n in ns if n is not None) / 1e9
+
         threads = [threading.Thread(target=stream, args=(s,)) for s in range(streams)]
         for t in threads:
             t.start()
+        cpu0 = cpu()
         start.wait()
         t0 = time.monotonic()
         for t in threads:
             t.join()
         seconds = time.monotonic() - t0
+        cpu_s = cpu() - cpu0
     finally:
         for mine in containers:
             for c in mine:
@@ -194,7 +203,7 @@ def measure_bare(client, tasks: list[BareTask], streams: int, rounds: int) -> di
     ran = sum(n for code, n in codes.items() if code in ("0", "1"))
     if ran != runs:
         raise MeasurementBroken(f"of {runs} bare runs, {ran} ran their tests (pytest's exit statuses: {codes})")
-    return {"runs": runs, "seconds": round(seconds, 3), "per_s": runs / seconds, "pytest_exit": codes}
+    return {"runs": runs, "seconds": round(seconds, 3), "per_s": runs / seconds, "cpu_s": cpu_s, "pytest_exit": codes}
 
 
 # --- the service ---------------------------------------------------------------------------------
@@ -452,6 +461,34 @@ def budget(grades: list[dict], workers: int) -> dict:
     }
 
 
+def cpu_per_grade(service: dict, bare_cpu: float) -> dict:
+    """CPU seconds a grade cost, by party, against a bare run's: robust where the wall-time
+    rates are not (other work on the machine takes cores from both sides unevenly). The
+    container's figure is its supervisor's own count (itself, from the idle loop on, and
+    every process it waited for); the engine's daemons are the machine's, other users'
+    containers included, so they are shown apart."""
+    done = max(1, service["done"])
+    by = service["cpu"]["by"]
+    inside = [g["durations"].get("cpu") for g in service["grades"]]
+    out = {
+        "container": sum(c for c in inside if c is not None) / done,
+        "workers": by["workers"] / done,
+        "api": by["api"] / done,
+        "redis": by["redis"] / done,
+    }
+    ours = sum(out.values())
+    daemons = by["docker daemons (the machine's)"] / done
+    return {
+        **{k: round(v, 4) for k, v in out.items()},
+        "grade": round(ours, 4),
+        "docker_daemons_at_most": round(daemons, 4),
+        "bare_run": round(bare_cpu, 4),
+        "ratio": round(bare_cpu / ours, 3) if ours else None,
+        "ratio_with_daemons": round(bare_cpu / (ours + daemons), 3) if ours + daemons else None,
+        "measured_in_container": sum(c is not None for c in inside),
+    }
+
+
 def report(f: dict) -> None:
     b, s, bud = f["bare"], f["service"], f["budget"]
     print(
@@ -475,6 +512,13 @@ def report(f: dict) -> None:
     for name, row in bud["stages"].items():
         print(f"  {name:62} {row['mean_s'] * 1000:8.1f} ms  {row['share']:6.1%}")
     print(f"  {'the tests alone, bare (for comparison)':62} {f['bare_s_per_run'] * 1000:8.1f} ms")
+    cg = f["cpu_per_grade"]
+    print(
+        f"CPU per grade {cg['grade'] * 1000:.0f} ms (container {cg['container'] * 1000:.0f}, workers "
+        f"{cg['workers'] * 1000:.0f}, API {cg['api'] * 1000:.0f}, Redis {cg['redis'] * 1000:.0f}; the engine's daemons "
+        f"at most {cg['docker_daemons_at_most'] * 1000:.0f} more, other users' included) against a bare run's "
+        f"{cg['bare_run'] * 1000:.0f} ms: {cg['ratio']:.1%} ({cg['ratio_with_daemons']:.1%} with the daemons)"
+    )
     c = s["cpu"]
     by = ", ".join(f"{k} {v} s ({v / (c['cores'] * c['seconds']):.0%})" for k, v in c["by"].items())
     print(
@@ -542,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs": runs,
             "seconds": seconds,
             "per_s": runs / seconds,
+            "cpu_s_per_run": (before["cpu_s"] + after["cpu_s"]) / runs,
             "before_per_s": before["per_s"],
             "after_per_s": after["per_s"],
             "pytest_exit": {
@@ -580,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": service["per_s"] / bare["per_s"],
         "budget": budget(service["grades"], args.workers),
     }
+    figures["cpu_per_grade"] = cpu_per_grade(service, figures["bare"]["cpu_s_per_run"])
     report(figures)
     out.write_text(json.dumps({**figures, "grades": service["grades"]}, indent=1))
     print(f"written to {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

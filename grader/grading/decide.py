@@ -30,7 +30,8 @@ from grader.sandbox import ContainerOutput
 from grader.tasks.model import ExactMatchCheck, OutputCheck, Task, TestsCheck
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
-STAGES = ("snapshot", "apply", "place_tests", "check", "verify", "supervisor")
+# the supervisor's stages, its whole time, and the CPU seconds the container's processes spent
+STAGES = ("snapshot", "apply", "place_tests", "check", "verify", "supervisor", "cpu")
 
 
 @dataclass(frozen=True)
