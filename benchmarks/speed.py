@@ -367,6 +367,7 @@ STAGES: list[tuple[str, str]] = [
     ("database: claim", "claim"),
     ("database: read the submission", "load"),
     ("task lookup", "task"),
+    ("starting the next job's container (jobs.py)", "prewarm"),
     ("patch vetting", "validate"),
     ("instance image lookup", "image"),
     ("database: cache lookup", "cache_lookup"),
@@ -393,9 +394,8 @@ STAGES: list[tuple[str, str]] = [
 def per_grade(g: dict, gaps: dict[str, float]) -> dict[str, float]:
     d, r = g["durations"], g["job"] or {}
     j = r.get("stages", {})
-    out = {
-        k: float(j.get(k, 0.0)) for k in ("claim", "load", "task", "cache_lookup", "settle", "mask", "finish", "notify")
-    }
+    job_stages = ("claim", "load", "task", "prewarm", "cache_lookup", "settle", "mask", "finish", "notify")
+    out = {k: float(j.get(k, 0.0)) for k in job_stages}
     for k in ("validate", "image", "container_start", "container_deliver", "container_collect", "container_remove"):
         out[k] = float(d.get(k, 0.0))
     for k in ("snapshot", "apply", "place_tests", "check", "verify"):

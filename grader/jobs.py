@@ -188,6 +188,8 @@ def _grade_submission(submission_id: str, job: Job | None, stages: _Stages) -> s
             # running the patch again, so this attempt cannot be lost the same way
             facts = Facts(case=case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash()))
         elif task is not None:
+            with stages("prewarm"):
+                _prewarm_next(svc, grader, job, task_id)
             with stages("grade"):
                 graded = grader.grade(task, patch, lookup=lookup)
             _refuse_unverified(svc, grader)
@@ -255,6 +257,30 @@ def _grade_submission(submission_id: str, job: Job | None, stages: _Stages) -> s
     with stages("notify"):
         notify.after_finish(svc, submission_id)
     return result.verdict.value
+
+
+def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -> None:
+    """While this grade runs, have a container started for the task of the job next in
+    this job's queue: a suite of many tasks otherwise finds no idle container of the next
+    task's shape (a worker keeps one for each of its last few shapes) and starts one cold,
+    a second of a grade's time, in its path. Another worker may take that job first: the
+    container then waits for the task's next grade here, or is dropped for a newer shape.
+    The same task as this one is left to the refill after this run. Never an error: the
+    grade starts cold, as before."""
+    if job is None or not (svc.settings.prewarm and svc.settings.prewarm_next):
+        return
+    from rq import Queue
+    from rq.job import Job
+
+    try:
+        head = Queue(job.origin, connection=svc.redis).get_job_ids(0, 1)
+        if not head:
+            return
+        task_id = Job.fetch(head[0], connection=svc.redis).meta.get("task")
+        if task_id and task_id != current:
+            grader.prewarm(svc.task(task_id))
+    except Exception as exc:  # noqa: BLE001 - a container not started ahead is only a cold start
+        log.debug("starting a container for the next grade: %s", exc)
 
 
 def _masked(svc: Handles, task_id: str, result: Result, patch: bytes | None) -> dict[str, Any] | None:

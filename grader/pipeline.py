@@ -20,7 +20,7 @@ from grader.config import Settings, get_settings
 from grader.errors import GraderError, ImageUnverified
 from grader.grading.decide import Expected, decide
 from grader.grading.ship import archive
-from grader.grading.spec import container_spec, order_for
+from grader.grading.spec import container_shape, container_spec, order_for
 from grader.images import Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
@@ -150,14 +150,25 @@ class Grader:
             result = self._error(task, provenance, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", durations)
         return self._finish(result, started)
 
-    def _instance_image(self, task: Task, task_hash: str) -> tuple[str, PreparedTask]:
+    def prewarm(self, task: Task) -> bool:
+        """Have a container of `task`'s runs started ahead of its grade, unless one is idle
+        already (a run takes it, as it takes the one its previous run's refill started); never
+        builds an image. True if one is being started."""
+        image_id, _ = self._instance_image(task, task.definition_hash(), build=False)
+        shape = container_shape(task, image_id)
+        if self.sandbox.is_warm(shape):
+            return False
+        self.sandbox.prewarm(shape)
+        return True
+
+    def _instance_image(self, task: Task, task_hash: str, *, build: bool = True) -> tuple[str, PreparedTask]:
         """images.instance_image, or its answer for this task within the last IMAGE_TTL seconds."""
         key, now = (task.id, task_hash), time.monotonic()
         hit = self._images.get(key)
         if hit is not None and hit[0] > now:
             return hit[1], hit[2]
         image_id, prepared = self.images.instance_image(
-            task, build=self.settings.build_missing_images, task_hash=task_hash
+            task, build=build and self.settings.build_missing_images, task_hash=task_hash
         )
         self._images[key] = (now + IMAGE_TTL, image_id, prepared)
         return image_id, prepared
