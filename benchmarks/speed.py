@@ -477,6 +477,14 @@ def cpu_per_grade(service: dict, bare_cpu: float) -> dict:
         "redis": by["redis"] / done,
     }
     ours = sum(out.values())
+    # the container's CPU by the supervisor's stages (cpu_boot: the idle loop, the interpreter
+    # and the supervisor's import; the rest: after its last stage, and what it waited for there)
+    staged = [g["durations"] for g in service["grades"] if "cpu_boot" in g["durations"]]
+    inside_by = {
+        k: sum(d.get(f"cpu_{k}", 0.0) for d in staged) / max(1, len(staged))
+        for k in ("boot", "snapshot", "apply", "place_tests", "check", "verify")
+    }
+    inside_by["rest"] = max(0.0, sum(d.get("cpu", 0.0) for d in staged) / max(1, len(staged)) - sum(inside_by.values()))
     daemons = by["docker daemons (the machine's)"] / done
     return {
         **{k: round(v, 4) for k, v in out.items()},
@@ -486,6 +494,7 @@ def cpu_per_grade(service: dict, bare_cpu: float) -> dict:
         "ratio": round(bare_cpu / ours, 3) if ours else None,
         "ratio_with_daemons": round(bare_cpu / (ours + daemons), 3) if ours + daemons else None,
         "measured_in_container": sum(c is not None for c in inside),
+        "container_by_stage": {k: round(v, 4) for k, v in inside_by.items()},
     }
 
 
@@ -518,6 +527,10 @@ def report(f: dict) -> None:
         f"{cg['workers'] * 1000:.0f}, API {cg['api'] * 1000:.0f}, Redis {cg['redis'] * 1000:.0f}; the engine's daemons "
         f"at most {cg['docker_daemons_at_most'] * 1000:.0f} more, other users' included) against a bare run's "
         f"{cg['bare_run'] * 1000:.0f} ms: {cg['ratio']:.1%} ({cg['ratio_with_daemons']:.1%} with the daemons)"
+    )
+    print(
+        "  in the container, by the supervisor's stage: "
+        + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in cg["container_by_stage"].items())
     )
     c = s["cpu"]
     by = ", ".join(f"{k} {v} s ({v / (c['cores'] * c['seconds']):.0%})" for k, v in c["by"].items())

@@ -200,6 +200,10 @@ def supervisor(**over) -> dict:
             "check": 0.4,
             "verify": 0.01,
             "supervisor": 0.5,
+            "cpu": 0.3,
+            "cpu_boot": 0.05,
+            "cpu_check": 0.2,
+            "invented": 9.0,
         },
         "apply": {
             "method": "git apply",
@@ -268,6 +272,9 @@ def test_pass_when_every_listed_test_passed(tasks, cache, gold):
     assert r.provenance.image_id == IMAGE
     assert r.apply.method == "git apply" and r.apply.restored == ["tests/test_mean.py"]
     assert {"validate", "image", "container", "container_wait", "apply", "check", "total"} <= set(r.durations)
+    # the supervisor's named stages and CPU figures are kept, nothing else it says
+    assert (r.durations["cpu"], r.durations["cpu_boot"], r.durations["cpu_check"]) == (0.3, 0.05, 0.2)
+    assert "invented" not in r.durations
     assert r.localization.f1 == 1.0 and r.error is None
     assert len(sandbox.runs) == 1
 
