@@ -260,8 +260,8 @@ def _grade_submission(submission_id: str, job: Job | None, stages: _Stages) -> s
 
 
 def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -> None:
-    """While this grade runs, have a container started for the task of the job next in
-    this job's queue: a suite of many tasks otherwise finds no idle container of the next
+    """While this grade runs, have a container started for the task of the job this worker
+    is likely to take next from this job's queue: a suite of many tasks otherwise finds no idle container of the next
     task's shape (a worker keeps one for each of its last few shapes) and starts one cold,
     a second of a grade's time, in its path. Another worker may take that job first: the
     container then waits for the task's next grade here, or is dropped for a newer shape.
@@ -273,7 +273,11 @@ def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -
     from rq.job import Job
 
     try:
-        head = Queue(job.origin, connection=svc.redis).get_job_ids(0, 1)
+        queue = Queue(job.origin, connection=svc.redis)
+        # the other workers grading from this queue started before this one, so they finish
+        # first and take the jobs at the head: this worker's next is the one after theirs
+        ahead = max(0, queue.started_job_registry.get_job_count(cleanup=False) - 1)
+        head = queue.get_job_ids(ahead, 1)
         if not head:
             return
         task_id = Job.fetch(head[0], connection=svc.redis).meta.get("task")

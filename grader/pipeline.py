@@ -33,9 +33,11 @@ from grader.version import GRADER_VERSION
 log = logging.getLogger(__name__)
 # How long a grader keeps its answer to "which instance image grades this task": an image
 # id names its content, so an image verified by hash stays verified; a tag moved since
-# (an import, a rebuild) is seen within this, and a grade that fails forgets the answer.
-# Saves the engine two inspects a grade (the environment's image and the instance's).
-IMAGE_TTL = 10.0
+# (an import, a rebuild) is seen within this, and a grade that fails (the image removed)
+# forgets the answer. Saves the engine two inspects a grade (the environment's image and
+# the instance's: 20 to 400 ms on a loaded host). Long enough for a worker to see a suite
+# of a hundred tasks come round again.
+IMAGE_TTL = 300.0
 
 
 class Grader:
