@@ -202,6 +202,21 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def container_cgroup(kind: str, cid: str, v1: str, v2: str) -> int | None:
+    """A container's cgroup figure: `v1` in cgroup v1's `kind` hierarchy, `v2` under cgroup v2
+    (cpu.stat's usage in ns); None when the container has none (gone, or another layout)."""
+    for path in (f"/sys/fs/cgroup/{kind}/docker/{cid}/{v1}", f"/sys/fs/cgroup/docker/{cid}/{v2}",
+                 f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/{v2}"):  # fmt: skip
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        if v2 == "cpu.stat" and not path.endswith(v1):
+            return int(text.split("usage_usec")[1].split()[0]) * 1000
+        return int(text.split()[0])
+    return None
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU the processes have used so far (those gone since are not counted)."""
     tick = os.sysconf("SC_CLK_TCK")

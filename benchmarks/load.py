@@ -40,7 +40,7 @@ from pathlib import Path
 
 import requests
 
-from _service import ROOT, TASK, Running, cheap_patch, descendants
+from _service import ROOT, TASK, Running, cheap_patch, container_cgroup, descendants
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -89,19 +89,6 @@ class Costs(threading.Thread):
         self.boxes: dict[str, tuple[float, int]] = {}
         self.stop = threading.Event()
 
-    @staticmethod
-    def _cgroup(kind: str, cid: str, v1: str, v2: str) -> int | None:
-        for path in (f"/sys/fs/cgroup/{kind}/docker/{cid}/{v1}", f"/sys/fs/cgroup/docker/{cid}/{v2}",
-                     f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/{v2}"):  # fmt: skip
-            try:
-                text = Path(path).read_text()
-            except OSError:
-                continue
-            if v2 == "cpu.stat" and not path.endswith(v1):
-                return int(text.split("usage_usec")[1].split()[0]) * 1000
-            return int(text.split()[0])
-        return None
-
     def run(self) -> None:
         while not self.stop.wait(0.5):
             pids = descendants(self.leader)
@@ -119,8 +106,8 @@ class Costs(threading.Thread):
                 pid = (c.labels or {}).get(self.owner, "").rpartition(":")[2]
                 if not pid.isdigit() or int(pid) not in pids:
                     continue
-                ns = self._cgroup("cpuacct", c.id, "cpuacct.usage", "cpu.stat")
-                peak = self._cgroup("memory", c.id, "memory.max_usage_in_bytes", "memory.peak")
+                ns = container_cgroup("cpuacct", c.id, "cpuacct.usage", "cpu.stat")
+                peak = container_cgroup("memory", c.id, "memory.max_usage_in_bytes", "memory.peak")
                 if ns is not None and peak is not None:
                     self.boxes[c.id] = (ns / 1e9, peak)
 

@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     storage_size: str = Field("2G", description="writable-layer cap, applied where the storage driver supports it")
     file_size_limit: int = Field(256 * 1024 * 1024, description="RLIMIT_FSIZE for processes in grading containers")
     prewarm: int = Field(4, description="run shapes (task and limits) kept started ahead of demand; 0 turns it off")
+    prewarm_next: bool = Field(
+        True,
+        description="a worker starts a container for the task of the next job in its queue while it grades "
+        "(a suite of many tasks otherwise starts each grade's container cold)",
+    )
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
     audit: Literal["flag", "fail"] = Field(
         "flag",

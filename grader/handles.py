@@ -182,6 +182,7 @@ class Handles:
             result_ttl=RESULT_TTL,
             failure_ttl=FAILURE_TTL,
             description=f"grade {submission_id} ({task_id})",
+            meta={"task": task_id},  # what the worker before it starts a container for (jobs.py)
         )
         queue = self.queue_for(task_id)
         try:
@@ -207,6 +208,7 @@ class Handles:
                         result_ttl=RESULT_TTL,
                         failure_ttl=FAILURE_TTL,
                         description=f"grade {sid} ({tid})",
+                        meta={"task": tid},
                     ),
                 )
                 for sid, jid, tid in items

@@ -16,10 +16,12 @@ worker processes that run these jobs, and the reconciler's loop, are grader/work
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,8 @@ from grader.verdict import Provenance, Result, Verdict
 from grader.version import GRADER_VERSION
 
 if TYPE_CHECKING:
+    from rq.job import Job
+
     from grader.tasks.model import Task
 
 log = logging.getLogger(__name__)
@@ -86,21 +90,61 @@ class _Lease(threading.Thread):
                 log.warning("renewing the lease on %s: %s", self.claim.submission_id, exc)
 
 
+class _Stages:
+    """Seconds per stage of one job, kept in its RQ job's meta ("stages") as it ends, so
+    that a benchmark (benchmarks/speed.py) or an operator (`rq info`, the job's hash) sees
+    where a grade's time went outside the container: the database's claim, read and
+    finish, the cache lookup, the verdict's masking, what follows it."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - t
+
+    def save(self, job: Job | None) -> None:
+        """One write to Redis; a failure loses the figures, never the grade."""
+        if job is None:
+            return
+        job.meta["stages"] = {
+            k: round(v, 5) for k, v in {**self.seconds, "job": time.monotonic() - self.started}.items()
+        }
+        try:
+            job.save_meta()  # type: ignore[no-untyped-call]
+        except Exception as exc:  # noqa: BLE001 - the verdict is written already
+            log.debug("saving the stages of job %s: %s", job.id, exc)
+
+
 def grade_submission(submission_id: str) -> str:
     from rq import get_current_job
 
+    stages = _Stages()
+    job = get_current_job()
+    try:
+        return _grade_submission(submission_id, job, stages)
+    finally:
+        stages.save(job)
+
+
+def _grade_submission(submission_id: str, job: Job | None, stages: _Stages) -> str:
     svc, grader = context()
     st = svc.settings
-    job = get_current_job()
     job_id = job.id if job is not None else None
-    claim = subs.claim(svc.db, submission_id, job_id, host_name(st), st.lease_seconds)
+    with stages("claim"):
+        claim = subs.claim(svc.db, submission_id, job_id, host_name(st), st.lease_seconds)
     if claim is None:
         return "not claimed: cancelled, finished or owned by another job"
     lease = _Lease(svc, claim)
     lease.start()
     retry = errored = cached = False
     try:
-        with svc.db.read() as s:
+        with stages("load"), svc.db.read() as s:
             sub = s.get(Submission, submission_id)
             assert sub is not None  # just claimed
             task_id, patch, errors, sha = sub.task_id, sub.patch, sub.errors, sub.patch_sha256
@@ -110,7 +154,7 @@ def grade_submission(submission_id: str) -> str:
             nonlocal cached
             if not st.cache:
                 return None
-            with svc.db.read() as s:
+            with stages("cache_lookup"), svc.db.read() as s:
                 hit = (
                     cache.lookup(s, p.task_hash, p.patch_sha256, p.grader_version, p.image_id)
                     if p.task_hash and p.image_id
@@ -133,7 +177,8 @@ def grade_submission(submission_id: str) -> str:
 
         policy = Policy(max_retries=st.max_retries, max_attempts=st.max_attempts)
         try:
-            task = svc.task(task_id)
+            with stages("task"):
+                task = svc.task(task_id)
         except TaskNotFound as exc:  # removed since it was accepted: the service's fault, not theirs
             task = None
             first = case(errors=errors + 1)
@@ -143,7 +188,10 @@ def grade_submission(submission_id: str) -> str:
             # running the patch again, so this attempt cannot be lost the same way
             facts = Facts(case=case(errors=errors, lost=True, failing_since=started, task_hash=task.definition_hash()))
         elif task is not None:
-            graded = grader.grade(task, patch, lookup=lookup)
+            with stages("prewarm"):
+                _prewarm_next(svc, grader, job, task_id)
+            with stages("grade"):
+                graded = grader.grade(task, patch, lookup=lookup)
             _refuse_unverified(svc, grader)
             p = graded.provenance
             erred = graded.verdict is Verdict.ERROR
@@ -156,7 +204,8 @@ def grade_submission(submission_id: str) -> str:
                 ),
                 breaker=blame.known_broken(_gold_cache(svc), _gold_key(svc, p)) if erred else None,
             )
-        step = _settle(svc, grader, task, facts, policy)
+        with stages("settle"):
+            step = _settle(svc, grader, task, facts, policy)
         if isinstance(step, Retry):
             retry, result = True, facts.case.last or removed_task(facts.case, step.reason)
         else:
@@ -188,8 +237,11 @@ def grade_submission(submission_id: str) -> str:
         except StoreError as exc:
             log.warning("re-enqueueing %s failed (%s); the reconciler will", submission_id, exc)
         return f"ERROR, retry {errors + 1} queued"
-    shown = _masked(svc, task_id, result, patch)
-    if not subs.finish(svc.db, claim, result, cached=cached, errored=errored, shown=shown):
+    with stages("mask"):
+        shown = _masked(svc, task_id, result, patch)
+    with stages("finish"):
+        finished = subs.finish(svc.db, claim, result, cached=cached, errored=errored, shown=shown)
+    if not finished:
         log.warning(
             "submission %s: claim lost before finishing; this grade (%s) is discarded", submission_id, result.verdict
         )
@@ -202,8 +254,37 @@ def grade_submission(submission_id: str) -> str:
             result.blame.at_fault,
             result.blame.reason,
         )
-    notify.after_finish(svc, submission_id)
+    with stages("notify"):
+        notify.after_finish(svc, submission_id)
     return result.verdict.value
+
+
+def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -> None:
+    """While this grade runs, have a container started for the task of the job this worker
+    is likely to take next from this job's queue: a suite of many tasks otherwise finds no idle container of the next
+    task's shape (a worker keeps one for each of its last few shapes) and starts one cold,
+    a second of a grade's time, in its path. Another worker may take that job first: the
+    container then waits for the task's next grade here, or is dropped for a newer shape.
+    The same task as this one is left to the refill after this run. Never an error: the
+    grade starts cold, as before."""
+    if job is None or not (svc.settings.prewarm and svc.settings.prewarm_next):
+        return
+    from rq import Queue
+    from rq.job import Job
+
+    try:
+        queue = Queue(job.origin, connection=svc.redis)
+        # the other workers grading from this queue started before this one, so they finish
+        # first and take the jobs at the head: this worker's next is the one after theirs
+        ahead = max(0, queue.started_job_registry.get_job_count(cleanup=False) - 1)
+        head = queue.get_job_ids(ahead, 1)
+        if not head:
+            return
+        task_id = Job.fetch(head[0], connection=svc.redis).meta.get("task")
+        if task_id and task_id != current:
+            grader.prewarm(svc.task(task_id))
+    except Exception as exc:  # noqa: BLE001 - a container not started ahead is only a cold start
+        log.debug("starting a container for the next grade: %s", exc)
 
 
 def _masked(svc: Handles, task_id: str, result: Result, patch: bytes | None) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from grader.config import Settings, get_settings
 from grader.errors import GraderError, ImageUnverified
 from grader.grading.decide import Expected, decide
 from grader.grading.ship import archive
-from grader.grading.spec import container_spec, order_for
+from grader.grading.spec import container_shape, container_spec, order_for
 from grader.images import Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
@@ -31,6 +31,13 @@ from grader.verdict import Localization, Provenance, Result, Verdict
 from grader.version import GRADER_VERSION
 
 log = logging.getLogger(__name__)
+# How long a grader keeps its answer to "which instance image grades this task": an image
+# id names its content, so an image verified by hash stays verified; a tag moved since
+# (an import, a rebuild) is seen within this, and a grade that fails (the image removed)
+# forgets the answer. Saves the engine two inspects a grade (the environment's image and
+# the instance's: 20 to 400 ms on a loaded host). Long enough for a worker to see a suite
+# of a hundred tasks come round again.
+IMAGE_TTL = 300.0
 
 
 class Grader:
@@ -50,6 +57,8 @@ class Grader:
         self._sandbox = sandbox
         # environments whose instance image this grader refused since asked last (take_unverified)
         self._unverified: dict[str, str] = {}
+        # (task id, task hash) -> (until, image id, prepared task): instance_image's recent answers
+        self._images: dict[tuple[str, str], tuple[float, str, PreparedTask]] = {}
 
     @property
     def sandbox(self) -> Sandbox:
@@ -83,7 +92,7 @@ class Grader:
         durations = {"validate": time.monotonic() - t}
         provenance = Provenance(patch_sha256=info.sha256, grader_version=GRADER_VERSION, runtime=self.runtime)
         try:
-            provenance.task_hash = task.definition_hash()
+            task_hash = provenance.task_hash = task.definition_hash()
             localization = self._localization(task, info)
             if not info.ok:
                 return self._finish(
@@ -98,9 +107,7 @@ class Grader:
                     started,
                 )
             t = time.monotonic()
-            image_id, prepared = self.images.instance_image(
-                task, build=self.settings.build_missing_images, task_hash=provenance.task_hash
-            )
+            image_id, prepared = self._instance_image(task, task_hash)
             provenance.image_id = image_id
             durations["image"] = time.monotonic() - t
             earlier = lookup(provenance) if lookup is not None else None
@@ -135,13 +142,38 @@ class Grader:
             )
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
+            self._images.pop((task.id, provenance.task_hash or ""), None)
             if isinstance(exc, ImageUnverified):
                 self._unverified[exc.environment] = str(exc)
             result = self._error(task, provenance, str(exc), durations)
         except Exception as exc:  # a bug of ours is still not the submitter's fault
             log.exception("unexpected failure grading %s", task.id)
+            self._images.pop((task.id, provenance.task_hash or ""), None)
             result = self._error(task, provenance, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", durations)
         return self._finish(result, started)
+
+    def prewarm(self, task: Task) -> bool:
+        """Have a container of `task`'s runs started ahead of its grade, unless one is idle
+        already (a run takes it, as it takes the one its previous run's refill started); never
+        builds an image. True if one is being started."""
+        image_id, _ = self._instance_image(task, task.definition_hash(), build=False)
+        shape = container_shape(task, image_id)
+        if self.sandbox.is_warm(shape):
+            return False
+        self.sandbox.prewarm(shape)
+        return True
+
+    def _instance_image(self, task: Task, task_hash: str, *, build: bool = True) -> tuple[str, PreparedTask]:
+        """images.instance_image, or its answer for this task within the last IMAGE_TTL seconds."""
+        key, now = (task.id, task_hash), time.monotonic()
+        hit = self._images.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1], hit[2]
+        image_id, prepared = self.images.instance_image(
+            task, build=build and self.settings.build_missing_images, task_hash=task_hash
+        )
+        self._images[key] = (now + IMAGE_TTL, image_id, prepared)
+        return image_id, prepared
 
     def take_unverified(self) -> dict[str, str]:
         """Environment -> why, for each whose instance image a grade here refused since the

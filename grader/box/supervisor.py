@@ -74,6 +74,13 @@ TREE_ERRNOS = {
 }
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process since the container started (exec keeps them: the idle
+    loop's too) and of every process it has waited for."""
+    mine, theirs = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+
+
 class Stage:
     """Names the step a TreeError (or an OSError the tree caused) came from: during the
     apply it is the patch's failure to apply, after it the submission's verdict, not ours."""
@@ -82,13 +89,14 @@ class Stage:
         self.result, self.name = result, name
 
     def __enter__(self) -> Stage:
-        self.t = time.monotonic()
+        self.t, self.cpu = time.monotonic(), cpu_seconds()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
     ) -> bool:
         self.result["durations"][self.name] = round(time.monotonic() - self.t, 4)
+        self.result["durations"]["cpu_" + self.name] = round(cpu_seconds() - self.cpu, 4)
         if isinstance(exc, TreeError) or (isinstance(exc, OSError) and exc.errno in TREE_ERRNOS):
             self.result["tree_error"] = {"stage": self.name, "message": f"{type(exc).__name__}: {exc}"}
             return True
@@ -107,7 +115,8 @@ def main() -> int:
             resource.setrlimit(resource.RLIMIT_NPROC, (order.nproc_limit, order.nproc_limit))
         tree = Tree(order.repo, order.uid, order.gid)
         manifest = hidden_manifest(order)
-        t = time.monotonic()
+        t, cpu = time.monotonic(), cpu_seconds()
+        result["durations"]["cpu_boot"] = round(cpu, 4)  # the idle loop, the interpreter, this package's import
         check = runner(order.check.kind)
         if hasattr(check, "before_patch"):
             check.before_patch(order, tree)
@@ -122,6 +131,7 @@ def main() -> int:
         )
         staged = stage(tree, before, protection)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
+        result["durations"]["cpu_snapshot"] = round(cpu_seconds() - cpu, 4)
 
         applied = False
         with Stage(result, "apply"):
@@ -167,6 +177,7 @@ def main() -> int:
     except Exception:
         result["error"] = traceback.format_exc()
     result["durations"]["supervisor"] = round(time.monotonic() - START, 4)
+    result["durations"]["cpu"] = round(cpu_seconds(), 4)  # what the run cost inside, in CPU seconds
     sys.stdout.write(json.dumps(result))
     sys.stdout.flush()
     return 0

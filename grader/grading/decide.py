@@ -33,7 +33,10 @@ from grader.sandbox import ContainerOutput
 from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, OutputCheck, Task, TestsCheck
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
-STAGES = ("snapshot", "apply", "place_tests", "check", "verify")
+# the supervisor's stages, its whole time, and the CPU seconds the container's processes spent
+# (in all, and before and in each stage: cpu_boot, cpu_snapshot, ...)
+STAGES = ("snapshot", "apply", "place_tests", "check", "verify", "supervisor", "cpu")
+CPU_STAGES = tuple(f"cpu_{s}" for s in ("boot", *STAGES[:5]))
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def decide(
         ) from None
     if box.error:
         raise SandboxError(f"the supervisor failed: {box.error}")
-    for stage in STAGES:
+    for stage in STAGES + CPU_STAGES:
         if stage in box.durations:
             durations[stage] = box.durations[stage]
     protections.protected_restored = box.protected_restored

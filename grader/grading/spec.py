@@ -4,6 +4,7 @@ repository or talks to Docker, so every rule is tested without them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from grader.box import paths
@@ -120,17 +121,12 @@ def order_for(
     )
 
 
-def container_spec(task: Task, order: Order, image_id: str, patch: bytes, archive: bytes) -> ContainerSpec:
-    """One container run of the supervisor (the archive) on `order`."""
-    root = paths.GRADER_DIR + "/"
+def container_shape(task: Task, image_id: str) -> ContainerSpec:
+    """A run of `task` on `image_id` without its files: all a container is fixed to when it
+    is created, so a sandbox can start one for the task's runs before any run asks."""
     return ContainerSpec(
         image=image_id,
         command=["python3", "-I", paths.ARCHIVE],
-        files={
-            paths.ORDER_PATH.removeprefix(root): order.to_json().encode(),
-            paths.ARCHIVE.removeprefix(root): archive,
-            paths.PATCH_PATH.removeprefix(root): patch,
-        },
         files_root=paths.GRADER_DIR,
         env=CONTAINER_ENV,
         workdir=paths.REPO_DIR,
@@ -138,3 +134,14 @@ def container_spec(task: Task, order: Order, image_id: str, patch: bytes, archiv
         timeout=task.limits.timeout,
         labels={"grader.task": task.id},
     )
+
+
+def container_spec(task: Task, order: Order, image_id: str, patch: bytes, archive: bytes) -> ContainerSpec:
+    """One container run of the supervisor (the archive) on `order`."""
+    root = paths.GRADER_DIR + "/"
+    files = {
+        paths.ORDER_PATH.removeprefix(root): order.to_json().encode(),
+        paths.ARCHIVE.removeprefix(root): archive,
+        paths.PATCH_PATH.removeprefix(root): patch,
+    }
+    return replace(container_shape(task, image_id), files=files)

@@ -86,6 +86,13 @@ class Sandbox(ABC):
         """Remove containers left behind by graders that died; returns how many."""
         return 0
 
+    def prewarm(self, spec: ContainerSpec) -> None:  # noqa: B027 - optional hook
+        """Start a container for runs of `spec`'s shape ahead of demand, where the provider can."""
+
+    def is_warm(self, spec: ContainerSpec) -> bool:
+        """Whether a container of `spec`'s shape is started and idle here (prewarm would add nothing)."""
+        return False
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 

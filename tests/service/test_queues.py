@@ -172,3 +172,51 @@ def test_a_burst_worker_drains_its_hosts_environments_only(database_url, redis_s
         assert [j.args[0] for j in svc.grade_queue("python-3.9").get_jobs()] == [py39.json["id"]]
     finally:
         svc.close()
+
+
+class _Prewarms:
+    """A grader that records the tasks a worker asks it to start a container for."""
+
+    def __init__(self):
+        self.tasks: list[str] = []
+
+    def prewarm(self, task):
+        self.tasks.append(task.id)
+        return True
+
+
+def test_a_worker_starts_a_container_for_the_next_jobs_task_in_its_queue(svc):
+    """jobs._prewarm_next: the task of the job at the head of the running job's queue, read
+    from the job's meta; not the running job's own task (its run's refill starts that one),
+    nothing for an empty queue, and nothing when GRADER_PREWARM_NEXT is off."""
+    from rq.job import Job
+
+    from grader import jobs
+
+    for sid, task in (("p-1", "c-median-even"), ("p-2", "c-median-even"), ("p-3", "c-median-even")):
+        svc.enqueue(sid, f"{sid}-job", task)
+    svc.enqueue("q-1", "q-1-job", "py39-median-even")
+    running = Job.fetch("p-1-job", connection=svc.redis)
+    assert running.meta == {"task": "c-median-even"}
+    svc.grade_queue("c").remove("p-1-job")  # taken: the head is now p-2, of the same task
+    grader = _Prewarms()
+    jobs._prewarm_next(svc, grader, running, "c-median-even")
+    assert grader.tasks == []
+    svc.grade_queue("c").remove("p-2-job")
+    jobs._prewarm_next(svc, grader, running, "py39-median-even")  # p-3's task is another
+    assert grader.tasks == ["c-median-even"]
+    svc.grade_queue("c").remove("p-3-job")
+    jobs._prewarm_next(svc, grader, running, "py39-median-even")  # its queue is empty
+    assert grader.tasks == ["c-median-even"]
+    other = Job.fetch("q-1-job", connection=svc.redis)
+    svc.grade_queue("python-3.9").remove("q-1-job")
+    svc.enqueue("q-2", "q-2-job", "py39-median-even")
+    svc.enqueue("q-3", "q-3-job", "c-median-even")  # on the c queue: not q-1's
+    jobs._prewarm_next(svc, grader, other, "c-median-even")
+    assert grader.tasks == ["c-median-even", "py39-median-even"]
+    svc.settings.prewarm_next = False
+    try:
+        jobs._prewarm_next(svc, grader, other, "c-median-even")
+    finally:
+        svc.settings.prewarm_next = True
+    assert grader.tasks == ["c-median-even", "py39-median-even"]

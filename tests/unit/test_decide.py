@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,10 @@ def supervisor(**over) -> dict:
             "check": 0.4,
             "verify": 0.01,
             "supervisor": 0.5,
+            "cpu": 0.3,
+            "cpu_boot": 0.05,
+            "cpu_check": 0.2,
+            "invented": 9.0,
         },
         "apply": {
             "method": "git apply",
@@ -267,6 +272,9 @@ def test_pass_when_every_listed_test_passed(tasks, cache, gold):
     assert r.provenance.image_id == IMAGE
     assert r.apply.method == "git apply" and r.apply.restored == ["tests/test_mean.py"]
     assert {"validate", "image", "container", "container_wait", "apply", "check", "total"} <= set(r.durations)
+    # the supervisor's named stages and CPU figures are kept, nothing else it says
+    assert (r.durations["cpu"], r.durations["cpu_boot"], r.durations["cpu_check"]) == (0.3, 0.05, 0.2)
+    assert "invented" not in r.durations
     assert r.localization.f1 == 1.0 and r.error is None
     assert len(sandbox.runs) == 1
 
@@ -558,6 +566,43 @@ def test_the_image_store_failing_is_error(tasks, cache, gold):
     r, sandbox = grade(tasks, cache, "d-pytest", gold, supervisor(), images_fault=fault)
     assert_error(r, "for task d-pytest is missing")
     assert sandbox.runs == [] and r.provenance.image_id is None
+
+
+def test_a_grader_keeps_its_image_answer_a_while_and_forgets_it_on_a_fault(tasks, cache, gold, monkeypatch):
+    """Two grades of a task within IMAGE_TTL ask the image store once; a grade that fails in
+    the machinery forgets the answer (the image may be gone), and so does the clock."""
+    import grader.pipeline as pipeline
+
+    asked: list[str] = []
+
+    class Counting(StubImages):
+        def instance_image(self, task, **kw):
+            asked.append(task.id)
+            return super().instance_image(task, **kw)
+
+    passed = pytest_report(ALL_PASS)
+    runs = iter([passed, passed, SandboxError("image sha256:ab is missing"), passed, passed])
+
+    def answer(spec):
+        step = next(runs)
+        return FakeRun(raises=step) if isinstance(step, Exception) else FakeRun(report=step)
+
+    g = Grader(
+        get_settings(tasks_dir=tasks.dir, cache_dir=cache),
+        sandbox=FakeSandbox(answer),
+        images=Counting(cache),
+    )
+    task = tasks.get("d-pytest")
+    assert g.grade(task, gold).verdict is Verdict.PASS
+    assert g.grade(task, gold).verdict is Verdict.PASS
+    assert asked == ["d-pytest"]
+    assert g.grade(task, gold).verdict is Verdict.ERROR
+    assert g.grade(task, gold).verdict is Verdict.PASS
+    assert asked == ["d-pytest", "d-pytest"]
+    now = time.monotonic()
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: now + pipeline.IMAGE_TTL + 1)
+    g.grade(task, gold)
+    assert asked == ["d-pytest", "d-pytest", "d-pytest"]
 
 
 @pytest.mark.parametrize(

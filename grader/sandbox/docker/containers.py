@@ -287,6 +287,10 @@ class DockerSandbox(Sandbox):
         self._refills.append(thread)
         self._refills = [t for t in self._refills if t.is_alive()]
 
+    def is_warm(self, spec: ContainerSpec) -> bool:
+        with self._lock:
+            return self._shape(spec) in self._warm
+
     def prewarm(self, spec: ContainerSpec) -> None:
         """Start a container for runs of `spec`'s shape before any is asked for."""
         self._check_engine()
