@@ -354,8 +354,8 @@ def test_a_series_and_a_bisect_answer_through_the_service(world, live, tmp_path,
     reference = (team_dir / "history.patch").read_bytes()
     sent = client.submit_batch(
         [
-            {"task_id": "mini-history", "patch": reference.decode()},
-            {"task_id": "mini-history", "patch": squashed.decode()},
+            {"task_id": "mini-history", "patch": reference.decode(), "trial": 0},
+            {"task_id": "mini-history", "patch": squashed.decode(), "trial": 1},  # one attempt a trial
         ],
         run_id="batch",
     )
