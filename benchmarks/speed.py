@@ -257,7 +257,8 @@ def measure_service(args: argparse.Namespace, suite: Path, tasks: list[Task], da
         order = [tasks[i * len(tasks) // args.count] for i in range(args.count)]
     else:  # a suite's run: one task after another, round and round
         order = [tasks[i % len(tasks)] for i in range(args.count)]
-    items = [{"task_id": t.id, "patch": unique_patch(golds[t.id], i)} for i, t in enumerate(order)]
+    # a run holds one attempt per task and trial: each submission its own trial
+    items = [{"task_id": t.id, "patch": unique_patch(golds[t.id], i), "trial": i} for i, t in enumerate(order)]
     lifted = str(args.count * 4)
     env = {
         "GRADER_TASKS_DIR": str(suite),
