@@ -93,7 +93,7 @@ def _without_own_patch(page: str, sent: set[str]) -> str:
 
 @pytest.fixture
 def graded(database_url, redis_url):
-    svc = make_service(database_url, redis_url, retry_backoff=0)
+    svc = make_service(database_url, redis_url, retry_backoff=0, signup="open")  # every page served, /signup too
     jobs.use(svc, Grader(svc.settings))
     app = create_app(service=svc, migrate=False)
     api = Api(app.test_client(), new_key(svc, "team", admin=True))
