@@ -13,10 +13,7 @@ import html
 
 import pytest
 
-from grader.store import submissions as subs
-from grader.store.models import Submission
-from grader.verdict import Provenance, Result, Verdict
-from helpers.service import Api, new_key
+from helpers.service import Api, finish_queued_as, new_key
 
 pytestmark = pytest.mark.service
 TASK, OTHER = "calc-mean-empty", "calc-median-even"
@@ -27,20 +24,9 @@ def at(days: float) -> str:
 
 
 def finish(svc, verdict: str = "PASS") -> None:
-    with svc.db.read() as s:
-        rows = s.query(Submission).filter(Submission.status == "queued").all()
-    for row in rows:
-        c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-        result = Result(
-            task_id=row.task_id,
-            verdict=Verdict(verdict),
-            explanation="set by the test: 1 of 2 required test(s) did not pass: tests/test_mean.py::test_empty",
-            durations={"total": 1.0},
-            provenance=Provenance(
-                patch_sha256=row.patch_sha256, task_hash=row.task_hash, image_id="i", grader_version="t"
-            ),
-        )
-        assert subs.finish(svc.db, c, result)
+    finish_queued_as(
+        svc, verdict, "set by the test: 1 of 2 required test(s) did not pass: tests/test_mean.py::test_empty"
+    )
 
 
 def main(page: str) -> str:

@@ -9,30 +9,11 @@ import re
 
 import pytest
 
-from grader.store import submissions as subs
 from grader.store.models import Submission, Team
-from grader.verdict import Provenance, Result, Verdict
-from helpers.service import Api, new_key
+from helpers.service import Api, finish_queued_as, new_key
 
 pytestmark = pytest.mark.service
 TASK = "calc-mean-empty"
-
-
-def finish(svc, verdict: str) -> None:
-    with svc.db.read() as s:
-        rows = s.query(Submission).filter(Submission.status == "queued").all()
-    for row in rows:
-        c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-        result = Result(
-            task_id=row.task_id,
-            verdict=Verdict(verdict),
-            explanation="set by the test",
-            durations={"total": 1.0},
-            provenance=Provenance(
-                patch_sha256=row.patch_sha256, task_hash=row.task_hash, image_id="i", grader_version="t"
-            ),
-        )
-        assert subs.finish(svc.db, c, result)
 
 
 def browser_for(app, key: str):
@@ -52,9 +33,9 @@ def test_the_host_filters_runs_and_hides_approves_and_regrades(app, svc):
     assert re.search(r'<tr data-suite="examples"><td>examples</td><td class="num">10</td>', suites)
     assert 'id="refused-none"' in suites and browser_for(app, team.key).get("/host/suites").status_code == 403
     assert team.post("/v1/submissions", json={"task_id": TASK, "patch": "p", "run_id": "shown"}).status_code == 202
-    finish(svc, "PASS")
+    finish_queued_as(svc, "PASS")
     assert team.post("/v1/submissions", json={"task_id": TASK, "patch": "e", "run_id": "broken"}).status_code == 202
-    finish(svc, "ERROR")
+    finish_queued_as(svc, "ERROR")
     team.client.patch("/v1/runs/shown", json={"public": True}, headers={"Authorization": f"Bearer {team.key}"})
     shown_id = team.get("/v1/runs/shown").json["id"]
     assert f'data-run="{shown_id}"' in app.test_client().get("/leaderboard").get_data(as_text=True)
@@ -132,7 +113,7 @@ def test_the_same_through_the_admin_api(app, svc):
     # re-grade a run's ERRORs
     alpha = Api(app.test_client(), second)
     assert alpha.post("/v1/submissions", json={"task_id": TASK, "patch": "e", "run_id": "broken"}).status_code == 202
-    finish(svc, "ERROR")
+    finish_queued_as(svc, "ERROR")
     r = host.post("/v1/admin/runs/" + alpha.get("/v1/runs/broken").json["id"] + "/regrade")
     assert r.status_code == 200 and (r.json["sent"], r.json["refused"]) == (1, 0)
     assert alpha.get("/v1/runs/broken").json["pending"] == 1 and alpha.get("/v1/runs/broken").json["errors"] == 0

@@ -15,10 +15,8 @@ import re
 
 import pytest
 
-from grader.store import submissions as subs
 from grader.store.models import Run, Submission
-from grader.verdict import Provenance, Result, Verdict
-from helpers.service import new_key
+from helpers.service import finish_queued_as, new_key
 
 pytestmark = pytest.mark.service
 TASK, OTHER = "calc-mean-empty", "calc-median-even"
@@ -52,23 +50,6 @@ def pred(task: str, patch: str) -> dict:
 def stored(svc) -> list[Submission]:
     with svc.db.read() as s:
         return s.query(Submission).order_by(Submission.id).all()
-
-
-def finish(svc, verdict: str = "PASS") -> None:
-    for row in stored(svc):
-        if row.status != "queued":
-            continue
-        c = subs.claim(svc.db, row.id, row.job_id, "test-host", 60)
-        result = Result(
-            task_id=row.task_id,
-            verdict=Verdict(verdict),
-            explanation="set by the test",
-            durations={"total": 1.0},
-            provenance=Provenance(
-                patch_sha256=row.patch_sha256, task_hash=row.task_hash, image_id="i", grader_version="t"
-            ),
-        )
-        assert subs.finish(svc.db, c, result)
 
 
 def test_a_broken_upload_shows_every_error_and_takes_nothing(app, svc):
@@ -123,7 +104,7 @@ def test_an_upload_is_taken_whole_once_followed_and_published(app, svc):
     page = browser.get("/runs/agent-1").get_data(as_text=True)
     assert '<meta http-equiv="refresh" content="5">' in page
     assert 'id="progress-queued">2 queued' in page and "0 of 2 done" in page
-    finish(svc)
+    finish_queued_as(svc)
     page = browser.get("/runs/agent-1").get_data(as_text=True)
     assert 'http-equiv="refresh"' not in page and "2 of 2 done" in page
     # Publish: a URL that is not one is refused against its field; nothing changes
