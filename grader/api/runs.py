@@ -233,11 +233,10 @@ def _phase(slug: str | None) -> Phase | None:
     if not slug:
         return None
     with _svc().db.read() as s:
-        found = store_phases.by_slug(s, {slug}).get(slug)
-        if found is None:
-            known = ", ".join(p.slug for p in store_phases.all_(s)) or "none"
-            raise ApiError(422, "invalid_fields", f"there is no phase {slug!r}; the phases are: {known}")
-        return found
+        found = store_phases.named(s, slug)
+    if isinstance(found, str):
+        raise ApiError(422, "invalid_fields", f"there is no phase {slug!r}; the phases are: {found}")
+    return found
 
 
 BOARD_PAGE, BOARD_PAGE_MAX = 100, 500  # runs on a page of GET /v1/leaderboard: by default, at most

@@ -443,11 +443,10 @@ def _phase_or_404(slug: str | None) -> Phase | None:
     if not slug:
         return None
     with _svc().db.read() as s:
-        found = store_phases.by_slug(s, {slug}).get(slug)
-        if found is None:
-            known = ", ".join(p.slug for p in store_phases.all_(s)) or "none"
-            abort(404, f"There is no phase {slug!r}; the phases are: {known}.")
-        return found
+        found = store_phases.named(s, slug)
+    if isinstance(found, str):
+        abort(404, f"There is no phase {slug!r}; the phases are: {found}.")
+    return found
 
 
 def _phase_views(svc: Handles) -> list[dict[str, Any]]:

@@ -38,6 +38,12 @@ def by_slug(s: Session, slugs: Collection[str]) -> dict[str, Phase]:
     return {p.slug: p for p in s.scalars(select(Phase).where(Phase.slug.in_(sorted(slugs))))}
 
 
+def named(s: Session, slug: str) -> Phase | str:
+    """The phase of `slug`, or (none has it) the slugs there are, for the refusal to name."""
+    found = by_slug(s, {slug}).get(slug)
+    return found if found is not None else ", ".join(p.slug for p in all_(s)) or "none"
+
+
 def all_(s: Session) -> list[Phase]:
     return list(s.scalars(select(Phase).order_by(Phase.starts_at.is_(None).desc(), Phase.starts_at, Phase.slug)))
 
