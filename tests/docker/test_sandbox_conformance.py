@@ -9,7 +9,9 @@ it raises, what it was asked for); a promise that only a real container can keep
 (ownership, users, capabilities, network, limits) says so and is not asked of the fake.
 
 The Docker providers are marked `docker` (and `gvisor`) like the other engine tests, and
-run in CI.
+run in CI. Each is checked twice: cold (every run creates and starts its container) and
+warm (every run takes a container started ahead of demand, whose files arrive after its
+start: the path a worker's grades take).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from grader.sandbox.fake import FakeRun
 
 FAKE_IMAGE = "sha256:" + "fa" * 32
 MARKS = {"fake": [], "docker": [pytest.mark.docker], "gvisor": [pytest.mark.docker, pytest.mark.gvisor]}
+# param id -> (provider, runs take a container started ahead of demand)
+VARIANTS = {
+    "fake": ("fake", False),
+    "docker": ("docker", False),
+    "docker-warm": ("docker", True),
+    "gvisor": ("gvisor", False),
+    "gvisor-warm": ("gvisor", True),
+}
 # What the interface promises about capabilities: the in-container supervisor's five
 # (CHOWN 0, DAC_OVERRIDE 1, KILL 5, SETGID 6, SETUID 7) and nothing else.
 SUPERVISOR_CAPS = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 7)
@@ -39,6 +49,7 @@ class Probe:
     name: str
     sandbox: Sandbox
     image: str
+    warm: bool = False
 
     @property
     def real(self) -> bool:
@@ -55,7 +66,13 @@ class Probe:
         spec = self.spec(command, **fields)
         if not self.real:
             self.sandbox.handler = lambda _spec: fake if fake is not None else FakeRun()
-        return self.sandbox.run(spec)
+        if self.warm:
+            self.sandbox.prewarm(spec)
+            self.sandbox.busy_containers()  # waits for the start ahead of demand to settle
+        out = self.sandbox.run(spec)
+        if self.warm:
+            assert out.durations["warm"] == 1.0, "the run did not take the container started for it"
+        return out
 
     def only_in_a_container(self, why: str) -> None:
         """The fake runs nothing: this promise is a real container's to keep."""
@@ -63,18 +80,18 @@ class Probe:
             pytest.skip(f"only a real container can keep this: {why}")
 
 
-@pytest.fixture(scope="module", params=[pytest.param(n, marks=MARKS[n]) for n in sorted(MARKS)])
+@pytest.fixture(scope="module", params=[pytest.param(v, id=v, marks=MARKS[VARIANTS[v][0]]) for v in sorted(VARIANTS)])
 def probe(request) -> Probe:
-    name = request.param
+    name, warm = VARIANTS[request.param]
     if name == "fake":
         return Probe(name, get_sandbox("fake", images={FAKE_IMAGE: FAKE_IMAGE}), FAKE_IMAGE)
     grader = request.getfixturevalue("grader")
     image, _ = grader.images.instance_image(request.getfixturevalue("mini_set").get("mini"))
-    sandbox = get_sandbox(name, max_warm=0)
+    sandbox = get_sandbox(name, max_warm=4 if warm else 0)
     if name == "gvisor" and "runsc" not in sandbox.engine.runtimes():
         pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
     request.addfinalizer(sandbox.close)
-    return Probe(name, sandbox, image)
+    return Probe(name, sandbox, image, warm)
 
 
 def left_behind(probe: Probe) -> list[str]:

@@ -4,8 +4,9 @@ gVisor's runsc ("gvisor") as its runtime.
 - no network, all capabilities dropped but the supervisor's five, no-new-privileges;
 - memory (with no extra swap), CPU and pids limits, a size-capped tmpfs /tmp, a file
   size rlimit, a writable-layer cap where the storage driver supports it;
-- containers started ahead of demand, idling until the run's files are copied in, so a
-  run costs one copy and one wait (a cold run adds one create and start);
+- containers started ahead of demand, idling until the run's files arrive on their
+  standard input, so a run costs one write and one wait (a cold run adds one create and
+  start), under runc and gVisor alike;
 - a hard kill from here when the wall-clock limit passes, whatever the inside does;
 - the container removed in every case, and labelled so that a crashed grader's
   leftovers are reaped on the next start.
@@ -14,11 +15,8 @@ gVisor's runsc ("gvisor") as its runtime.
 from __future__ import annotations
 
 import atexit
-import io
 import os
-import signal
 import socket
-import tarfile
 import threading
 import time
 import weakref
@@ -30,6 +28,7 @@ from docker.types import Ulimit
 
 from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
+from grader.sandbox.docker.delivery import MAGIC, bundle, write_stdin
 from grader.sandbox.docker.engine import DockerEngine
 from grader.sandbox.docker.memory import MemoryWatch
 
@@ -66,26 +65,49 @@ RUNSC_SUPERVISOR_PROCESSES = 8
 # the runtime; a run that really hogs memory is still killed.
 RUNSC_BASE_MEMORY = 32 * 1024**2
 RUNSC_MEMORY_PER_PROCESS = 4 * 1024**2
-GO_MARKER = ".go"
 # A container idles in this loop until its run's files arrive, then becomes the run's
-# command. Starting it is the slow part of a run, so it can happen ahead of demand. It
-# sleeps on a signal, not on a clock: the host sends WAKE once the files are in, and an
-# idle container costs no CPU (a 2 ms poll in each of a worker's warm containers kept
-# both cores of a 2-core host busy). WAKE is blocked before the loop looks for the
-# marker, so a signal sent while it looks is kept for sigtimedwait; one sent before the
-# interpreter blocked it is lost (the container's init ignores a signal it has no handler
-# for), and the marker is then seen at the next look, at most PATIENCE later. Pending
-# WAKEs are taken and the mask restored before the exec: the run inherits neither.
-WAKE = signal.SIGUSR1
+# command. Starting it is the slow part of a run, so it can happen ahead of demand.
+#
+# The files come on its standard input, written by the host through the engine's attach
+# stream (delivery.py says why not a copy into the container, nor a mount): one bundle,
+# a header line, one line per file ("SIZE PATH"), an empty line, then the files' bytes.
+# The loop blocks in a read until they come, so an idle container costs no CPU and wakes
+# as the first byte arrives (no signal, no poll). It writes each file under files_root
+# (argv[1]) as root, directories 0700 and files 0600, then puts /dev/null on its
+# standard input, closing the stream, and becomes the run's command (argv[2:]): the run
+# inherits nothing of the delivery. A stream that ends early is the loop's exit, status
+# 1 with the reason on stderr, before anything of the run has started.
 BOOT = (
-    "import os, signal, sys\n"
-    f"wake = {{signal.Signals({int(WAKE)})}}\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, wake)\n"
-    "while not os.path.exists(sys.argv[1]):\n"
-    "    signal.sigtimedwait(wake, 0.25)\n"
-    "while signal.sigtimedwait(wake, 0):\n"
-    "    pass\n"
-    "signal.pthread_sigmask(signal.SIG_UNBLOCK, wake)\n"
+    "import os, sys\n"
+    "src = sys.stdin.buffer\n"
+    f"if src.readline() != {MAGIC!r}:\n"
+    "    sys.exit('grader: the run files did not come as a bundle')\n"
+    "listed = []\n"
+    "while True:\n"
+    "    line = src.readline()\n"
+    "    if not line.endswith(b'\\n'):\n"
+    "        sys.exit('grader: the run files ended in their header')\n"
+    "    if line == b'\\n':\n"
+    "        break\n"
+    "    size, rel = line[:-1].decode().split(' ', 1)\n"
+    "    listed.append((int(size), rel.split('/')))\n"
+    "for size, parts in listed:\n"
+    "    data = src.read(size)\n"
+    "    if len(data) != size:\n"
+    "        sys.exit('grader: the run files ended early')\n"
+    "    d = sys.argv[1]\n"
+    "    for part in parts[:-1]:\n"
+    "        d = os.path.join(d, part)\n"
+    "        try:\n"
+    "            os.mkdir(d, 0o700)\n"
+    "        except FileExistsError:\n"
+    "            pass\n"
+    "    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW\n"
+    "    with open(os.open(os.path.join(d, parts[-1]), flags, 0o600), 'wb') as f:\n"
+    "        f.write(data)\n"
+    "null = os.open('/dev/null', os.O_RDONLY)\n"
+    "os.dup2(null, 0)\n"
+    "os.close(null)\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
 
@@ -96,26 +118,6 @@ def _parse_size(text: str) -> int:
     if text and text[-1] in units:
         return int(float(text[:-1]) * units[text[-1]])
     return int(text)
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        dirs: set[str] = set()
-        for path in files:  # in the caller's order: a marker may need to come last
-            parts = path.strip("/").split("/")
-            for i in range(1, len(parts)):
-                d = "/".join(parts[:i])
-                if d not in dirs:
-                    dirs.add(d)
-                    info = tarfile.TarInfo(d)
-                    info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o700, 0, 0
-                    tar.addfile(info)
-            data = files[path]
-            info = tarfile.TarInfo("/".join(parts))
-            info.size, info.mode, info.uid, info.gid = len(data), 0o600, 0, 0
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def _cid(container: Container) -> str:
@@ -150,9 +152,6 @@ class DockerSandbox(Sandbox):
         self._fault = False  # the engine failed a call: look for containers we lost track of
         self._lock = threading.Lock()
         self._refills: list[threading.Thread] = []
-        # gVisor keeps its own overlay of the root filesystem: files copied in after the
-        # start are not seen inside, so under runsc every run starts cold.
-        self.warm_capable = runtime == "runc"
         self.private_kernel = runtime == "runsc"
         atexit.register(self.close)
         DockerSandbox._instances.add(self)
@@ -210,7 +209,11 @@ class DockerSandbox(Sandbox):
             labels={LABEL: "1", OWNER_LABEL: _owner(), **spec.labels},
             log_config={"type": "json-file", "config": {"max-size": "16m", "max-file": "1"}},
             ipc_mode="private",
-            detach=True,
+            # the run's files come on its standard input (delivery.py), which the engine
+            # closes when the host's one write ends (StdinOnce: the SDK sets it for a
+            # container created attached, which only says what a client may attach to)
+            stdin_open=True,
+            detach=False,
         )
         if self.runtime != "runc":
             kwargs["runtime"] = self.runtime
@@ -232,12 +235,11 @@ class DockerSandbox(Sandbox):
             tuple(sorted(spec.labels.items())),
         )
 
-    def _start_new(self, spec: ContainerSpec, files: bytes | None = None) -> Container:
-        """Create and start a container that idles until its run's files arrive (or,
-        given `files`, with them copied in before it starts)."""
+    def _start_new(self, spec: ContainerSpec) -> Container:
+        """Create and start a container that idles until its run's files arrive."""
         client = self.engine.client
         kwargs = self._create_kwargs(spec)
-        kwargs["command"] = ["python3", "-I", "-c", BOOT, f"{spec.files_root}/{GO_MARKER}", *spec.command]
+        kwargs["command"] = ["python3", "-I", "-c", BOOT, spec.files_root, *spec.command]
         try:
             container = client.containers.create(**kwargs)
         except docker.errors.ImageNotFound as exc:
@@ -246,8 +248,6 @@ class DockerSandbox(Sandbox):
             self._fault = True  # the engine may have made it all the same
             raise SandboxError(f"cannot create the container: {exc}") from exc
         try:
-            if files is not None and not container.put_archive(spec.files_root, files):
-                raise SandboxError("the engine refused the run's files")
             container.start()
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             self._fault = True
@@ -262,7 +262,7 @@ class DockerSandbox(Sandbox):
     def _refill(self, spec: ContainerSpec) -> None:
         """Start the next container of this shape in the background, keeping at most
         `max_warm` shapes (the least recently used one is dropped)."""
-        if not self.max_warm or not self.warm_capable:
+        if not self.max_warm:
             return
 
         def work() -> None:
@@ -290,6 +290,13 @@ class DockerSandbox(Sandbox):
     def is_warm(self, spec: ContainerSpec) -> bool:
         with self._lock:
             return self._shape(spec) in self._warm
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait for the containers being started ahead of demand to be ready (a benchmark
+        that must not time its baseline while one starts; a test that wants the next
+        run warm)."""
+        for t in list(self._refills):
+            t.join(timeout)
 
     def prewarm(self, spec: ContainerSpec) -> None:
         """Start a container for runs of `spec`'s shape before any is asked for."""
@@ -379,30 +386,31 @@ class DockerSandbox(Sandbox):
             self._reap_strays()
         client = self.engine.client
         durations: dict[str, float] = {}
-        # the marker comes last in the archive: when it exists, every file is complete
-        files = _tar({**spec.files, GO_MARKER: b""})
+        files = bundle(spec.files)
         t = time.monotonic()
         container = self._take_warm(spec)
         durations["warm"] = 1.0 if container is not None else 0.0
-        delivered = False
         if container is not None:
             durations["start"] = time.monotonic() - t
             t = time.monotonic()
             try:  # a warm container can have died meanwhile (dockerd restarted): then start cold
-                delivered = bool(container.put_archive(spec.files_root, files))
-                if delivered:
-                    container.kill(signal=WAKE.name)
-            except (docker.errors.DockerException, requests.exceptions.RequestException):
-                delivered = False
-            durations["deliver"] = time.monotonic() - t
-            if not delivered:
+                write_stdin(client.api, _cid(container), files)
+            except (docker.errors.DockerException, OSError):  # requests' errors are OSErrors
                 self._remove(container)
                 container, durations["warm"] = None, 0.0
+            durations["deliver"] = time.monotonic() - t
         if container is None:
             t = time.monotonic()
-            container = self._start_new(spec, files)  # the files go in before it starts
+            container = self._start_new(spec)
             durations["start"] = time.monotonic() - t
-            durations.setdefault("deliver", 0.0)
+            t = time.monotonic()
+            try:
+                write_stdin(client.api, _cid(container), files)
+            except (docker.errors.DockerException, OSError) as exc:
+                self._fault = True
+                self._remove(container)
+                raise SandboxError(f"cannot give the container its files: {exc}") from exc
+            durations["deliver"] = time.monotonic() - t
         timed_out = False
         with self._lock:
             self._in_flight.add(_cid(container))
@@ -483,8 +491,7 @@ class DockerSandbox(Sandbox):
         graders on the engine, other processes, keep their own.)"""
         idle: set[str] = set()
         for sandbox in list(DockerSandbox._instances):
-            for t in list(sandbox._refills):
-                t.join(60)
+            sandbox.settle()
             with sandbox._lock:
                 idle |= {_cid(c) for c in sandbox._warm.values()}
         mine = self.engine._call(
