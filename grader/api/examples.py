@@ -292,8 +292,8 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "response": {
             "team": "team-a",
             "admin": False,
-            "quotas": {"per_day": 20000, "queued_at_once": 10000},
-            "usage": {"today": 6, "queued_or_running": 0},
+            "quotas": {"per_day": 20000, "queued_at_once": 10000, "refund_deleted_per_day": 0},
+            "usage": {"today": 6, "queued_or_running": 0, "refunded_today": 0},
             "webhook_secret": "BB85iKOn3OFHjSFvY5k8P1rhB1UorJszbBoUrxsQuuc",
         },
     },
@@ -420,7 +420,12 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("delete", "/v1/runs/{run}"): {
         "path": "/v1/runs/old-run",
         "status": "200",
-        "response": {"deleted": {**RUN, "name": "old-run", "public": False}, "submissions_detached": 12},
+        "response": {
+            "deleted": {**RUN, "name": "old-run", "public": False},
+            "submissions_detached": 12,
+            "submissions_cancelled": 0,
+            "quota_refunded": 0,
+        },
     },
     ("get", "/v1/runs/{run}/report"): {
         "path": "/v1/runs/my-run/report",

@@ -448,13 +448,16 @@ def _paths() -> dict[str, Any]:
             },
             "delete": {
                 "summary": "Delete your run before it is published: its submissions stay yours, without a "
-                "run, and the run id can be used again (409 once published)",
+                "run, and the run id can be used again (409 once published); where the host refunds deleted "
+                "runs (GRADER_QUOTA_REFUND_DELETED), its queued submissions are cancelled and those never "
+                "graded are given back to today's quota",
                 "tags": ["runs"],
                 "security": _AUTH,
                 "parameters": [_P["run_ref"]],
                 "responses": {
                     "200": {
-                        "description": "deleted: the run as it was, and how many submissions left it",
+                        "description": "deleted: the run as it was, how many submissions left it, how many "
+                        "queued ones were cancelled and how many were given back to today's quota",
                         "content": {"application/json": {"schema": {"type": "object"}}},
                     },
                     **_errors(401, 403, 404, 409),

@@ -228,6 +228,7 @@ def account() -> Response:
     st = svc.settings
     with svc.db.read() as s:
         today, active = subs.count_today(s, c.team_id), subs.count_active(s, c.team_id)
+        refunded = subs.count_refunded_today(s, c.team_id)
     return jsonify(
         {
             "team": c.name,
@@ -236,8 +237,10 @@ def account() -> Response:
             "quotas": {
                 "per_day": c.daily_quota if c.daily_quota is not None else st.daily_quota,
                 "queued_at_once": c.queued_quota if c.queued_quota is not None else st.queued_quota,
+                "refund_deleted_per_day": st.quota_refund_deleted,
             },
-            "usage": {"today": today, "queued_or_running": active},
+            # today: what counts against per_day (refunded_today, given back by deleted runs, does not)
+            "usage": {"today": today, "queued_or_running": active, "refunded_today": refunded},
         }
     )
 

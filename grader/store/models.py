@@ -152,6 +152,9 @@ class Submission(Base):
     reasoning_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # came as a SWE-bench prediction (a batch's instance_id form): imported, not run here
     imported: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # given back to its team's daily quota (migration 0012): cancelled, never started, when
+    # its unpublished run was deleted under GRADER_QUOTA_REFUND_DELETED; it counts no more
+    quota_refunded_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission", order_by="WebhookDelivery.id")
 

@@ -6,7 +6,8 @@ figures have been shown, so it takes no more submissions from its team (they wou
 trials added after the fact, retried until they pass) and cannot be deleted. Making it
 private again does not unlock it. Submissions with a host (admin) key are not refused.
 Before that, its team may delete it: the run goes, and its submissions stay in the
-team's history (and its quota) with no run."""
+team's history (and its quota, unless the host refunds deleted runs' never-graded
+submissions: submissions.withdraw) with no run."""
 
 from __future__ import annotations
 
