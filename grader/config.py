@@ -227,6 +227,12 @@ class Settings(BaseSettings):
     api_url: str = Field(f"http://{API_BIND}", description="where `grader submit` and `grader status` find the service")
     api_key: SecretStr | None = Field(None, description="the key `grader submit` and `grader status` send")
 
+    @property
+    def database_configured(self) -> bool:
+        """Whether the settings name a database other than the default one (GRADER_DATABASE_URL
+        set): a command run on the host writes into the service's store unasked only then."""
+        return self.database_url != _default_database_url()
+
     def masked(self) -> dict[str, object]:
         """Every setting as JSON values, with secrets and URL passwords masked (for `grader config`, logs)."""
         out = self.model_dump(mode="json")

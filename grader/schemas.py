@@ -424,6 +424,34 @@ class QuotasIn(_In):
     queued_quota: int | None = Field(None, ge=0, le=10**9, description="queued at once; null: the default")
 
 
+class TaskValidationIn(_In):
+    """One task's validation as `grader tasks validate --json` prints it."""
+
+    task_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    suite: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    task_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="the task's definition hash (its definition and every file it references) as validated"
+    )
+    ok: bool
+    flaky: bool
+    problems: list[Annotated[str, StringConstraints(max_length=20_000)]] = Field(default_factory=list, max_length=1000)
+    empty: list[Annotated[str, StringConstraints(max_length=20)]] = Field(default_factory=list, max_length=100)
+    gold: list[Annotated[str, StringConstraints(max_length=20)]] = Field(default_factory=list, max_length=100)
+
+    @property
+    def outcome(self) -> str:
+        return "valid" if self.ok else "flaky" if self.flaky else "invalid"
+
+
+class SuiteValidationIn(_In):
+    """A validation the host ran elsewhere, recorded: `grader tasks validate --json`'s output,
+    of whole suites."""
+
+    grader_version: Annotated[str, StringConstraints(min_length=1, max_length=40)]
+    repeat: int = Field(ge=1, le=100, description="runs of the empty and of the gold patch per task")
+    tasks: list[TaskValidationIn] = Field(min_length=1, max_length=100_000)
+
+
 class KeyInfo(BaseModel):
     id: int
     prefix: str = Field(description="the key's first characters: enough to tell keys apart, never to use one")

@@ -44,6 +44,7 @@ _MODELS: list[type[BaseModel]] = [
     m.PhaseOut,
     m.PhasePage,
     m.QuotasIn,
+    m.SuiteValidationIn,
     m.KeyInfo,
     m.KeyPage,
     m.RegradeOut,
@@ -420,6 +421,40 @@ def _paths() -> dict[str, Any]:
                 "tags": ["admin"],
                 "security": _AUTH,
                 "responses": {"200": {"description": "reloaded"}, **_errors(401, 403, 422)},
+            }
+        },
+        "/v1/admin/suites": {
+            "get": {
+                "summary": "The suites in service (admin): tasks, languages, feedback policies, gold patches and "
+                "validation status (validated, changed since validated, never)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "responses": {
+                    "200": {
+                        "description": "every suite served, each with its validation status",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(401, 403),
+                },
+            }
+        },
+        "/v1/admin/suites/validations": {
+            "post": {
+                "summary": "Record a validation run elsewhere (admin): `grader tasks validate --json`'s output, of "
+                "whole suites; all or nothing",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(m.SuiteValidationIn)}},
+                },
+                "responses": {
+                    "201": {
+                        "description": "recorded: each suite's validation status now",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(401, 403, 422),
+                },
             }
         },
         "/v1/runs": {
@@ -839,7 +874,8 @@ PORTAL_PAGES = {
     ),
     "portal.host_suites": (
         "Host: suites",
-        "the suites in service: tasks, gold patches, languages, feedback policies; refused task files",
+        "the suites in service: tasks, gold patches, languages, feedback policies, validation status "
+        "(validated N/M on a date, changed since validated, never validated); refused task files",
         "an admin key, signed in",
     ),
     "portal.host_new_key": ("Host: another key", "for a team, shown once", "an admin key, signed in"),

@@ -258,6 +258,31 @@ class RunFigures(Base):
     figures: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class SuiteValidation(Base):
+    """One validation of a whole suite (`grader tasks validate` with the service's database
+    configured, or the host's POST /v1/admin/suites/validations; migration 0013): when, by
+    whom, with what repeat count and grader version, how its tasks came out, and which
+    tasks it was (each task's definition hash): a suite whose tasks changed since shows so
+    (grader/store/validations.py: status)."""
+
+    __tablename__ = "suite_validations"
+    __table_args__ = (Index("ix_suite_validations_suite", "suite", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    validated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    recorded_by: Mapped[str] = mapped_column(String(200))  # the command and host, or the host's team
+    repeat: Mapped[int] = mapped_column(Integer)  # runs of the empty and of the gold patch per task
+    grader_version: Mapped[str] = mapped_column(String(40))
+    tasks: Mapped[int] = mapped_column(Integer)  # valid + invalid + flaky
+    valid: Mapped[int] = mapped_column(Integer)
+    invalid: Mapped[int] = mapped_column(Integer)  # failed validation, the same way each run
+    flaky: Mapped[int] = mapped_column(Integer)  # verdicts that changed between runs
+    task_set_hash: Mapped[str] = mapped_column(String(64))  # store/validations.py: identity
+    # task id -> {"hash": its definition hash, "outcome": valid | invalid | flaky}
+    outcomes: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class WebhookDelivery(Base):
     __tablename__ = "webhook_deliveries"
 
