@@ -347,7 +347,9 @@ class SubmissionOut(BaseModel):
     api_seconds: float | None = None
     wall_seconds: float | None = None
     reasoning_level: str | None = None
-    imported: bool = Field(False, description="came as a SWE-bench prediction (imported results, not run here)")
+    imported: bool = Field(
+        False, description="came as a SWE-bench prediction line (instance_id, model_patch); graded here like any other"
+    )
     webhook_status: str | None
     attempts: int
     errors: int = Field(description="attempts that ended in a machinery fault and were retried")
@@ -584,6 +586,11 @@ class RunOut(BaseModel):
         description="when its team asked for it to be public in a phase whose host reviews runs first: "
         "it stays private (and locked) until the host verifies it",
     )
+    origin: Literal["graded", "imported"] | None = Field(
+        None,
+        description="where its results came from: graded here as its team sent them (a predictions upload "
+        "too), or imported from elsewhere (legacy); null for a run made before this was recorded",
+    )
     links: dict[str, str]
 
 
@@ -603,8 +610,9 @@ class RunView(RunOut):
         "solve rate, success rate, pass@k); per-task table; breakdowns by "
         "suite, difficulty, language, prompt variant; task_set: the figures "
         "over the suites' whole task set; usage: what the campaign cost (cost, tokens, API and "
-        "wall-clock seconds), the mean per complete trial and the total; legacy: imported "
-        "single-trial results, whose stability and pass_any_at_n are null"
+        "wall-clock seconds), the mean per complete trial and the total; single_trial: no task "
+        "has two valid trials, so stability and pass_any_at_n are null (one trial cannot measure "
+        "them); legacy: results imported from elsewhere (the run's origin), not graded here"
     )
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"

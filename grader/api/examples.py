@@ -140,6 +140,7 @@ RUN = {
     "hidden": False,
     "verified": False,
     "created_at": "2026-11-24T01:14:10.212516",
+    "origin": "graded",
     "links": {"self": f"/v1/runs/{RUN_ID}", "page": f"/runs/{RUN_ID}"},
 }
 METRICS = {
@@ -155,6 +156,8 @@ METRICS = {
     "pass_at_k": {"1": _fig(0.667, 2, 0.045, 0.841)},
     "pass_any_at_n": _fig(1, 2, 0.095, 0.905),
     "stability": {"stable_pass": 0, "stable_fail": 1, "flaky": 1},
+    "legacy": False,
+    "single_trial": False,
     "per_task": {
         "calc-mean-empty": {
             "n": 3,

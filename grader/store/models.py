@@ -150,7 +150,9 @@ class Submission(Base):
     api_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # waiting on the model's API
     wall_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # the attempt, start to end
     reasoning_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    # came as a SWE-bench prediction (a batch's instance_id form): imported, not run here
+    # came as a SWE-bench prediction line (a batch's instance_id form): how it was sent, and
+    # graded here like any other; a run of such lines is legacy only if made before runs
+    # recorded their origin (Run.origin)
     imported: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # given back to its team's daily quota (migration 0012): cancelled, never started, when
     # its unpublished run was deleted under GRADER_QUOTA_REFUND_DELETED; it counts no more
@@ -244,6 +246,11 @@ class Run(Base):
     # its team asked for it to be public in a phase whose host reviews runs first
     # (auto_publish off): it stays private, and locked, until the host verifies it
     review_requested_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # where its results came from (migration 0014; grader/metrics.py: GRADED, IMPORTED):
+    # "graded", made by intake and graded here as its team sent them (a predictions upload
+    # too), or "imported", results graded elsewhere and brought in (legacy); None for a run
+    # made before it was recorded, which keeps the legacy rule of its day
+    origin: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
     team: Mapped[Team] = relationship()
 
