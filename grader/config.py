@@ -171,6 +171,14 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(10_000, description="most submissions in one batch request")
     daily_quota: int = Field(20_000, description="default submissions per team per UTC day (a team may have its own)")
     queued_quota: int = Field(10_000, description="default submissions a team may have queued at once")
+    quota_refund_deleted: int = Field(
+        0,
+        ge=0,
+        description="submissions a team may get back in its daily quota a UTC day by deleting runs it never "
+        "published (0: none, the default): deleting such a run cancels its queued submissions, and those of "
+        "them sent today that never started grading count no more, up to this many a day; a submission that "
+        "was graded, or began to be, always counts",
+    )
     max_retries: int = Field(3, description="times an ERROR is retried before the gold patch judges whose fault it is")
     retry_backoff: float = Field(10.0, description="seconds before the first ERROR retry; doubled each time")
     max_attempts: int = Field(
@@ -218,6 +226,12 @@ class Settings(BaseSettings):
     )
     api_url: str = Field(f"http://{API_BIND}", description="where `grader submit` and `grader status` find the service")
     api_key: SecretStr | None = Field(None, description="the key `grader submit` and `grader status` send")
+
+    @property
+    def database_configured(self) -> bool:
+        """Whether the settings name a database other than the default one (GRADER_DATABASE_URL
+        set): a command run on the host writes into the service's store unasked only then."""
+        return self.database_url != _default_database_url()
 
     def masked(self) -> dict[str, object]:
         """Every setting as JSON values, with secrets and URL passwords masked (for `grader config`, logs)."""

@@ -204,6 +204,16 @@ def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     return Quota(max(room, 0), reason)
 
 
+def refund_room(svc: Handles, s: Session, team_id: int) -> int:
+    """How many more of its submissions the team may have given back to its daily quota
+    today by deleting unpublished runs (GRADER_QUOTA_REFUND_DELETED a UTC day; 0: the
+    service refunds none). Only submissions that never started grading are ever given back
+    (subs.withdraw), so a team cannot buy more grades than its quota by deleting runs it
+    has seen graded; the bound a day keeps submit-and-delete from storing without end."""
+    cap = svc.settings.quota_refund_deleted
+    return max(0, cap - subs.count_refunded_today(s, team_id)) if cap else 0
+
+
 def _phase_room(s: Session, team: Submitter, phase_id: int) -> Quota:
     """How many more submissions the team may send to a phase now (its limits a day and in
     all), counted under the team's lock in the chunk's transaction."""

@@ -31,6 +31,10 @@ pass.
   many); **pass_any@n**: the share of tasks that passed at least once.
 - **stability**: stable pass (every valid trial passed), stable fail (none did), flaky;
   none for a task with fewer than two valid trials.
+- A run of **one trial** (no task with more than one valid trial) has no stability
+  classes and no pass_any@n: with one trial a task's stability is its verdict and
+  pass_any@n is the solve rate, so either would look like a measurement of what was never
+  measured. It is still ranked and compared like any other run, as SWE-bench measures one.
 
 Why a majority rather than "any trial passed": that tends to 1 for any task a system
 ever passes as trials are added, so a 10-trial run would beat a 1-trial run of the same
@@ -43,8 +47,13 @@ instance it was given no prediction for; see `over_task_set`.
 What a campaign cost (`usage`) is not a rate and follows GitBench instead: each attempt
 may say its cost, tokens, model API time and wall-clock time; a run reports each as its
 total and as the mean per *complete trial* (a trial number with an attempt at every task),
-so that runs with different numbers of trials compare. A run of imported single-trial
-results is `legacy`: no stability classes and no pass_any@n, which one trial cannot measure.
+so that runs with different numbers of trials compare.
+
+A run is `legacy` when its results were brought in from elsewhere rather than graded here
+as its team sent them: its origin says so ("imported"); a run made before runs recorded
+their origin (migration 0014) keeps the rule it had, every attempt a SWE-bench prediction
+line and one trial. A fresh predictions upload graded here is not legacy: it is a run of
+one trial (above), or of more.
 
 Every figure carries its numerator and denominator. Its 95% interval is Wilson's over
 tasks, the unit that was sampled (trials of one task are correlated): for a mean of
@@ -68,8 +77,13 @@ from grader.verdict import Verdict
 T = TypeVar("T")
 # The edition of the figures' rules and shape: figures a store kept under another are computed
 # again when next read, whatever the grader's version says (grader/runs.py's figures_key).
-# 2: no stability class for a task with one valid trial; 3: usage and legacy (migration 0011).
-RULES = 3
+# 2: no stability class for a task with one valid trial; 3: usage and legacy (migration 0011);
+# 4: any run of one trial has no stability classes or pass_any@n, and legacy is a run's origin
+# (results imported from elsewhere, migration 0014), not a run of prediction lines.
+RULES = 4
+# Where a run's results came from (grader/store/models.py: Run.origin): graded here as its
+# team sent them, or imported, graded elsewhere; None for a run made before it was recorded.
+GRADED, IMPORTED = "graded", "imported"
 
 
 def file_localization(
@@ -195,7 +209,7 @@ class Attempt:
     api_seconds: float | None = None
     wall_seconds: float | None = None
     reasoning_level: str | None = None
-    imported: bool = False  # a SWE-bench prediction imported as it was, not run here
+    imported: bool = False  # came as a SWE-bench prediction line (how it was sent, not where it was graded)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict).value)
@@ -421,11 +435,15 @@ def usage(attempts: Iterable[Attempt]) -> Usage:
     )
 
 
-def legacy(attempts: Sequence[Attempt], trials: int) -> bool:
-    """A run of imported single-trial results (SWE-bench predictions, one per task): every
-    attempt imported and no task with more than one valid trial. With one trial a task's
-    stability is its verdict and pass_any@n is the solve rate, so neither is shown for it:
-    they would look like measurements of what was never measured."""
+def legacy(attempts: Sequence[Attempt], trials: int, origin: str | None = None) -> bool:
+    """Results brought in from elsewhere: a run whose origin is IMPORTED. A run graded here
+    (GRADED) never is, whatever its attempts came as. A run of no recorded origin (made
+    before migration 0014) keeps the rule it had then: every attempt a SWE-bench prediction
+    line and no task with more than one valid trial."""
+    if origin == IMPORTED:
+        return bool(attempts)
+    if origin == GRADED:
+        return False
     return bool(attempts) and all(a.imported for a in attempts) and trials <= 1
 
 
@@ -481,13 +499,14 @@ class RunSummary:
     one_attempt_success: Figure  # the solve rate under GitBench's name
     success_rate: Figure  # mean over tasks of graded / n
     pass_at_k: dict[str, Figure | None]  # "1" .. str(trials): JSON keys are strings
-    pass_any_at_n: Figure | None  # None for a legacy run
-    stability: dict[str, int] | None  # None for a legacy run
+    pass_any_at_n: Figure | None  # None for a run of one trial
+    stability: dict[str, int] | None  # None for a run of one trial
     per_task: dict[str, TaskRecord]
     breakdowns: dict[str, dict[str, dict[str, Figure | int]]]
     localization: dict[str, Figure]
     usage: Usage
-    legacy: bool = False  # imported single-trial results: no stability classes, no pass_any@n
+    legacy: bool = False  # results imported from elsewhere, not graded here (`legacy`)
+    single_trial: bool = False  # no task with two valid trials: no stability classes, no pass_any@n
     task_set: TaskSetFigures | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -568,8 +587,10 @@ def run_summary(
     since: dt.date | None = None,
     until: dt.date | None = None,
     task_set: Iterable[str] | None = None,
+    origin: str | None = None,
 ) -> RunSummary:
-    """Every figure of a run, under the rule of the module docstring.
+    """Every figure of a run, under the rule of the module docstring; `origin` is the run's
+    (GRADED, IMPORTED, or None: not recorded), which `legacy` reads.
 
     ERROR is a fault of the grading machinery, never the submitter's: those attempts leave
     every denominator and mark the run incomplete (incomplete runs are not ranked). A
@@ -601,8 +622,10 @@ def run_summary(
         values = [getattr(a, name) for a in valid if getattr(a, name) is not None]
         localization[name] = Figure(sum(values) / len(values) if values else None, sum(values), len(values))
     all_resolved, all_solve_rate, all_success_rate = _rate_figures(tasks)
-    old = legacy(kept, trials)
-    if old:
+    old = legacy(kept, trials, origin)
+    # one trial measures no stability (a legacy run of nothing valid kept the rule it had)
+    single = trials == 1 or (old and trials == 0)
+    if single:
         for r in tasks.values():
             r.stability = None
     return RunSummary(
@@ -618,13 +641,14 @@ def run_summary(
         one_attempt_success=all_solve_rate,
         success_rate=all_success_rate,
         pass_at_k={str(k): mean_pass_at_k(attempted, k) for k in pass_ks(trials)},
-        pass_any_at_n=None if old else rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
-        stability=None if old else classes,
+        pass_any_at_n=None if single else rate(sum(1 for _, c in attempted.values() if c > 0), len(attempted)),
+        stability=None if single else classes,
         per_task=tasks,
         breakdowns=breakdowns,
         localization=localization,
         usage=usage(kept),
         legacy=old,
+        single_trial=single,
         task_set=over_task_set(tasks, task_set) if task_set is not None else None,
     )
 

@@ -203,6 +203,7 @@ def run_meta(run: Run, team: Team) -> dict[str, Any]:
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "published_at": run.published_at.isoformat() if run.published_at else None,
         "review_requested_at": run.review_requested_at.isoformat() if run.review_requested_at else None,
+        "origin": run.origin,
         "locked": store_runs.locked(run),
         "links": {"self": f"/v1/runs/{run.id}", "page": f"/runs/{run.id}"},
     }
@@ -254,7 +255,9 @@ def _view(
     attempts, pending = attempts_of(svc, rows)
     attempts = [a for a in attempts if filters.keep(a)]
     suites, ids = task_set(svc, attempts, filters)
-    summary = plain(metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids))
+    summary = plain(
+        metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids, origin=run.origin)
+    )
     errors = summary["errors"]
     view: dict[str, Any] = {
         **run_meta(run, team),
@@ -301,6 +304,7 @@ AGGREGATE = (
     "pass_any_at_n",
     "usage",
     "legacy",
+    "single_trial",
 )
 
 

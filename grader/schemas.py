@@ -347,7 +347,9 @@ class SubmissionOut(BaseModel):
     api_seconds: float | None = None
     wall_seconds: float | None = None
     reasoning_level: str | None = None
-    imported: bool = Field(False, description="came as a SWE-bench prediction (imported results, not run here)")
+    imported: bool = Field(
+        False, description="came as a SWE-bench prediction line (instance_id, model_patch); graded here like any other"
+    )
     webhook_status: str | None
     attempts: int
     errors: int = Field(description="attempts that ended in a machinery fault and were retried")
@@ -422,6 +424,34 @@ class QuotasIn(_In):
 
     daily_quota: int | None = Field(None, ge=0, le=10**9, description="submissions a UTC day; null: the default")
     queued_quota: int | None = Field(None, ge=0, le=10**9, description="queued at once; null: the default")
+
+
+class TaskValidationIn(_In):
+    """One task's validation as `grader tasks validate --json` prints it."""
+
+    task_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    suite: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    task_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="the task's definition hash (its definition and every file it references) as validated"
+    )
+    ok: bool
+    flaky: bool
+    problems: list[Annotated[str, StringConstraints(max_length=20_000)]] = Field(default_factory=list, max_length=1000)
+    empty: list[Annotated[str, StringConstraints(max_length=20)]] = Field(default_factory=list, max_length=100)
+    gold: list[Annotated[str, StringConstraints(max_length=20)]] = Field(default_factory=list, max_length=100)
+
+    @property
+    def outcome(self) -> str:
+        return "valid" if self.ok else "flaky" if self.flaky else "invalid"
+
+
+class SuiteValidationIn(_In):
+    """A validation the host ran elsewhere, recorded: `grader tasks validate --json`'s output,
+    of whole suites."""
+
+    grader_version: Annotated[str, StringConstraints(min_length=1, max_length=40)]
+    repeat: int = Field(ge=1, le=100, description="runs of the empty and of the gold patch per task")
+    tasks: list[TaskValidationIn] = Field(min_length=1, max_length=100_000)
 
 
 class KeyInfo(BaseModel):
@@ -556,6 +586,11 @@ class RunOut(BaseModel):
         description="when its team asked for it to be public in a phase whose host reviews runs first: "
         "it stays private (and locked) until the host verifies it",
     )
+    origin: Literal["graded", "imported"] | None = Field(
+        None,
+        description="where its results came from: graded here as its team sent them (a predictions upload "
+        "too), or imported from elsewhere (legacy); null for a run made before this was recorded",
+    )
     links: dict[str, str]
 
 
@@ -575,8 +610,9 @@ class RunView(RunOut):
         "solve rate, success rate, pass@k); per-task table; breakdowns by "
         "suite, difficulty, language, prompt variant; task_set: the figures "
         "over the suites' whole task set; usage: what the campaign cost (cost, tokens, API and "
-        "wall-clock seconds), the mean per complete trial and the total; legacy: imported "
-        "single-trial results, whose stability and pass_any_at_n are null"
+        "wall-clock seconds), the mean per complete trial and the total; single_trial: no task "
+        "has two valid trials, so stability and pass_any_at_n are null (one trial cannot measure "
+        "them); legacy: results imported from elsewhere (the run's origin), not graded here"
     )
     integrity: dict[str, int] | None = Field(
         None, description="for an admin key: grades that showed tampering or audit findings"

@@ -20,6 +20,8 @@ class TaskValidation:
     empty: list[Verdict] = field(default_factory=list)
     gold: list[Verdict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    suite: str | None = None
+    task_hash: str | None = None  # the definition validated (Task.definition_hash)
 
     @property
     def flaky(self) -> bool:
@@ -29,15 +31,31 @@ class TaskValidation:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def outcome(self) -> str:
+        """valid, flaky (its verdicts changed between runs) or invalid: a suite's counts."""
+        return "valid" if self.ok else "flaky" if self.flaky else "invalid"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
+            "suite": self.suite,
+            "task_hash": self.task_hash,
             "ok": self.ok,
             "flaky": self.flaky,
             "problems": self.problems,
             "empty": [str(v) for v in self.empty],
             "gold": [str(v) for v in self.gold],
         }
+
+
+def by_suite(reports: list[TaskValidation]) -> dict[str, dict[str, tuple[str, str]]]:
+    """The reports as a suite's validation is stored (store/validations.py: record): suite
+    -> task id -> (definition hash, outcome)."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for r in reports:
+        out.setdefault(r.suite or "", {})[r.task_id] = (r.task_hash or "", r.outcome)
+    return out
 
 
 def _per_test_problems(task: Task, empty: Result) -> list[str]:
@@ -65,7 +83,7 @@ def _honest_problems(what: str, i: int, result: Result) -> list[str]:
 def validate_task(
     grader: Grader, task: Task, repeat: int = 1, progress: Callable[[], None] | None = None
 ) -> TaskValidation:
-    report = TaskValidation(task.id)
+    report = TaskValidation(task.id, suite=task.metadata.suite, task_hash=task.definition_hash())
     gold = task.gold_patch_text()
     if gold is None:
         report.problems.append("the task has no gold patch")

@@ -140,6 +140,7 @@ RUN = {
     "hidden": False,
     "verified": False,
     "created_at": "2026-11-24T01:14:10.212516",
+    "origin": "graded",
     "links": {"self": f"/v1/runs/{RUN_ID}", "page": f"/runs/{RUN_ID}"},
 }
 METRICS = {
@@ -155,6 +156,8 @@ METRICS = {
     "pass_at_k": {"1": _fig(0.667, 2, 0.045, 0.841)},
     "pass_any_at_n": _fig(1, 2, 0.095, 0.905),
     "stability": {"stable_pass": 0, "stable_fail": 1, "flaky": 1},
+    "legacy": False,
+    "single_trial": False,
     "per_task": {
         "calc-mean-empty": {
             "n": 3,
@@ -292,8 +295,8 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "response": {
             "team": "team-a",
             "admin": False,
-            "quotas": {"per_day": 20000, "queued_at_once": 10000},
-            "usage": {"today": 6, "queued_or_running": 0},
+            "quotas": {"per_day": 20000, "queued_at_once": 10000, "refund_deleted_per_day": 0},
+            "usage": {"today": 6, "queued_or_running": 0, "refunded_today": 0},
             "webhook_secret": "BB85iKOn3OFHjSFvY5k8P1rhB1UorJszbBoUrxsQuuc",
         },
     },
@@ -399,6 +402,85 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "status": "200",
         "response": {"tasks": 10, "reloaded_at": "2026-11-24T01:14:10.275786+00:00"},
     },
+    ("get", "/v1/admin/suites"): {
+        "path": "/v1/admin/suites",
+        "status": "200",
+        "response": {
+            "items": [
+                {
+                    "suite": "examples",
+                    "tasks": 10,
+                    "languages": ["python"],
+                    "feedback": {"full": 10},
+                    "gold": 10,
+                    "validation": {
+                        "state": "validated",
+                        "tasks_now": 10,
+                        "task_set_hash_now": "5b1e0c2d" + "0" * 56,
+                        "validated_at": "2026-12-02T09:12:44.120338+00:00",
+                        "recorded_by": "grader tasks validate on grader-1",
+                        "repeat": 3,
+                        "grader_version": "0.1.0",
+                        "tasks": 10,
+                        "valid": 10,
+                        "invalid": 0,
+                        "flaky": 0,
+                        "task_set_hash": "5b1e0c2d" + "0" * 56,
+                        "not_valid": [],
+                        "added": [],
+                        "removed": [],
+                        "changed": [],
+                    },
+                }
+            ]
+        },
+    },
+    ("post", "/v1/admin/suites/validations"): {
+        "path": "/v1/admin/suites/validations",
+        "body": {
+            "grader_version": "0.1.0",
+            "repeat": 3,
+            "tasks": [
+                {
+                    "task_id": task_id,
+                    "suite": "swe-lite",
+                    "task_hash": digest,
+                    "ok": ok,
+                    "flaky": False,
+                    "problems": [] if ok else ["gold patch, run 2: FAIL: 1 of 2 FAIL_TO_PASS tests failed"],
+                    "empty": ["FAIL", "FAIL", "FAIL"],
+                    "gold": ["PASS", "PASS", "PASS"] if ok else ["FAIL", "FAIL", "FAIL"],
+                }
+                for task_id, digest, ok in (
+                    ("parse-1.19-typed", "9f2b7c" + "0" * 58, True),
+                    ("parse-1.20-nested", "41d0aa" + "0" * 58, False),
+                )
+            ],
+        },
+        "status": "201",
+        "response": {
+            "recorded": {
+                "swe-lite": {
+                    "state": "validated",
+                    "tasks_now": 2,
+                    "task_set_hash_now": "c07e51" + "0" * 58,
+                    "validated_at": "2026-12-02T09:12:44.120338+00:00",
+                    "recorded_by": "host (POST /v1/admin/suites/validations)",
+                    "repeat": 3,
+                    "grader_version": "0.1.0",
+                    "tasks": 2,
+                    "valid": 1,
+                    "invalid": 1,
+                    "flaky": 0,
+                    "task_set_hash": "c07e51" + "0" * 58,
+                    "not_valid": ["parse-1.20-nested"],
+                    "added": [],
+                    "removed": [],
+                    "changed": [],
+                }
+            }
+        },
+    },
     ("get", "/v1/runs"): {"path": "/v1/runs", "status": "200", "response": {"items": [RUN]}},
     ("get", "/v1/runs/{run}"): {
         "path": "/v1/runs/my-run",
@@ -420,7 +502,12 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("delete", "/v1/runs/{run}"): {
         "path": "/v1/runs/old-run",
         "status": "200",
-        "response": {"deleted": {**RUN, "name": "old-run", "public": False}, "submissions_detached": 12},
+        "response": {
+            "deleted": {**RUN, "name": "old-run", "public": False},
+            "submissions_detached": 12,
+            "submissions_cancelled": 0,
+            "quota_refunded": 0,
+        },
     },
     ("get", "/v1/runs/{run}/report"): {
         "path": "/v1/runs/my-run/report",

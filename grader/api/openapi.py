@@ -44,6 +44,7 @@ _MODELS: list[type[BaseModel]] = [
     m.PhaseOut,
     m.PhasePage,
     m.QuotasIn,
+    m.SuiteValidationIn,
     m.KeyInfo,
     m.KeyPage,
     m.RegradeOut,
@@ -422,6 +423,40 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": {"description": "reloaded"}, **_errors(401, 403, 422)},
             }
         },
+        "/v1/admin/suites": {
+            "get": {
+                "summary": "The suites in service (admin): tasks, languages, feedback policies, gold patches and "
+                "validation status (validated, changed since validated, never)",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "responses": {
+                    "200": {
+                        "description": "every suite served, each with its validation status",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(401, 403),
+                },
+            }
+        },
+        "/v1/admin/suites/validations": {
+            "post": {
+                "summary": "Record a validation run elsewhere (admin): `grader tasks validate --json`'s output, of "
+                "whole suites; all or nothing",
+                "tags": ["admin"],
+                "security": _AUTH,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(m.SuiteValidationIn)}},
+                },
+                "responses": {
+                    "201": {
+                        "description": "recorded: each suite's validation status now",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_errors(401, 403, 422),
+                },
+            }
+        },
         "/v1/runs": {
             "get": {
                 "summary": "Your team's runs and every public one",
@@ -448,13 +483,16 @@ def _paths() -> dict[str, Any]:
             },
             "delete": {
                 "summary": "Delete your run before it is published: its submissions stay yours, without a "
-                "run, and the run id can be used again (409 once published)",
+                "run, and the run id can be used again (409 once published); where the host refunds deleted "
+                "runs (GRADER_QUOTA_REFUND_DELETED), its queued submissions are cancelled and those never "
+                "graded are given back to today's quota",
                 "tags": ["runs"],
                 "security": _AUTH,
                 "parameters": [_P["run_ref"]],
                 "responses": {
                     "200": {
-                        "description": "deleted: the run as it was, and how many submissions left it",
+                        "description": "deleted: the run as it was, how many submissions left it, how many "
+                        "queued ones were cancelled and how many were given back to today's quota",
                         "content": {"application/json": {"schema": {"type": "object"}}},
                     },
                     **_errors(401, 403, 404, 409),
@@ -836,7 +874,8 @@ PORTAL_PAGES = {
     ),
     "portal.host_suites": (
         "Host: suites",
-        "the suites in service: tasks, gold patches, languages, feedback policies; refused task files",
+        "the suites in service: tasks, gold patches, languages, feedback policies, validation status "
+        "(validated N/M on a date, changed since validated, never validated); refused task files",
         "an admin key, signed in",
     ),
     "portal.host_new_key": ("Host: another key", "for a team, shown once", "an admin key, signed in"),

@@ -13,7 +13,7 @@ from grader import runs as R
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, refused, validation_error
 from grader.handles import Handles
-from grader.intake import Refusal
+from grader.intake import Refusal, refund_room
 from grader.schemas import RunPatch
 from grader.store import phases as store_phases
 from grader.store import runs as store_runs
@@ -117,7 +117,10 @@ def regrade(run: str) -> Response:
 def delete(run: str) -> Response:
     """Deletes a run that was never published: the run goes, its submissions stay the
     team's (and in its quota) with no run, and the run_id can be used again. Only the
-    run's own team; after publication 409 (the host may hide it instead)."""
+    run's own team; after publication 409 (the host may hide it instead). Where the host
+    refunds deleted runs (GRADER_QUOTA_REFUND_DELETED), its queued submissions are
+    cancelled and those never graded are given back to today's quota, within the bound a
+    day (intake.refund_room)."""
     svc = _svc()
     found = own_run(run)
     if found.team_id != g.caller.team_id:
@@ -141,8 +144,21 @@ def delete(run: str) -> Response:
         team = s.get(Team, row.team_id)
         assert team is not None  # the run's team_id is a foreign key
         meta = R.run_meta(row, team)
+        withdrawn = subs.Withdrawn([], 0)
+        if svc.settings.quota_refund_deleted:
+            withdrawn = subs.withdraw(s, row.team_id, row.name, refund=refund_room(svc, s, row.team_id))
         detached = store_runs.delete(s, row)
-    return jsonify({"deleted": meta, "submissions_detached": detached})
+    for sid, job_id in withdrawn.cancelled:
+        svc.cancel_job(job_id)
+        svc.announce_done(sid)
+    return jsonify(
+        {
+            "deleted": meta,
+            "submissions_detached": detached,
+            "submissions_cancelled": len(withdrawn.cancelled),
+            "quota_refunded": withdrawn.refunded,
+        }
+    )
 
 
 @bp.get("/v1/runs/<run>/report")

@@ -14,11 +14,12 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from grader import suites
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, validation_error
 from grader.errors import StoreError
 from grader.handles import DOCKER_KEY, Handles
-from grader.schemas import QuotasIn, TeamIn
+from grader.schemas import QuotasIn, SuiteValidationIn, TeamIn
 from grader.store import submissions as subs
 from grader.store.keys import create_key
 from grader.store.models import ApiKey, Team
@@ -228,6 +229,7 @@ def account() -> Response:
     st = svc.settings
     with svc.db.read() as s:
         today, active = subs.count_today(s, c.team_id), subs.count_active(s, c.team_id)
+        refunded = subs.count_refunded_today(s, c.team_id)
     return jsonify(
         {
             "team": c.name,
@@ -236,8 +238,10 @@ def account() -> Response:
             "quotas": {
                 "per_day": c.daily_quota if c.daily_quota is not None else st.daily_quota,
                 "queued_at_once": c.queued_quota if c.queued_quota is not None else st.queued_quota,
+                "refund_deleted_per_day": st.quota_refund_deleted,
             },
-            "usage": {"today": today, "queued_or_running": active},
+            # today: what counts against per_day (refunded_today, given back by deleted runs, does not)
+            "usage": {"today": today, "queued_or_running": active, "refunded_today": refunded},
         }
     )
 
@@ -364,3 +368,42 @@ def reload_tasks() -> Response:
     except TaskError as exc:
         raise ApiError(422, "invalid_tasks", f"{exc}; the previous set stays in service") from None
     return jsonify({"tasks": len(tasks), "reloaded_at": dt.datetime.now(dt.UTC).isoformat()})
+
+
+@bp.get("/v1/admin/suites")
+@auth.admin_required
+def suites_in_service() -> Response:
+    """The suites in service, as the portal's /host/suites shows them: tasks, languages,
+    feedback policies, gold patches and validation status (grader/suites.py)."""
+    return jsonify({"items": [{"suite": name, **row} for name, row in suites.in_service(_svc()).items()]})
+
+
+@bp.post("/v1/admin/suites/validations")
+@auth.admin_required
+def record_validation() -> ResponseReturnValue:
+    """Record a validation the host ran elsewhere (`grader tasks validate --json`'s output):
+    each suite in it must be validated whole; all or nothing."""
+    try:
+        body = SuiteValidationIn.model_validate(json_body())
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    outcomes: dict[str, dict[str, tuple[str, str]]] = {}
+    for item in body.tasks:
+        outcomes.setdefault(item.suite, {})[item.task_id] = (item.task_hash, item.outcome)
+    if sum(len(v) for v in outcomes.values()) != len(body.tasks):
+        raise ApiError(422, "invalid_fields", "a task is named twice in the validation")
+    recorded, problems = suites.record(
+        _svc(),
+        outcomes,
+        repeat=body.repeat,
+        grader_version=body.grader_version,
+        by=f"{g.caller.name} (POST /v1/admin/suites/validations)",
+    )
+    if problems:
+        raise ApiError(
+            422,
+            "invalid_fields",
+            "; ".join(problems),
+            details=[{"field": "tasks", "problem": p} for p in problems],
+        )
+    return jsonify({"recorded": recorded}), 201

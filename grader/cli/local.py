@@ -22,7 +22,8 @@ from grader.pipeline import Grader
 from grader.tasks.leaks import find_leaks_cached, unchosen
 from grader.tasks.loader import TaskSet, serve_together
 from grader.tasks.model import MAX_TIMEOUT
-from grader.validate import validate_task
+from grader.validate import TaskValidation, by_suite, validate_task
+from grader.version import GRADER_VERSION
 
 if TYPE_CHECKING:
     from grader.importers import Source
@@ -59,13 +60,30 @@ def grade(settings: Settings, task_id: str, patch_file: IO[bytes], as_json: bool
 @tasks.command("validate")
 @click.argument("task_ids", nargs=-1)
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, 100), help="Runs of each patch.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the outcome as JSON (what POST /v1/admin/suites/validations takes)."
+)
 @click.option("--runtime", type=click.Choice(["runc", "runsc"]), default=None)
+@click.option(
+    "--record/--no-record",
+    default=None,
+    help="Store each whole suite's outcome in the service's database, for the host's pages "
+    "[default: when GRADER_DATABASE_URL is set].",
+)
 @common
 def tasks_validate(
-    settings: Settings, task_ids: tuple[str, ...], repeat: int, as_json: bool, runtime: str | None
+    settings: Settings,
+    task_ids: tuple[str, ...],
+    repeat: int,
+    as_json: bool,
+    runtime: str | None,
+    record: bool | None,
 ) -> None:
-    """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each."""
+    """Check that the empty patch FAILs and the gold patch PASSes, REPEAT times each.
+
+    With the service's database configured (GRADER_DATABASE_URL, or --record), the outcome
+    of every suite validated whole is stored there: the host's /host/suites shows it, and
+    shows a suite whose tasks changed since as changed."""
     everything = TaskSet(settings.tasks_dir)
     selected = everything.select(list(task_ids))
     grader = Grader(settings, runtime=runtime)
@@ -91,8 +109,13 @@ def tasks_validate(
             f"{len(leaks)} pair(s) of tasks where one's public material answers the other, served "
             "together by the suite's choice (serve_together)"
         )
+    if record is None:
+        record = settings.database_configured
+    if record:
+        _record_validation(settings, everything, reports, repeat)
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in reports], indent=2))
+        body = {"grader_version": GRADER_VERSION, "repeat": repeat, "tasks": [r.as_dict() for r in reports]}
+        click.echo(json.dumps(body, indent=2))
     else:
         table = Table("task", "empty patch", "gold patch", "result")
         for r in reports:
@@ -113,6 +136,42 @@ def tasks_validate(
             + (f"; flaky: {', '.join(r.task_id for r in bad if r.flaky)}" if any(r.flaky for r in bad) else "")
         )
         sys.exit(1)
+
+
+def _record_validation(settings: Settings, everything: TaskSet, reports: list[TaskValidation], repeat: int) -> None:
+    """Store the outcome of each suite validated whole in the service's database; a suite
+    validated in part is named and not stored (its status is of the whole suite)."""
+    from grader.handles import host
+    from grader.store import validations
+    from grader.store.db import Database
+
+    whole: dict[str, set[str]] = {}
+    for task in everything:
+        whole.setdefault(task.metadata.suite, set()).add(task.id)
+    db = Database(settings.database_url)
+    try:
+        db.migrate()
+        for suite, outcomes in sorted(by_suite(reports).items()):
+            if set(outcomes) != whole.get(suite, set()):
+                err.print(
+                    f"suite {suite}: {len(outcomes)} of its {len(whole.get(suite, ()))} task(s) validated; "
+                    "not recorded (a suite's validation is of all its tasks)",
+                    highlight=False,
+                )
+                continue
+            with db.write() as s:
+                row = validations.record(
+                    s,
+                    suite,
+                    outcomes,
+                    repeat=repeat,
+                    grader_version=GRADER_VERSION,
+                    recorded_by=f"grader tasks validate on {host(settings)}",
+                )
+                said = f"{row.valid}/{row.tasks} valid, {row.invalid} invalid, {row.flaky} flaky"
+            err.print(f"suite {suite}: validation recorded ({said})", highlight=False)
+    finally:
+        db.dispose()
 
 
 @tasks.command("build")

@@ -696,7 +696,9 @@ def runs_logs(client: Client, run: str, dest: Path | None, fmt: str | None) -> N
 def runs_delete(client: Client, run: str, yes: bool) -> None:
     """Delete RUN, before it is published: the run goes, its submissions stay in your
     history (and your quota) with no run, and the run id can be used again. A run that
-    has been public cannot be deleted (the host can hide it)."""
+    has been public cannot be deleted (the host can hide it). Where the host refunds
+    deleted runs, its queued submissions are cancelled and those never graded are given
+    back to today's quota (`grader quota` says how many)."""
     if not yes:
         click.confirm(f"delete run {run}? its submissions stay, without a run", abort=True, err=True)
     res = client.delete_run(run)
@@ -705,6 +707,12 @@ def runs_delete(client: Client, run: str, yes: bool) -> None:
         f"{res['submissions_detached']} submission(s) kept without a run",
         highlight=False,
     )
+    if res.get("submissions_cancelled") or res.get("quota_refunded"):
+        out.print(
+            f"{res.get('submissions_cancelled', 0)} queued submission(s) cancelled; "
+            f"{res.get('quota_refunded', 0)} never graded given back to today's quota",
+            highlight=False,
+        )
 
 
 @main.command("account")
@@ -724,6 +732,12 @@ def account_cmd(client: Client, as_json: bool) -> None:
         f"today: {today} of {day} submissions sent, {max(0, (day or 0) - today)} left (the day is UTC's)",
         highlight=False,
     )
+    if q.get("refund_deleted_per_day"):
+        out.print(
+            f"given back by deleted runs today: {used.get('refunded_today', 0)} of at most "
+            f"{q['refund_deleted_per_day']} (cancelled before they were graded; not in the count above)",
+            highlight=False,
+        )
     out.print(f"now: {active} of at most {at_once} queued or running", highlight=False)
 
 

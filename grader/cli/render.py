@@ -303,7 +303,7 @@ def print_run(view: dict[str, Any]) -> None:
     )
     for k, fig in (m.get("pass_at_k") or {}).items():
         figures.add_row(f"pass@{k}", _fig(fig), "at least one of k attempts passes, over tasks with k trials")
-    if not m.get("legacy"):
+    if m.get("pass_any_at_n") is not None:  # None for a run of one trial
         figures.add_row(
             f"pass_any@{m.get('trials') or 'n'}", _fig(m.get("pass_any_at_n")), "tasks passed at least once"
         )
@@ -323,8 +323,18 @@ def print_run(view: dict[str, Any]) -> None:
     out.print(figures)
     if m.get("legacy"):
         out.print(
-            "legacy: imported single-trial results (SWE-bench predictions); no stability classes or "
-            "pass_any@n, which one trial cannot measure",
+            "legacy: imported results"
+            + (
+                " (graded elsewhere and brought in)"
+                if view.get("origin") == "imported"
+                else " (SWE-bench predictions of one trial, from before the service recorded a run's origin)"
+            )
+            + ", not a campaign graded here as it was sent",
+            highlight=False,
+        )
+    if m.get("single_trial"):
+        out.print(
+            "one trial per task: no stability classes or pass_any@n, which one trial cannot measure",
             highlight=False,
         )
     print_usage(m.get("usage"))

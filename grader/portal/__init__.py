@@ -32,6 +32,7 @@ from sqlalchemy import select
 
 from grader import intake, metrics, publish
 from grader import runs as R
+from grader import suites as served_suites
 from grader.errors import TaskNotFound
 from grader.handles import Handles
 from grader.intake import Accepted, Refusal
@@ -723,20 +724,14 @@ def host_runs() -> ResponseReturnValue:
 
 @bp.get("/host/suites")
 def host_suites() -> ResponseReturnValue:
-    """The task suites in service: their tasks, languages and feedback policies, and the
-    task files the service refused (with why), as /readyz names them."""
+    """The task suites in service: their tasks, languages, feedback policies and validation
+    status (grader/suites.py), and the task files the service refused (with why), as
+    /readyz names them."""
     if (away := _host_only()) is not None:
         return away
     svc = _svc()
-    suites: dict[str, dict[str, Any]] = {}
-    for t in svc.tasks:
-        row = suites.setdefault(t.metadata.suite, {"tasks": 0, "languages": set(), "feedback": {}, "gold": 0})
-        row["tasks"] += 1
-        row["languages"].add(t.metadata.language)
-        row["feedback"][t.feedback] = row["feedback"].get(t.feedback, 0) + 1
-        row["gold"] += t.gold_patch is not None
     refused = dict(getattr(svc.tasks, "refused", {}) or {})
-    return render_template("host_suites.html", suites=dict(sorted(suites.items())), refused=refused)
+    return render_template("host_suites.html", suites=served_suites.in_service(svc), refused=refused)
 
 
 @bp.post("/host/runs/<run_id>")

@@ -150,8 +150,13 @@ class Submission(Base):
     api_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # waiting on the model's API
     wall_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # the attempt, start to end
     reasoning_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    # came as a SWE-bench prediction (a batch's instance_id form): imported, not run here
+    # came as a SWE-bench prediction line (a batch's instance_id form): how it was sent, and
+    # graded here like any other; a run of such lines is legacy only if made before runs
+    # recorded their origin (Run.origin)
     imported: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # given back to its team's daily quota (migration 0012): cancelled, never started, when
+    # its unpublished run was deleted under GRADER_QUOTA_REFUND_DELETED; it counts no more
+    quota_refunded_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     deliveries: Mapped[list[WebhookDelivery]] = relationship(back_populates="submission", order_by="WebhookDelivery.id")
 
@@ -241,6 +246,11 @@ class Run(Base):
     # its team asked for it to be public in a phase whose host reviews runs first
     # (auto_publish off): it stays private, and locked, until the host verifies it
     review_requested_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # where its results came from (migration 0014; grader/metrics.py: GRADED, IMPORTED):
+    # "graded", made by intake and graded here as its team sent them (a predictions upload
+    # too), or "imported", results graded elsewhere and brought in (legacy); None for a run
+    # made before it was recorded, which keeps the legacy rule of its day
+    origin: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
     team: Mapped[Team] = relationship()
 
@@ -253,6 +263,31 @@ class RunFigures(Base):
 
     run_id: Mapped[str] = mapped_column(String(16), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     figures: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class SuiteValidation(Base):
+    """One validation of a whole suite (`grader tasks validate` with the service's database
+    configured, or the host's POST /v1/admin/suites/validations; migration 0013): when, by
+    whom, with what repeat count and grader version, how its tasks came out, and which
+    tasks it was (each task's definition hash): a suite whose tasks changed since shows so
+    (grader/store/validations.py: status)."""
+
+    __tablename__ = "suite_validations"
+    __table_args__ = (Index("ix_suite_validations_suite", "suite", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    validated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    recorded_by: Mapped[str] = mapped_column(String(200))  # the command and host, or the host's team
+    repeat: Mapped[int] = mapped_column(Integer)  # runs of the empty and of the gold patch per task
+    grader_version: Mapped[str] = mapped_column(String(40))
+    tasks: Mapped[int] = mapped_column(Integer)  # valid + invalid + flaky
+    valid: Mapped[int] = mapped_column(Integer)
+    invalid: Mapped[int] = mapped_column(Integer)  # failed validation, the same way each run
+    flaky: Mapped[int] = mapped_column(Integer)  # verdicts that changed between runs
+    task_set_hash: Mapped[str] = mapped_column(String(64))  # store/validations.py: identity
+    # task id -> {"hash": its definition hash, "outcome": valid | invalid | flaky}
+    outcomes: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 class WebhookDelivery(Base):

@@ -6,7 +6,8 @@ figures have been shown, so it takes no more submissions from its team (they wou
 trials added after the fact, retried until they pass) and cannot be deleted. Making it
 private again does not unlock it. Submissions with a host (admin) key are not refused.
 Before that, its team may delete it: the run goes, and its submissions stay in the
-team's history (and its quota) with no run."""
+team's history (and its quota, unless the host refunds deleted runs' never-graded
+submissions: submissions.withdraw) with no run."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from grader.errors import StoreError
+from grader.metrics import GRADED
 from grader.names import normal
 from grader.store.db import Database
 from grader.store.models import Run, RunFigures, Submission, Team, utcnow
@@ -38,7 +40,8 @@ def ensure_runs(
     phases: dict[str, int | None] | None = None,
 ) -> dict[str, str]:
     """Make the runs that do not exist yet (safe against a concurrent request making them),
-    each in its phase of `phases` (name -> phase id); every run's id by name. `lease`: a
+    each in its phase of `phases` (name -> phase id), graded here (its origin: a run
+    intake makes is graded as its team sends it); every run's id by name. `lease`: a
     batch stored in several transactions is about to go into them, and takes their intake
     lease first (`storing`)."""
     if not names:
@@ -54,7 +57,7 @@ def ensure_runs(
         run_id = secrets.token_hex(8)
         try:
             with db.write() as s:
-                s.add(Run(id=run_id, team_id=team_id, name=name, phase_id=(phases or {}).get(name)))
+                s.add(Run(id=run_id, team_id=team_id, name=name, phase_id=(phases or {}).get(name), origin=GRADED))
             runs[name] = run_id
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):

@@ -313,14 +313,87 @@ def count_queued(s: Session) -> int:
 
 
 def count_today(s: Session, team_id: int) -> int:
+    """The team's submissions that count against its daily quota: sent since midnight UTC,
+    less those given back by a deleted run (`withdraw`)."""
     return (
         s.scalar(
             select(func.count())
             .select_from(Submission)
-            .where(Submission.team_id == team_id, Submission.queued_at >= start_of_day())
+            .where(
+                Submission.team_id == team_id,
+                Submission.queued_at >= start_of_day(),
+                Submission.quota_refunded_at.is_(None),
+            )
         )
         or 0
     )
+
+
+def count_refunded_today(s: Session, team_id: int) -> int:
+    """How many of the team's submissions were given back to its quota since midnight UTC."""
+    return (
+        s.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.team_id == team_id, Submission.quota_refunded_at >= start_of_day())
+        )
+        or 0
+    )
+
+
+@dataclass
+class Withdrawn:
+    """What deleting a run did to its submissions besides detaching them: the queued ones
+    cancelled (their ids and jobs, for the caller to drop after its commit) and how many
+    were given back to the team's quota."""
+
+    cancelled: list[tuple[str, str | None]]
+    refunded: int
+
+
+def withdraw(s: Session, team_id: int, run_name: str, *, refund: int) -> Withdrawn:
+    """Before a run is deleted (store/runs.py: delete), in its transaction under the team's
+    lock: cancel its queued submissions, then give back to the daily quota at most `refund`
+    of its cancelled ones (oldest first) that were sent today and never started grading
+    (`attempts` 0: no worker ever claimed them, so no verdict, no partial result, no grading
+    was spent). Each cancel is the same compare-and-set as `cancel`, so a submission a
+    worker claims meanwhile is running, never cancelled, and counts."""
+    of_run = (Submission.team_id == team_id, Submission.run_id == run_name)
+    jobs: dict[str, str | None] = {
+        sid: job_id
+        for sid, job_id in s.execute(
+            select(Submission.id, Submission.job_id).where(*of_run, Submission.status == Status.QUEUED.value)
+        )
+    }
+    ids, cancelled = sorted(jobs), []
+    now = utcnow()
+    for at in range(0, len(ids), 500):  # within every backend's limit of bound parameters
+        moved = s.scalars(
+            update(Submission)
+            .where(Submission.id.in_(ids[at : at + 500]), Submission.status == Status.QUEUED.value)
+            .values(status=Status.CANCELLED.value, finished_at=now, job_id=None)
+            .returning(Submission.id)
+        )
+        cancelled += [(sid, jobs[sid]) for sid in moved]
+    if refund <= 0:
+        return Withdrawn(cancelled, 0)
+    refunded = list(
+        s.scalars(
+            select(Submission.id)
+            .where(
+                *of_run,
+                Submission.status == Status.CANCELLED.value,
+                Submission.attempts == 0,
+                Submission.queued_at >= start_of_day(now),
+                Submission.quota_refunded_at.is_(None),
+            )
+            .order_by(Submission.id)
+            .limit(refund)
+        )
+    )
+    for at in range(0, len(refunded), 500):
+        s.execute(update(Submission).where(Submission.id.in_(refunded[at : at + 500])).values(quota_refunded_at=now))
+    return Withdrawn(cancelled, len(refunded))
 
 
 def by_idempotency_key(s: Session, team_id: int, keys: list[str]) -> dict[str, Submission]:

@@ -179,9 +179,11 @@ def test_an_upload_is_followed_to_its_end_published_and_seen_signed_out(site):
     assert not b.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
     grid = {r.get_attribute("data-task"): r.text for r in b.find_elements(By.CSS_SELECTOR, "#per-task tbody tr")}
     assert "✓" in grid["mini"] and "✗" in grid["mini-nolist"]  # marks, not colours alone
-    # SWE-bench predictions of one trial: legacy results, no stability said (issue 23)
-    assert "legacy" in grid["mini"] and "stable" not in grid["mini"]
-    assert "no stability classes or pass_any@n" in b.find_element(By.ID, "legacy").text
+    # SWE-bench predictions uploaded and graded here, one trial: a run of one trial, no
+    # stability said (issue 23), and not legacy (results imported from elsewhere are)
+    assert "one trial" in grid["mini"] and "stable" not in grid["mini"] and "legacy" not in grid["mini"]
+    assert "no stability classes or pass_any@n" in b.find_element(By.ID, "one-trial").text
+    assert not b.find_elements(By.ID, "legacy")
     assert not b.find_elements(By.ID, "stability") and not b.find_elements(By.ID, "card-pass-any")
     shot(site, "run-graded")
     # publish from the run page: a bad URL is refused against its field, then fixed

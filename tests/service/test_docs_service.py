@@ -83,6 +83,8 @@ def test_the_docs_page_shows_every_operation_with_its_examples_types_and_access(
         "get-/v1/admin/teams",
         "post-/v1/admin/teams",
         "post-/v1/admin/tasks/reload",
+        "get-/v1/admin/suites",
+        "post-/v1/admin/suites/validations",
         "put-/v1/admin/phases/{slug}",
         "patch-/v1/admin/teams/{name}",
         "get-/v1/admin/teams/{name}/keys",

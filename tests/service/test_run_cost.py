@@ -1,8 +1,10 @@
 """What a campaign cost (issue 23, GitBench): per attempt cost_usd, tokens, API and
 wall-clock seconds and the reasoning level, through the API (single, batch, SWE-bench
 prediction lines), kept, summed into the run's figures (the mean per complete trial and
-the campaign total), exported, on the leaderboard and the portal's pages; and imported
-single-trial results marked legacy. SQLite and PostgreSQL, a real Redis. Grades are
+the campaign total), exported, on the leaderboard and the portal's pages; a run of one
+trial shown without stability or pass_any@n, and only results imported from elsewhere (or
+a run of prediction lines from before runs recorded their origin) marked legacy. SQLite
+and PostgreSQL, a real Redis. Grades are
 finished through the store's own moves with known verdicts, so every figure is checked
 against numbers worked out by hand."""
 
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.store import submissions as subs
-from grader.store.models import Submission
+from grader.store.models import Run, Submission
 from grader.verdict import Provenance, Result, Verdict
 from helpers.service import Api, new_key
 
@@ -181,7 +183,7 @@ def test_an_unreported_cost_leaves_no_mean_but_a_counted_total(api, svc):
     assert "1 of 2 attempts said" in page
 
 
-def test_exports_carry_what_it_cost_and_read_back_as_legacy(api, svc):
+def test_exports_carry_what_it_cost_and_read_back_as_a_run_of_one_trial(api, svc):
     items = [item(A, 0, 0.5, 100, 10, 1.0, 2.0, "PASS"), item(B, 0, 0.25, 50, 5, 0.5, 1.0, "FAIL")]
     items[0]["reasoning_level"] = "low"
     api.post("/v1/submissions/batch", json={"run_id": "src", "submissions": items})
@@ -198,31 +200,63 @@ def test_exports_carry_what_it_cost_and_read_back_as_legacy(api, svc):
         index = json.loads(z.read(next(n for n in z.namelist() if n.endswith("index.json"))))
     said = {e["task_id"]: (e["cost_usd"], e["input_tokens"], e["reasoning_level"]) for e in index["submissions"]}
     assert said == {A: (0.5, 100, "low"), B: (0.25, 50, None)}
-    # the export read back as SWE-bench predictions: the fields kept, the run imported and legacy
+    # the export read back as SWE-bench predictions and graded here: the fields kept; a run
+    # of one trial (no stability, no pass_any@n), not legacy: nothing of it came graded
     r = api.post("/v1/submissions/batch", json={"run_id": "back", "submissions": list(preds.values())})
     assert r.status_code == 202 and r.json["accepted"] == 2 and not any(i.get("ignored") for i in r.json["items"])
     finish(svc, _pass_if_said)
     view = api.get("/v1/runs/back").json
     m = view["metrics"]
-    assert m["legacy"] is True and m["stability"] is None and m["pass_any_at_n"] is None
+    assert view["origin"] == "graded"
+    assert m["legacy"] is False and m["single_trial"] is True
+    assert m["stability"] is None and m["pass_any_at_n"] is None
     assert all(t["stability"] is None for t in m["per_task"].values())
     assert m["usage"]["cost_usd"]["total"] == 0.75
-    assert api.get(f"/v1/submissions/{r.json['items'][0]['id']}").json["imported"] is True
+    assert api.get(f"/v1/submissions/{r.json['items'][0]['id']}").json["imported"] is True  # how it was sent
     page = page_of(api, "back")
-    assert 'id="legacy"' in page and 'id="card-pass-any"' not in page and 'id="stability"' not in page
-    # the source run, submitted natively, is not legacy
+    assert 'id="one-trial"' in page and 'id="legacy"' not in page and '"muted">legacy<' not in page
+    assert 'id="card-pass-any"' not in page and 'id="stability"' not in page
+    # the source run, one patch a task: a run of one trial just the same
     src = api.get("/v1/runs/src").json["metrics"]
-    assert src["legacy"] is False and src["pass_any_at_n"]["denominator"] == 2 and src["stability"]
+    assert src["legacy"] is False and src["single_trial"] is True and src["pass_any_at_n"] is None
+    assert (src["resolved"], src["solve_rate"]) == (m["resolved"], m["solve_rate"])
     page = page_of(api, "src")
-    assert 'id="legacy"' not in page and 'id="card-pass-any"' in page
+    assert 'id="one-trial"' in page and 'id="legacy"' not in page and 'id="card-pass-any"' not in page
 
 
-def test_imported_predictions_with_trials_are_not_legacy(api, svc):
+def test_a_run_from_before_origins_were_recorded_stays_legacy(api, svc):
+    """A run made before migration 0014 has no origin: a run of prediction lines of one trial
+    is legacy as it was; one whose origin says imported is legacy with the words for it."""
+    lines = [{"instance_id": t, "model_patch": "PASS", "model_name_or_path": "m"} for t in (A, B)]
+    api.post("/v1/submissions/batch", json={"run_id": "old", "submissions": lines})
+    finish(svc, _pass_if_said)
+    assert api.get("/v1/runs/old").json["metrics"]["legacy"] is False  # made now: graded here
+
+    def origin(value):
+        with svc.db.write() as s:
+            run = s.query(Run).filter_by(name="old").one()
+            run.origin, run.figures_stale = value, True  # as migration 0014 left an older run
+
+    origin(None)
+    view = api.get("/v1/runs/old").json
+    m = view["metrics"]
+    assert view["origin"] is None and m["legacy"] is True and m["single_trial"] is True
+    assert m["stability"] is None and m["pass_any_at_n"] is None
+    page = page_of(api, "old")
+    assert 'id="legacy"' in page and "made before the service recorded" in page and 'id="one-trial"' in page
+    origin("imported")
+    assert api.get("/v1/runs/old").json["metrics"]["legacy"] is True
+    page = page_of(api, "old")
+    assert 'id="legacy"' in page and "graded elsewhere and brought in" in page
+
+
+def test_predictions_with_trials_show_their_stability(api, svc):
     lines = [{"instance_id": A, "model_patch": "PASS", "trial": t, "model_name_or_path": "m"} for t in (0, 1)]
     api.post("/v1/submissions/batch", json={"run_id": "imp2", "submissions": lines})
     finish(svc, _pass_if_said)
     m = api.get("/v1/runs/imp2").json["metrics"]
-    assert m["legacy"] is False and m["stability"] == {"stable_pass": 1, "stable_fail": 0, "flaky": 0}
+    assert m["legacy"] is False and m["single_trial"] is False
+    assert m["stability"] == {"stable_pass": 1, "stable_fail": 0, "flaky": 0}
 
 
 def test_the_run_page_shows_what_it_cost(api, svc):

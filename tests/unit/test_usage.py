@@ -1,4 +1,4 @@
-"""What a campaign cost (grader.metrics: usage, legacy, and how they are printed), by hand:
+"""What a campaign cost (grader.metrics: usage, legacy, one trial, and how they are printed), by hand:
 pure figures, no service."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from grader import metrics
-from grader.metrics import Attempt, legacy, run_summary, usage
+from grader.metrics import GRADED, IMPORTED, Attempt, legacy, run_summary, usage
 from grader.schemas import PredictionIn, SubmissionIn, read_item
 
 
@@ -61,22 +61,39 @@ def test_reasoning_levels_are_counted_lowest_first():
     assert list(u.reasoning_levels.items()) == [("low", 1), ("high", 1)]
 
 
-def test_legacy_is_imported_and_single_trial():
-    imported = [at("a", None, imported=True), at("b", None, "FAIL", imported=True)]
-    assert legacy(imported, 1)
-    assert not legacy(imported, 2)  # several trials measure stability
-    assert not legacy([*imported, at("c", 0)], 1)  # one attempt run here
+def test_legacy_is_where_a_runs_results_came_from():
+    lines = [at("a", None, imported=True), at("b", None, "FAIL", imported=True)]  # SWE-bench prediction lines
+    # graded here (a fresh predictions upload): never legacy, however its attempts were sent
+    assert not legacy(lines, 1, GRADED) and not legacy([at("a", None)], 1, GRADED)
+    # imported from elsewhere: legacy, whatever its trials
+    assert legacy(lines, 1, IMPORTED) and legacy(lines, 2, IMPORTED) and not legacy([], 0, IMPORTED)
+    # a run of no recorded origin (made before migration 0014) keeps the rule of its day
+    assert legacy(lines, 1)
+    assert not legacy(lines, 2)  # several trials
+    assert not legacy([*lines, at("c", 0)], 1)  # one attempt not a prediction line
     assert not legacy([], 0)
-    s = run_summary(imported)
-    assert s.legacy and s.stability is None and s.pass_any_at_n is None
-    assert all(r.stability is None for r in s.per_task.values())
-    json.dumps(s.to_dict())  # still plain JSON
-    native = run_summary([at("a", None), at("b", None, "FAIL")])
-    # one trial run here: not legacy, pass_any@n shown, but no stability class over one trial
-    assert not native.legacy and native.stability == {"stable_pass": 0, "stable_fail": 0, "flaky": 0}
-    assert native.pass_any_at_n is not None and native.pass_any_at_n.numerator == 1
-    twice = run_summary([at("a", 0), at("a", 1), at("b", 0, "FAIL"), at("b", 1, "FAIL")])
-    assert twice.stability == {"stable_pass": 1, "stable_fail": 1, "flaky": 0}
+
+
+def test_one_trial_measures_no_stability_whatever_its_origin():
+    lines = [at("a", None, imported=True), at("b", None, "FAIL", imported=True)]
+    fresh = run_summary(lines, origin=GRADED)  # a predictions upload graded here: one trial, not legacy
+    assert not fresh.legacy and fresh.single_trial
+    assert fresh.stability is None and fresh.pass_any_at_n is None
+    assert all(r.stability is None for r in fresh.per_task.values())
+    assert fresh.resolved.numerator == 1 and fresh.solve_rate.value == 0.5  # measured as SWE-bench measures it
+    json.dumps(fresh.to_dict())  # still plain JSON
+    old = run_summary(lines)  # no origin recorded: legacy as it was
+    assert old.legacy and old.single_trial and old.stability is None and old.pass_any_at_n is None
+    native = run_summary([at("a", None), at("b", None, "FAIL")], origin=GRADED)  # one patch at a time
+    assert not native.legacy and native.single_trial and native.pass_any_at_n is None and native.stability is None
+    imported = run_summary([at("a", 0, imported=True), at("a", 1, imported=True)], origin=IMPORTED)
+    assert imported.legacy and not imported.single_trial  # imported with two trials: stability measured
+    assert imported.stability == {"stable_pass": 1, "stable_fail": 0, "flaky": 0}
+    twice = run_summary([at("a", 0), at("a", 1), at("b", 0, "FAIL"), at("b", 1, "FAIL")], origin=GRADED)
+    assert twice.stability == {"stable_pass": 1, "stable_fail": 1, "flaky": 0} and not twice.single_trial
+    assert twice.pass_any_at_n is not None and twice.pass_any_at_n.numerator == 1
+    errors = run_summary([at("a", None, "ERROR")], origin=GRADED)  # nothing valid: no trial at all, not one
+    assert not errors.single_trial and errors.pass_any_at_n == metrics.Figure(None, 0, 0, None)
 
 
 def test_the_figures_are_printed_in_their_units():
