@@ -250,14 +250,24 @@ def run_view(svc: Handles, run: Run, filters: Filters | None = None, *, host: bo
 
 
 def _view(
-    svc: Handles, run: Run, team: Team, rows: Sequence[Graded], filters: Filters, *, host: bool = False
+    svc: Handles,
+    run: Run,
+    team: Team,
+    rows: Sequence[Graded],
+    filters: Filters,
+    *,
+    host: bool = False,
+    board: bool = False,
 ) -> dict[str, Any]:
+    """A run's view from its submissions as the metrics read them; `board`: as the
+    leaderboard shows it (`board_metrics`: its per-task table never made)."""
     attempts, pending = attempts_of(svc, rows)
     attempts = [a for a in attempts if filters.keep(a)]
     suites, ids = task_set(svc, attempts, filters)
-    summary = plain(
-        metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids, origin=run.origin)
-    )
+    found = metrics.run_summary(attempts, since=filters.since, until=filters.until, task_set=ids, origin=run.origin)
+    if board:
+        found = dataclasses.replace(found, per_task={})
+    summary = board_metrics(plain(found)) if board else plain(found)
     errors = summary["errors"]
     view: dict[str, Any] = {
         **run_meta(run, team),
@@ -446,15 +456,16 @@ def _stored_board(
 def _computed_board(
     svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool, phase_id: int | None
 ) -> list[dict[str, Any]]:
-    """Every listed run's view under `filters`, in the board's order: one query (the
-    runs, their teams and what the metrics read of their submissions), then the metrics."""
+    """Every listed run's view under `filters` (as the board shows it: no per-task
+    table), in the board's order: one query (the runs, their teams and what the metrics
+    read of their submissions), then the metrics."""
     with svc.db.read() as s:
         board = store_runs.board(s)
     rows = []
     for run, team, subs in board:
         if run.phase_id != phase_id:
             continue  # a phase's runs are on its own board; the others on the board outside phases
-        view = _view(svc, run, team, subs, filters)
+        view = _view(svc, run, team, subs, filters, board=True)
         if not view["metrics"]["attempts"] and not view["pending"]:
             continue  # nothing of it in this window or suite
         if not view["complete"] and not include_incomplete:
@@ -472,6 +483,16 @@ def _computed_board(
             part.sort(key=lambda r: _sort_value(r, sort or "resolved"), reverse=desc)
         out += part
     return out
+
+
+ON_RUN_PAGE_ONLY = ("per_task",)  # of a run's metrics: what the leaderboard leaves to the run's own view
+
+
+def board_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A run's metrics as the leaderboard shows them: without the per-task table (its own
+    view, GET /v1/runs/<id> and its page, has it), so that a page of the board costs its
+    runs, never their tasks (2,000 tasks: 230 KB a run with the table, 3 KB without)."""
+    return {k: v for k, v in metrics.items() if k not in ON_RUN_PAGE_ONLY}
 
 
 def _sort_value(view: dict[str, Any], sort: str) -> tuple[Any, ...]:
@@ -622,7 +643,9 @@ def refresh(svc: Handles, run_ids: Collection[str] | None = None) -> int:
                 views = {rid: _view(svc, run, team, rows, Filters()) for rid, (run, team, rows) in found.items()}
             with svc.db.write() as s:
                 for rid, view in views.items():
-                    store_runs.save_figures(s, rid, {k: view[k] for k in FIGURES}, standing(view), key)
+                    figures = {k: view[k] for k in FIGURES}
+                    summary = {**figures, "metrics": board_metrics(figures["metrics"])}
+                    store_runs.save_figures(s, rid, figures, summary, standing(view), key)
             done += len(views)
     return done
 

@@ -629,7 +629,8 @@ class Leaderboard(BaseModel):
     filters: dict[str, Any]
     items: list[RunView] = Field(
         description="a page of the board, in its order: one table per task set (`table`) after another, "
-        "each ranked on its own"
+        "each ranked on its own; each run's figures without the per-task table (`metrics.per_task`: "
+        "GET /v1/runs/<id> has it), so that a page costs its runs, never their tasks"
     )
     total: int = Field(description="runs on the board (complete ones, and incomplete ones when asked)")
     ranked: int = Field(description="of them, complete and so ranked")

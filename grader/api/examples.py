@@ -553,7 +553,13 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "status": "200",
         "response": {
             "filters": {"suite": "examples", "variant": None, "since": "2021-01-01", "until": None},
-            "items": [{**RUN_VIEW, "rank": 1}],
+            "items": [
+                {
+                    **RUN_VIEW,
+                    "metrics": {k: v for k, v in METRICS.items() if k != "per_task"},  # the run's own view has it
+                    "rank": 1,
+                }
+            ],
             "total": 1,
             "ranked": 1,
             "offset": 0,

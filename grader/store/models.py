@@ -257,12 +257,16 @@ class Run(Base):
 
 class RunFigures(Base):
     """A run's stored figures (Run.figures_*), apart from the run's narrow row: the
-    leaderboard scans and sorts runs, and reads these for its page's runs only."""
+    leaderboard scans and sorts runs, and reads these for its page's runs only. `figures`
+    is the run's whole view (its page's); `summary` what the leaderboard shows of it, the
+    same without the per-task table (migration 0015), so that a page of the board reads a
+    few KB a run however many tasks the runs have."""
 
     __tablename__ = "run_figures"
 
     run_id: Mapped[str] = mapped_column(String(16), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     figures: Mapped[dict[str, Any]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class SuiteValidation(Base):

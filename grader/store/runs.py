@@ -263,9 +263,12 @@ def begin_figures(s: Session, run_ids: Collection[str]) -> None:
         s.execute(update(Run).where(Run.id.in_(ids[at : at + 500])).values(figures_stale=False))
 
 
-def save_figures(s: Session, run_id: str, figures: dict[str, Any], standing: Standing, key: str) -> None:
-    """Store a run's figures (computed after begin_figures) and what the leaderboard orders it by."""
-    s.merge(RunFigures(run_id=run_id, figures=figures))
+def save_figures(
+    s: Session, run_id: str, figures: dict[str, Any], summary: dict[str, Any], standing: Standing, key: str
+) -> None:
+    """Store a run's figures (computed after begin_figures), those the leaderboard shows of
+    it (`summary`: no per-task table) and what the leaderboard orders it by."""
+    s.merge(RunFigures(run_id=run_id, figures=figures, summary=summary))
     s.execute(
         update(Run)
         .where(Run.id == run_id)
@@ -303,8 +306,8 @@ def board_page(
     sort: str | None = None,
     desc: bool = True,
 ) -> tuple[list[tuple[Run, Team, dict[str, Any] | None]], int, int]:
-    """A page of the leaderboard from the stored figures, one table per task set
-    (board_suites) after another: in each, with no `sort`, complete runs first in their
+    """A page of the leaderboard from the stored figures (those it shows: no per-task
+    table), one table per task set (board_suites) after another: in each, with no `sort`, complete runs first in their
     rank's order, then incomplete ones (when asked); with one, every listed run of the
     table by that column. The page's runs with their teams, how many runs are listed, and
     how many of them are complete (ranked)."""
@@ -324,7 +327,7 @@ def board_page(
     found = {
         r[0].id: (r[0], r[1], r[2])
         for r in s.execute(
-            select(Run, Team, RunFigures.figures)
+            select(Run, Team, RunFigures.summary)
             .join(Team, Team.id == Run.team_id)
             .outerjoin(RunFigures, RunFigures.run_id == Run.id)
             .where(Run.id.in_(ids))

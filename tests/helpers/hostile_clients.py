@@ -123,7 +123,8 @@ def many_public_runs(db: Any, count: int, like_run: str, *, task: str, prefix: s
 
     with db.read() as s:
         model = s.scalar(select(Run).where(Run.name == like_run))
-        figures = s.get(RunFigures, model.id).figures
+        stored = s.get(RunFigures, model.id)
+        figures, summary = stored.figures, stored.summary
     with db.write() as s:
         teams = [create_team(s, f"{prefix}-{secrets.token_hex(4)}-{n}").id for n in range(100)]
     now = utcnow()
@@ -167,7 +168,10 @@ def many_public_runs(db: Any, count: int, like_run: str, *, task: str, prefix: s
     with db.write() as s:
         for at in range(0, count, 2000):
             s.execute(insert(Run), runs[at : at + 2000])
-            s.execute(insert(RunFigures), [{"run_id": r["id"], "figures": figures} for r in runs[at : at + 2000]])
+            s.execute(
+                insert(RunFigures),
+                [{"run_id": r["id"], "figures": figures, "summary": summary} for r in runs[at : at + 2000]],
+            )
             s.execute(insert(Submission), rows[at : at + 2000])
 
 

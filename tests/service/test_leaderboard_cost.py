@@ -149,7 +149,7 @@ def test_stored_figures_follow_every_change(app, svc, monkeypatch):
         if "live" in board:
             shown = dict(board["live"])
             shown.pop("rank")
-            assert shown == fresh
+            assert shown == {**fresh, "metrics": R.board_metrics(fresh["metrics"])}  # without the per-task table
         assert team.get("/v1/runs/live").json == fresh  # the run's own view, stored, too
         return board
 
@@ -228,6 +228,71 @@ def test_a_changed_task_set_computes_every_run_again(app, svc, monkeypatch):
     with _counting(svc, monkeypatch) as seen:
         anyone.get("/v1/leaderboard")
     assert seen["views"] == 0
+
+
+def test_a_page_of_the_board_reads_no_per_task_table(app, svc, monkeypatch):
+    """A run's stored figures hold its per-task table (230 KB for 2,000 tasks: a page of
+    100 such runs read and sent 20 MB, benchmarks/board.py); the board shows and reads
+    what it draws, a few KB a run, and the run's own view keeps the table."""
+    team = Api(app.test_client(), new_key(svc, "team-a"))
+    every = {t.id: ["PASS" if n % 2 else "FAIL"] for n, t in enumerate(svc.tasks)}
+    _finish(svc, submit_run(team, "wide", every))
+    _publish(team, "wide")
+    anyone = app.test_client()
+    anyone.get("/v1/leaderboard")  # its figures computed and stored
+    with _counting(svc, monkeypatch) as seen:
+        (item,) = anyone.get("/v1/leaderboard").json["items"]
+        assert anyone.get("/leaderboard").status_code == 200
+    assert "per_task" not in item["metrics"] and item["metrics"]["task_set"]["tasks"] == len(every)
+    assert seen["views"] == 0
+    assert not any("run_figures.figures" in q for q in seen["statements"]), "a page read a run's whole figures"
+    assert any("run_figures.summary" in q for q in seen["statements"])
+    own = team.get("/v1/runs/wide").json["metrics"]
+    assert len(own["per_task"]) == len(every) and {k: v for k, v in own.items() if k != "per_task"} == item["metrics"]
+    # a filtered board is the same shape, and so is what it keeps in memory
+    (filtered,) = anyone.get("/v1/leaderboard?suite=examples").json["items"]
+    assert "per_task" not in filtered["metrics"] and filtered["metrics"]["resolved"] == item["metrics"]["resolved"]
+
+
+def test_the_migration_keeps_the_boards_part_of_the_stored_figures(database_url):
+    """Migration 0015 fills each run's board figures from its stored ones, in the database:
+    the same without the per-task table, and no run's figures computed again."""
+    import sqlalchemy as sa
+    from alembic import command
+
+    from grader.store.db import Database
+    from grader.store.models import RunFigures
+
+    db = Database(database_url)
+    with db._write_engine.connect() as conn:
+        command.upgrade(db._alembic(conn), "0014")
+        conn.commit()
+    figures = {"name": "r", "metrics": {"resolved": {"numerator": 1}, "per_task": {"t": {"n": 1}}, "usage": {}}}
+    with db._write_engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO teams (name, admin, webhook_secret, created_at) VALUES ('t', false, 's', '2025-01-01')"
+            )
+        )
+        team = conn.execute(sa.text("SELECT id FROM teams")).scalar()
+        conn.execute(
+            sa.text(
+                "INSERT INTO runs (id, team_id, name, public, baseline, hidden, verified, created_at, figures_stale) "
+                "VALUES ('0123456789abcdef', :team, 'r', true, false, false, false, '2025-01-01', false)"
+            ),
+            {"team": team},
+        )
+        old = sa.table("run_figures", sa.column("run_id"), sa.column("figures", sa.JSON()))
+        conn.execute(sa.insert(old).values(run_id="0123456789abcdef", figures=figures))
+    db.migrate()
+    try:
+        with db.read() as s:
+            stored = s.get(RunFigures, "0123456789abcdef")
+            run = s.get(Run, "0123456789abcdef")
+        assert stored.figures == figures and not run.figures_stale
+        assert stored.summary == {"name": "r", "metrics": {"resolved": {"numerator": 1}, "usage": {}}}
+    finally:
+        db.dispose()
 
 
 # --- through gunicorn ------------------------------------------------------------------------------------
