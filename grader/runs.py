@@ -15,7 +15,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from grader import metrics
@@ -457,14 +457,12 @@ def _computed_board(
     svc: Handles, filters: Filters, include_incomplete: bool, sort: str | None, desc: bool, phase_id: int | None
 ) -> list[dict[str, Any]]:
     """Every listed run's view under `filters` (as the board shows it: no per-task
-    table), in the board's order: one query (the runs, their teams and what the metrics
-    read of their submissions), then the metrics."""
+    table), in the board's order: the runs in one query, their submissions a share at a
+    time (`_with_rows`), then the metrics."""
     with svc.db.read() as s:
-        board = store_runs.board(s)
+        listed = store_runs.shown(s, phase_id=phase_id)
     rows = []
-    for run, team, subs in board:
-        if run.phase_id != phase_id:
-            continue  # a phase's runs are on its own board; the others on the board outside phases
+    for run, team, subs in _with_rows(svc, listed):
         view = _view(svc, run, team, subs, filters, board=True)
         if not view["metrics"]["attempts"] and not view["pending"]:
             continue  # nothing of it in this window or suite
@@ -493,6 +491,33 @@ def board_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     view, GET /v1/runs/<id> and its page, has it), so that a page of the board costs its
     runs, never their tasks (2,000 tasks: 230 KB a run with the table, 3 KB without)."""
     return {k: v for k, v in metrics.items() if k not in ON_RUN_PAGE_ONLY}
+
+
+ROWS_A_READ = 50_000  # submissions held in memory at once when many runs' figures are computed
+FIRST_READ = 5  # runs of the first read: the next ones are sized by the submissions a run had so far
+
+
+def _with_rows(svc: Handles, runs: Sequence[tuple[Run, Team]]) -> Iterator[tuple[Run, Team, Sequence[Graded]]]:
+    """Each run with its submissions as the metrics read them, in `runs`' order, read a
+    share of the runs at a time: about ROWS_A_READ submissions a query (sized by the runs
+    read so far), so that a board of millions of submissions is never in memory whole."""
+    at, read = 0, 0
+    while at < len(runs):
+        chunk = runs[at : at + _next_read(at, read)]
+        with svc.db.read() as s:
+            found = store_runs.metric_rows(s, [run.id for run, _ in chunk])
+        for run, team in chunk:
+            yield run, team, found.get(run.id, [])
+        read += sum(len(v) for v in found.values())
+        at += len(chunk)
+
+
+def _next_read(runs: int, rows: int) -> int:
+    """How many runs the next read takes, `runs` having had `rows` submissions: about
+    ROWS_A_READ submissions (at most 500 runs: a backend's bound on parameters)."""
+    if not runs:
+        return FIRST_READ
+    return max(1, min(500, ROWS_A_READ * runs // max(1, rows)))
 
 
 def _sort_value(view: dict[str, Any], sort: str) -> tuple[Any, ...]:
@@ -632,21 +657,24 @@ def refresh(svc: Handles, run_ids: Collection[str] | None = None) -> int:
     with _REFRESHING:  # the others of this process wait, and then find nothing left to do
         with svc.db.read() as s:
             todo = store_runs.needing_figures(s, key, run_ids=run_ids)
-        for at in range(0, len(todo), 200):
-            ids = todo[at : at + 200]
+        at, read = 0, 0
+        while at < len(todo):  # a share of the runs at a time, about ROWS_A_READ submissions
+            ids = todo[at : at + _next_read(at, read)]
             with svc.db.write() as s:
                 store_runs.begin_figures(s, ids)
             with svc.db.read() as s:
-                found = {run.id: (run, team, rows) for run, team, rows in store_runs.board(s, ids)}
-                for run, team in store_runs.runs_with_teams(s, set(ids) - set(found)):
-                    found[run.id] = (run, team, [])  # no submission (yet, or all detached)
-                views = {rid: _view(svc, run, team, rows, Filters()) for rid, (run, team, rows) in found.items()}
+                runs = store_runs.runs_with_teams(s, ids)
+                rows = store_runs.metric_rows(s, ids)
+            read += sum(len(v) for v in rows.values())
+            views = {run.id: _view(svc, run, team, rows.get(run.id, []), Filters()) for run, team in runs}
+            del rows  # a share of the board's submissions at a time
             with svc.db.write() as s:
                 for rid, view in views.items():
                     figures = {k: view[k] for k in FIGURES}
                     summary = {**figures, "metrics": board_metrics(figures["metrics"])}
                     store_runs.save_figures(s, rid, figures, summary, standing(view), key)
             done += len(views)
+            at += len(ids)
     return done
 
 

@@ -195,25 +195,36 @@ def _shown() -> ColumnElement[bool]:
     return (Run.public.is_(True) | Run.baseline.is_(True)) & Run.hidden.is_(False)
 
 
-def board(s: Session, run_ids: Collection[str] | None = None) -> list[tuple[Run, Team, list[Row[Any]]]]:
-    """Every public, unhidden run (and baseline) that has submissions (or those of
-    `run_ids`, shown or not), with its team and its submissions as the metrics read them
-    (METRIC_COLUMNS), oldest first, in `visible`'s order: one query."""
-    out: list[tuple[Run, Team, list[Row[Any]]]] = []
-    ids = list(run_ids) if run_ids is not None else [None]
-    for at in range(0, len(ids), 500):  # within every backend's limit of bound parameters
-        rows = s.execute(
-            select(Run, Team, *METRIC_COLUMNS)
-            .join(Team, Team.id == Run.team_id)
-            .join(Submission, (Submission.team_id == Run.team_id) & (Submission.run_id == Run.name))
-            .where(_shown() if run_ids is None else Run.id.in_(ids[at : at + 500]))
-            .order_by(Run.created_at, Run.id, Submission.id)
-        )
-        for row in rows:
-            run, team = row[0], row[1]
-            if not out or out[-1][0].id != run.id:
-                out.append((run, team, []))
-            out[-1][2].append(cast("Row[Any]", row))
+def shown(s: Session, *, phase_id: int | None) -> list[tuple[Run, Team]]:
+    """Every public, unhidden run (and baseline) of a board (a phase's, or the one outside
+    phases) with its team, in `visible`'s order: one query, no submission read."""
+    rows = s.execute(
+        select(Run, Team)
+        .join(Team, Team.id == Run.team_id)
+        .where(_shown(), _in_phase(phase_id))
+        .order_by(Run.created_at, Run.id)
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+def metric_rows(s: Session, run_ids: Collection[str]) -> dict[str, list[Row[Any]]]:
+    """The submissions of these runs (at most 500: every backend's bound on parameters) as
+    the metrics read them (METRIC_COLUMNS), oldest first, by run id: one query, plain
+    columns (no run or team loaded with every row). A run without any is left out."""
+    ids = list(run_ids)
+    if len(ids) > 500:
+        raise ValueError("at most 500 runs a read")
+    out: dict[str, list[Row[Any]]] = {}
+    if not ids:
+        return out
+    rows = s.execute(
+        select(Run.id, *METRIC_COLUMNS)
+        .join(Submission, (Submission.team_id == Run.team_id) & (Submission.run_id == Run.name))
+        .where(Run.id.in_(ids))
+        .order_by(Submission.id)
+    )
+    for row in rows:
+        out.setdefault(row[0], []).append(cast("Row[Any]", row))
     return out
 
 

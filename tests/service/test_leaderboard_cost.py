@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import event, select
 
 from grader import runs as R
+from grader.store import runs as store_runs
 from grader.store import submissions as subs
 from grader.store.models import Run, Submission
 from helpers.hostile_clients import many_public_runs
@@ -252,6 +253,33 @@ def test_a_page_of_the_board_reads_no_per_task_table(app, svc, monkeypatch):
     # a filtered board is the same shape, and so is what it keeps in memory
     (filtered,) = anyone.get("/v1/leaderboard?suite=examples").json["items"]
     assert "per_task" not in filtered["metrics"] and filtered["metrics"]["resolved"] == item["metrics"]["resolved"]
+
+
+def test_many_runs_submissions_are_read_a_share_at_a_time(app, svc, monkeypatch):
+    """Computing many runs' figures (the stored ones after a change of every run, a
+    filtered board) reads their submissions about ROWS_A_READ at a time, never the whole
+    board's in one query (2,000,000 submissions took the API process past 8 GB)."""
+    teams = [Api(app.test_client(), new_key(svc, f"team-{n}")) for n in range(2)]
+    for n in range(12):
+        api = teams[n % 2]
+        verdicts = {TASK: ["PASS"], "notes-merge-greeting": ["FAIL"], "calc-median-even": ["PASS" if n % 3 else "FAIL"]}
+        _finish(svc, submit_run(api, f"run-{n}", verdicts, patch=f"s{n}"))
+        _publish(api, f"run-{n}")
+    monkeypatch.setattr(R, "ROWS_A_READ", 6)  # 2 runs of 3 submissions a read, after the first (R.FIRST_READ runs)
+    reads: list[int] = []
+    real = store_runs.metric_rows
+    monkeypatch.setattr(
+        store_runs, "metric_rows", lambda s, ids: reads.append(sum(map(len, (got := real(s, ids)).values()))) or got
+    )
+    anyone = app.test_client()
+    for path in ("/v1/leaderboard", "/v1/leaderboard?suite=examples&since=2020-01-01"):
+        reads.clear()
+        with _counting(svc, monkeypatch) as seen:
+            items = anyone.get(path).json["items"]
+        queries = sum("JOIN submissions" in q for q in seen["statements"])
+        assert queries > 1, f"{path}: every run's submissions read in one query"
+        assert len(items) == 12 and sum(reads) == 36 and len(reads) == queries, (path, reads)
+        assert reads[0] == 3 * R.FIRST_READ and max(reads[1:]) <= R.ROWS_A_READ, (path, reads)
 
 
 def test_the_migration_keeps_the_boards_part_of_the_stored_figures(database_url):

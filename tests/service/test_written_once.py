@@ -106,7 +106,7 @@ def test_the_leaderboard_reads_no_result_and_a_board_unchanged_no_submission(app
     finally:
         for engine in {svc.db.engine, svc.db._write_engine}:
             event.remove(engine, "before_cursor_execute", listener)
-    reads = [q for q in computed if "FROM runs JOIN teams" in q and "submissions" in q]
+    reads = [q for q in computed if "JOIN submissions" in q]
     assert len(reads) == 1, computed  # the changed runs' submissions, in one query
     assert not any(re.search(r"submissions\.(result|patch|shown)\b", q) for q in computed)
     assert not any("submissions" in q for q in statements), statements  # nothing changed: no submission read
