@@ -180,6 +180,7 @@ REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # drop out of a denominator here.
 PASS, FAIL, ERROR = Verdict.PASS.value, Verdict.FAIL.value, Verdict.ERROR.value
 VALID_GRADED = (PASS, FAIL)  # success rate: graded without PATCH FAILED or TIMED OUT
+VERDICTS = frozenset(v.value for v in Verdict)  # the wire strings
 Z95 = 1.959963984540054  # the 0.975 quantile of the standard normal: two-sided 95%
 
 
@@ -212,7 +213,8 @@ class Attempt:
     imported: bool = False  # came as a SWE-bench prediction line (how it was sent, not where it was graded)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", Verdict(self.verdict).value)
+        if type(self.verdict) is not str or self.verdict not in VERDICTS:
+            object.__setattr__(self, "verdict", Verdict(self.verdict).value)
 
 
 @dataclass
@@ -292,10 +294,14 @@ def stability(verdicts: Iterable[str]) -> str | None:
     trials: a task the machinery never graded says nothing about the system, and one
     trial says nothing about how steady it is ("stable" over one trial misleads)."""
     valid = [v for v in verdicts if v != ERROR]
-    if len(valid) < 2:
+    return _stability(len(valid), valid.count(PASS))
+
+
+def _stability(n: int, c: int) -> str | None:
+    """`stability` of a task with n valid trials, c of them passed."""
+    if n < 2:
         return None
-    passed = sum(v == PASS for v in valid)
-    return "stable_pass" if passed == len(valid) else "stable_fail" if passed == 0 else "flaky"
+    return "stable_pass" if c == n else "stable_fail" if c == 0 else "flaky"
 
 
 def resolved(n: int, c: int) -> bool:
@@ -535,20 +541,14 @@ def task_records(attempts: Iterable[Attempt]) -> dict[str, TaskRecord]:
         by_task.setdefault(a.task_id, []).append(a)
     out = {}
     for task_id in sorted(by_task):
-        # unnumbered trials after numbered ones; a stable sort keeps their arrival order
-        trials = sorted(by_task[task_id], key=lambda a: (a.trial is None, a.trial or 0))
+        trials = by_task[task_id]
+        if len(trials) > 1:  # unnumbered trials after numbered ones; a stable sort keeps their arrival order
+            trials = sorted(trials, key=lambda a: (a.trial is None, a.trial or 0))
         verdicts = [a.verdict for a in trials]
-        valid = [v for v in verdicts if v != ERROR]
-        n, c = len(valid), sum(v == PASS for v in valid)
-        out[task_id] = TaskRecord(
-            n,
-            c,
-            sum(v in VALID_GRADED for v in valid),
-            len(verdicts) - n,
-            resolved(n, c),
-            stability(verdicts),
-            verdicts,
-        )
+        errors = verdicts.count(ERROR)
+        n, c = len(verdicts) - errors, verdicts.count(PASS)
+        graded = c + verdicts.count(FAIL)  # VALID_GRADED
+        out[task_id] = TaskRecord(n, c, graded, errors, resolved(n, c), _stability(n, c), verdicts)
     return out
 
 
@@ -581,6 +581,32 @@ def over_task_set(records: dict[str, TaskRecord], task_ids: Iterable[str]) -> Ta
     )
 
 
+def _breakdown(
+    attempts: Sequence[Attempt], records: dict[str, TaskRecord], dim: str
+) -> dict[str, dict[str, Figure | int]]:
+    """The rates of the attempts grouped by a dimension's value (those without one left
+    out), each group's tasks reduced by the rule. Where every task's attempts share one
+    value (a task's suite, difficulty and language always do) a group's records are the
+    tasks' own, `records`, reduced once; else (a prompt variant per attempt) each group
+    is reduced on its own."""
+    first: dict[str, Any] = {}
+    for a in attempts:
+        value = getattr(a, dim)
+        if first.setdefault(a.task_id, value) != value:
+            break  # a task's attempts differ
+    else:
+        by_value: dict[str, dict[str, TaskRecord]] = {}
+        for task_id, value in first.items():
+            if value is not None:
+                by_value.setdefault(str(value), {})[task_id] = records[task_id]
+        return {k: _rates(v) for k, v in sorted(by_value.items())}
+    groups: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        if getattr(a, dim) is not None:
+            groups.setdefault(str(getattr(a, dim)), []).append(a)
+    return {k: _rates(task_records(v)) for k, v in sorted(groups.items())}
+
+
 def run_summary(
     attempts: Iterable[Attempt],
     *,
@@ -610,13 +636,7 @@ def run_summary(
     for r in tasks.values():
         if r.stability:
             classes[r.stability] += 1
-    breakdowns: dict[str, dict[str, dict[str, Figure | int]]] = {}
-    for dim in ("suite", "difficulty", "language", "prompt_variant"):
-        groups: dict[str, list[Attempt]] = {}
-        for a in kept:
-            if getattr(a, dim) is not None:
-                groups.setdefault(str(getattr(a, dim)), []).append(a)
-        breakdowns[dim] = {k: _rates(task_records(v)) for k, v in sorted(groups.items())}
+    breakdowns = {dim: _breakdown(kept, tasks, dim) for dim in ("suite", "difficulty", "language", "prompt_variant")}
     localization = {}
     for name in ("precision", "recall", "f1"):
         values = [getattr(a, name) for a in valid if getattr(a, name) is not None]

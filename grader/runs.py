@@ -26,17 +26,25 @@ from grader.store import runs as store_runs
 from grader.store.models import Phase, Run, Status, Submission, Team
 from grader.version import GRADER_VERSION
 
+_SCALARS = (str, int, float, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, by class
+
 
 def plain(value: Any) -> Any:
     """Dataclasses, dates and tuples as JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): v if isinstance(v, _SCALARS) else plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [v if isinstance(v, _SCALARS) else plain(v) for v in value]
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS.get(type(value))
+        if names is None:
+            names = _FIELDS[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        return {n: v if isinstance(v := getattr(value, n), _SCALARS) else plain(v) for n in names}
     return value
 
 
@@ -146,21 +154,14 @@ def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Atte
     memory."""
     out: list[metrics.Attempt] = []
     pending = 0
+    known = _task_index(svc).meta
     for sub in rows:
         if sub.status in (Status.QUEUED.value, Status.RUNNING.value):
             pending += 1
             continue
         if sub.status != Status.DONE.value or not sub.verdict:
             continue  # cancelled: never an attempt
-        suite: str | None
-        difficulty: str | None
-        language: str | None
-        created: dt.date | None
-        try:
-            meta = svc.task(sub.task_id).metadata
-            suite, difficulty, language, created = meta.suite, meta.difficulty, meta.language, meta.created_at
-        except TaskError:
-            suite = difficulty = language = created = None
+        suite, difficulty, language, created = known.get(sub.task_id, _UNKNOWN)
         out.append(
             metrics.Attempt(
                 task_id=sub.task_id,
@@ -184,6 +185,33 @@ def attempts_of(svc: Handles, rows: Sequence[Graded]) -> tuple[list[metrics.Atte
             )
         )
     return out, pending
+
+
+_UNKNOWN: tuple[None, None, None, None] = (None, None, None, None)  # a task no longer served
+Meta = tuple[str | None, str | None, str | None, dt.date | None]  # a task's suite, difficulty, language, date
+
+
+class _TaskIndex:
+    """What the figures read of a task set, read once per task set: each task's metadata
+    (a run's figures look up every one of its attempts' tasks) and the task sets asked of
+    it (every run of a board asks for the same few)."""
+
+    def __init__(self, tasks: Any):
+        self.tasks = tasks
+        self.meta: dict[str, Meta] = {
+            t.id: (m.suite, m.difficulty, m.language, m.created_at) for t in tasks for m in [t.metadata]
+        }
+        self.sets: dict[tuple[Any, ...], frozenset[str]] = {}
+
+
+_INDEX: list[_TaskIndex | None] = [None]
+
+
+def _task_index(svc: Handles) -> _TaskIndex:
+    found = _INDEX[0]
+    if found is None or found.tasks is not svc.tasks:
+        found = _INDEX[0] = _TaskIndex(svc.tasks)
+    return found
 
 
 def run_meta(run: Run, team: Team) -> dict[str, Any]:
@@ -222,14 +250,20 @@ def task_set(svc: Handles, attempts: list[metrics.Attempt], filters: Filters) ->
     suite its attempts belong to; only tasks created inside the filter's window (and in the
     filter's language)."""
     suites = {filters.suite} if filters.suite else {a.suite for a in attempts if a.suite}
-    ids = {
-        t.id
-        for t in svc.tasks
-        if t.metadata.suite in suites
-        and metrics.in_window(t.metadata.created_at, filters.since, filters.until)
-        and (filters.language is None or t.metadata.language == filters.language)
-    }
-    return sorted(suites), ids
+    index = _task_index(svc)
+    key = (tuple(sorted(suites)), filters.since, filters.until, filters.language)
+    ids = index.sets.get(key)
+    if ids is None:
+        if len(index.sets) >= 64:
+            index.sets.clear()
+        ids = index.sets[key] = frozenset(
+            task_id
+            for task_id, (suite, _, language, created) in index.meta.items()
+            if suite in suites
+            and metrics.in_window(created, filters.since, filters.until)
+            and (filters.language is None or language == filters.language)
+        )
+    return sorted(suites), set(ids)
 
 
 def run_view(svc: Handles, run: Run, filters: Filters | None = None, *, host: bool = False) -> dict[str, Any]:

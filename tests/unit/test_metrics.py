@@ -319,6 +319,26 @@ def test_run_summary_breakdowns_by_hand():
     assert pv["guided"]["solve_rate"].value == pytest.approx(1 / 3)
 
 
+def test_a_breakdown_by_a_value_a_tasks_attempts_do_not_share_reduces_each_group_alone():
+    # t1: PASS with variant a, FAIL with b; t2: PASS with a, PASS with none; both of suite s
+    attempts = [
+        _a("t1", "PASS", 1, suite="s", prompt_variant="a"),
+        _a("t1", "FAIL", 2, suite="s", prompt_variant="b"),
+        _a("t2", "PASS", 1, suite="s", prompt_variant="a"),
+        _a("t2", "PASS", 2, suite="s"),
+    ]
+    b = run_summary(attempts).breakdowns
+    # variant a: t1 [PASS] and t2 [PASS], both resolved; b: t1 [FAIL]. Not t1's whole record
+    # (1 of 2 passed, not resolved): a group holds the attempts of its value only
+    assert {k: (_fig(v["resolved"]), v["tasks"]) for k, v in b["prompt_variant"].items()} == {
+        "a": ((2, 2), 2),
+        "b": ((0, 1), 1),
+    }
+    # suite s, shared by every attempt of a task: t1 (1 of 2, not resolved), t2 (2 of 2)
+    assert (_fig(b["suite"]["s"]["resolved"]), b["suite"]["s"]["solve_rate"].value) == ((1, 2), 0.75)
+    assert b["language"] == {} and b["difficulty"] == {}  # no attempt says one
+
+
 def test_run_summary_localization_by_hand():
     loc = run_summary(_campaign()).localization
     # F1 on valid attempts: 1.0, 0.5, 0.0 (t3's 0.9 was an ERROR attempt) -> 1.5 / 3
