@@ -619,6 +619,7 @@ class Recent:
 _FILTERED = _Cache(32)
 _FILTERING = threading.Lock()  # one filtered board computed at a time in a process
 _REFRESHING = threading.Lock()  # one refresh of stored figures at a time in a process
+WAIT_FOR_REFRESH = 2.0  # seconds a read waits for another thread's refresh before going on without it
 FIGURES = ("submissions", "pending", "errors", "complete", "filters", "suites", "table", "metrics")
 
 
@@ -687,28 +688,44 @@ def refresh(svc: Handles, run_ids: Collection[str] | None = None) -> int:
     with svc.db.read() as s:
         if not store_runs.needing_figures(s, key, run_ids=run_ids):
             return 0
+    # Another thread of this process computing figures is waited for, and then there is
+    # nothing left to do; but only so long: computing every run's again (a new task set or
+    # version: 1,000 runs of 2,000 tasks is minutes) must not hold every reader meanwhile.
+    # Past the wait the board is read as stored, its changed runs shown as they were until
+    # computed; a run's own figures are computed here, beside the other computation.
+    mine = _REFRESHING.acquire(timeout=WAIT_FOR_REFRESH)
+    if not mine and run_ids is None:
+        return 0
+    try:
+        return _refresh(svc, key, run_ids)
+    finally:
+        if mine:
+            _REFRESHING.release()
+
+
+def _refresh(svc: Handles, key: str, run_ids: Collection[str] | None) -> int:
+    """`refresh`'s computation: the runs needing it when it starts, a share at a time."""
     done = 0
-    with _REFRESHING:  # the others of this process wait, and then find nothing left to do
+    with svc.db.read() as s:
+        todo = store_runs.needing_figures(s, key, run_ids=run_ids)
+    at, read = 0, 0
+    while at < len(todo):  # a share of the runs at a time, about ROWS_A_READ submissions
+        ids = todo[at : at + _next_read(at, read)]
+        with svc.db.write() as s:
+            store_runs.begin_figures(s, ids)
         with svc.db.read() as s:
-            todo = store_runs.needing_figures(s, key, run_ids=run_ids)
-        at, read = 0, 0
-        while at < len(todo):  # a share of the runs at a time, about ROWS_A_READ submissions
-            ids = todo[at : at + _next_read(at, read)]
-            with svc.db.write() as s:
-                store_runs.begin_figures(s, ids)
-            with svc.db.read() as s:
-                runs = store_runs.runs_with_teams(s, ids)
-                rows = store_runs.metric_rows(s, ids)
-            read += sum(len(v) for v in rows.values())
-            views = {run.id: _view(svc, run, team, rows.get(run.id, []), Filters()) for run, team in runs}
-            del rows  # a share of the board's submissions at a time
-            with svc.db.write() as s:
-                for rid, view in views.items():
-                    figures = {k: view[k] for k in FIGURES}
-                    summary = {**figures, "metrics": board_metrics(figures["metrics"])}
-                    store_runs.save_figures(s, rid, figures, summary, standing(view), key)
-            done += len(views)
-            at += len(ids)
+            runs = store_runs.runs_with_teams(s, ids)
+            rows = store_runs.metric_rows(s, ids)
+        read += sum(len(v) for v in rows.values())
+        views = {run.id: _view(svc, run, team, rows.get(run.id, []), Filters()) for run, team in runs}
+        del rows  # a share of the board's submissions at a time
+        with svc.db.write() as s:
+            for rid, view in views.items():
+                figures = {k: view[k] for k in FIGURES}
+                summary = {**figures, "metrics": board_metrics(figures["metrics"])}
+                store_runs.save_figures(s, rid, figures, summary, standing(view), key)
+        done += len(views)
+        at += len(ids)
     return done
 
 

@@ -17,7 +17,8 @@ import secrets
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from sqlalchemy import ColumnElement, case, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, case, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -284,10 +285,12 @@ def save_figures(
 ) -> None:
     """Store a run's figures (computed after begin_figures), those the leaderboard shows of
     it (`summary`: no per-task table) and what the leaderboard orders it by."""
-    # written over, never read first (a merge would load the old figures: 230 KB for 2,000 tasks)
-    stored = s.execute(update(RunFigures).where(RunFigures.run_id == run_id).values(figures=figures, summary=summary))
-    if cast("CursorResult[Any]", stored).rowcount == 0:
-        s.execute(insert(RunFigures).values(run_id=run_id, figures=figures, summary=summary))
+    # written over in one statement, never read first (a merge would load the old figures:
+    # 230 KB for 2,000 tasks), whoever else stores the same run's at the same time
+    dialect = postgresql if s.get_bind().dialect.name == "postgresql" else sqlite
+    row = dialect.insert(RunFigures).values(run_id=run_id, figures=figures, summary=summary)
+    new = {"figures": row.excluded.figures, "summary": row.excluded.summary}
+    s.execute(row.on_conflict_do_update(index_elements=[RunFigures.run_id], set_=new))
     s.execute(
         update(Run)
         .where(Run.id == run_id)

@@ -282,6 +282,39 @@ def test_many_runs_submissions_are_read_a_share_at_a_time(app, svc, monkeypatch)
         assert reads[0] == 3 * R.FIRST_READ and max(reads[1:]) <= R.ROWS_A_READ, (path, reads)
 
 
+def test_a_long_computation_of_every_runs_figures_holds_no_reader(app, svc, monkeypatch):
+    """While another thread of the process computes figures (every run's again after a
+    new task set or version: minutes for 1,000 runs of 2,000 tasks, when every reader of
+    the process used to wait), a read of the board waits WAIT_FOR_REFRESH for it and then
+    reads the board as stored; a run's own view computes that run itself meanwhile."""
+    teams = _ten_public_runs(app, svc)
+    anyone = app.test_client()
+    stored = anyone.get("/v1/leaderboard").json["items"]
+    monkeypatch.setattr(R, "figures_key", lambda svc: "another task set")  # every run to compute again
+    monkeypatch.setattr(R, "WAIT_FOR_REFRESH", 0.05)
+    answers = {}
+
+    def read(name: str, client, path: str) -> None:
+        answers[name] = client.get(path)
+
+    with _counting(svc, monkeypatch) as seen:
+        assert R._REFRESHING.acquire(timeout=10)  # another thread's long computation
+        try:
+            for name, client, path in (("board", anyone, "/v1/leaderboard"), ("run", teams[1], "/v1/runs/run-1")):
+                reader = threading.Thread(target=read, args=(name, client, path), daemon=True)
+                reader.start()
+                reader.join(timeout=60)
+                assert not reader.is_alive(), f"{path} waited for the other computation"
+        finally:
+            R._REFRESHING.release()
+        assert answers["board"].status_code == answers["run"].status_code == 200
+        assert answers["board"].json["items"] == stored  # as stored, until computed
+        assert seen["views"] == 1 and answers["run"].json["name"] == "run-1"  # its own figures, computed
+    with _counting(svc, monkeypatch) as seen:
+        assert len(anyone.get("/v1/leaderboard").json["items"]) == 10
+    assert seen["views"] == 9  # the others, now that nothing else computes
+
+
 def test_the_migration_keeps_the_boards_part_of_the_stored_figures(database_url):
     """Migration 0015 fills each run's board figures from its stored ones, in the database:
     the same without the per-task table, and no run's figures computed again."""
