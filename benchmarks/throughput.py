@@ -18,6 +18,19 @@ greed at full speed, not another team's requests under an attack, and it needs i
 clients in processes of their own (a Python client in one process cannot make 32
 concurrent requests without becoming the bottleneck it is trying to measure).
 
+It also prints the **budget** of a POST: the API processes measure each request's stages
+(grader/budget.py, turned on by GRADER_BUDGET_DIR for this run; --no-budget leaves it off)
+in CPU (the thread's) and wall time, each stage without the stages inside it: reading the
+JSON, validation, the key's lookup, the body's bytes charged in Redis, intake's checks,
+the cache lookup, the writer's turn, each database statement by its verb, the quota's
+counts, the insert, the enqueue, the answer read back and serialised, and the request's
+rest (Flask); then what the processes spent outside any request (gunicorn: the HTTP
+parsing, the threads' hand-offs, the access log). A stage's wall time beyond its CPU is
+waiting: for a lock or a turn, for a reply, or for the interpreter's lock or a core. The
+figures are over the measured window (the difference of two readings), per accepted POST,
+beside the machine's busy share and load average, and against issue 21's target
+(500 accepted/s, p99 under 100 ms).
+
 --profile N profiles N POSTs in this process through the real app (Flask's test client,
 the real store and Redis; no HTTP server) and prints where the time went.
 
@@ -35,10 +48,13 @@ import json
 import multiprocessing
 import os
 import resource
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from _service import (
     ROOT,
@@ -53,6 +69,8 @@ from _service import (
 )
 
 OUT = ROOT / "benchmarks" / "out"
+TARGET_PER_S, TARGET_P99_MS = 500, 100  # issue 21
+ROUTE = "POST /v1/submissions"
 
 
 def _client_process(
@@ -97,6 +115,19 @@ def _client_process(
 def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict:
     lifted = "10000000"
     env = {"GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted, "GRADER_QUEUE_MAX": lifted}
+    budget_dir = None if args.no_budget else Path(tempfile.mkdtemp(prefix="grader-budget."))
+    if budget_dir is not None:
+        env["GRADER_BUDGET_DIR"] = str(budget_dir)
+    try:
+        return _measure(args, database_url, db_pids, env, budget_dir)
+    finally:
+        if budget_dir is not None:
+            shutil.rmtree(budget_dir, ignore_errors=True)
+
+
+def _measure(args: argparse.Namespace, database_url: str | None, db_pids, env: dict, budget_dir: Path | None) -> dict:
+    from grader import budget
+
     with Running(
         env,
         database_url=database_url,
@@ -129,21 +160,27 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
         time.sleep(max(0.0, warm_until - time.time()))
         api_pids, redis_pids = descendants(svc.api.pid), [svc.redis.pid]
         dbp = db_pids() if db_pids else []
-        t0, api0, redis0, db0, busy0 = (
+        t0, api0, redis0, db0, busy0, master0 = (
             time.time(),
             cpu_seconds(api_pids),
             cpu_seconds(redis_pids),
             cpu_seconds(dbp),
             machine_cpu(),
+            cpu_seconds([svc.api.pid]),
         )
+        load0 = os.getloadavg()
+        stages0 = budget.read(budget_dir) if budget_dir else {}
         time.sleep(max(0.0, stop_at - time.time()))
-        t1, api1, redis1, db1, busy1 = (
+        t1, api1, redis1, db1, busy1, master1 = (
             time.time(),
             cpu_seconds(api_pids),
             cpu_seconds(redis_pids),
             cpu_seconds(dbp),
             machine_cpu(),
+            cpu_seconds([svc.api.pid]),
         )
+        load1 = os.getloadavg()
+        stages1 = budget.read(budget_dir) if budget_dir else {}
         dbp_after = db_pids() if db_pids else []
         db1 += cpu_seconds([p for p in dbp_after if p not in dbp])  # connections opened meanwhile
         samples: list[tuple[float, int, bool]] = []
@@ -185,6 +222,11 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
     # what one accepted POST costs the machine, every party counted: the bound on accepted/s
     per_post = round((api + rds + dbc + client_w) * 1000 / len(ok), 2) if ok else None
     return {
+        "commit": _commit(),
+        "load_average": [round(x, 2) for x in (*load0, *load1)],
+        "budget": stage_budget(stages0, stages1, len(ok), api * 1000 / len(ok) if ok else None, master1 - master0)
+        if budget_dir
+        else None,
         "database": "sqlite" if database_url is None else database_url.split(":")[0],
         "clients": args.clients,
         "client_processes": args.client_processes,
@@ -220,6 +262,92 @@ def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict
     }
 
 
+def _commit() -> str:
+    import subprocess
+
+    git = ["git", "-C", str(ROOT)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run([*git, "status", "--porcelain", "grader"], capture_output=True, text=True)
+    except OSError:
+        return "?"
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
+def stage_budget(before: dict, after: dict, accepted: int, api_ms: float | None, master_s: float) -> dict:
+    """The API processes' stage totals over the window (after less before, per process), per
+    accepted POST: each stage's CPU and wall ms and how often a POST enters it; the CPU of
+    the processes outside any request; and what the measurement itself costs."""
+    stages: dict[str, list[float]] = {}
+    posts = other_requests = 0.0
+    in_requests = process = 0.0
+    for pid, b in after.items():
+        a = before.get(pid, {"process_cpu": 0.0, "routes": {}})
+        process += b["process_cpu"] - a["process_cpu"]
+        for route, totals in b["routes"].items():
+            old = a["routes"].get(route, {})
+            d = {k: [x - y for x, y in zip(v, old.get(k, [0, 0.0, 0.0]), strict=True)] for k, v in totals.items()}
+            in_requests += d.get("", [0, 0.0, 0.0])[1]
+            if route != ROUTE:
+                other_requests += d.get("", [0, 0.0, 0.0])[0]
+                continue
+            posts += d.get("", [0, 0.0, 0.0])[0]
+            for name, v in d.items():
+                if name:
+                    t = stages.setdefault(name, [0, 0.0, 0.0])
+                    for i in range(3):
+                        t[i] += v[i]
+    if not posts:
+        return {}
+    n = posts
+    request = sum(v[1] for v in stages.values())
+    rows = sorted(
+        ({"stage": k, "per_post": round(v[0] / n, 2), "cpu_ms": v[1] * 1000 / n, "wall_ms": v[2] * 1000 / n}
+         for k, v in stages.items()),
+        key=lambda r: -r["cpu_ms"],
+    )  # fmt: skip
+    outside = (process - in_requests) * 1000 / n
+    return {
+        "posts": int(posts),
+        "other_requests": int(other_requests),
+        "stages": [{**r, "cpu_ms": round(r["cpu_ms"], 3), "wall_ms": round(r["wall_ms"], 3)} for r in rows],
+        "request_cpu_ms": round(request * 1000 / n, 3),
+        "request_wall_ms": round(sum(v[2] for v in stages.values()) * 1000 / n, 3),
+        "outside_requests_cpu_ms": round(outside, 3),
+        "master_cpu_ms": round(master_s * 1000 / max(accepted, 1), 3),
+        "workers_cpu_ms": round(process * 1000 / n, 3),
+        "api_cpu_ms_per_accepted": round(api_ms, 3) if api_ms is not None else None,
+        "measurement_cost_ms": round(_stage_cost() * sum(r["per_post"] for r in rows), 3),
+        "stage_cost_us": round(_stage_cost() * 1000, 2),
+    }
+
+
+def _stage_cost() -> float:
+    """What one stage of grader/budget.py costs when on, in ms (this process, a request's
+    stages measured as the API's are)."""
+    from grader import budget
+
+    if not budget.enabled():
+        budget.enable(Path(tempfile.mkdtemp(prefix="grader-budget-cost.")))
+    app = budget.Request(lambda environ, start: [b""])
+    n = 2000
+
+    def many(environ, start):
+        for _ in range(n):
+            with budget.stage("x"):
+                pass
+        return [b""]
+
+    best = float("inf")
+    for _ in range(5):
+        t = time.thread_time()
+        budget.Request(many)({"REQUEST_METHOD": "GET", "PATH_INFO": "/cost"}, None)
+        t1 = time.thread_time()
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/cost"}, None)
+        best = min(best, ((t1 - t) - (time.thread_time() - t1)) / n)
+    return best * 1000
+
+
 def report(f: dict) -> None:
     print(
         f"{f['clients']} clients ({f['client_processes']} processes, {f['teams']} team(s)) for {f['seconds']:g} s, "
@@ -253,6 +381,45 @@ def report(f: dict) -> None:
     print(
         f"bookkeeping: accepted {f['accepted_all']} (warm-up included) = in the database {f['in_database']} = "
         f"on the queue {f['on_queue']}: {'yes' if f['reconciles'] else 'NO'}"
+    )
+    la = f["load_average"]
+    print(
+        f"the machine: {f['machine_busy_share']:.0%} busy over the window, load average {la[0]:.2f} "
+        f"(1 min) at its start and {la[3]:.2f} at its end ({la[5]:.2f} over 15 min), {cores:g} cores; code at "
+        f"{f['commit']}"
+    )
+    if f.get("budget"):
+        report_budget(f["budget"])
+    met = f["accepted_per_s"] >= TARGET_PER_S and f["p99_ms"] is not None and f["p99_ms"] < TARGET_P99_MS
+    print(
+        f"target (issue 21): >= {TARGET_PER_S} accepted/s with p99 < {TARGET_P99_MS} ms: "
+        + ("met" if met else f"NOT met ({f['accepted_per_s']:.0f}/s, p99 {f['p99_ms']} ms)")
+    )
+
+
+def report_budget(b: dict) -> None:
+    if not b:
+        print("budget: no POST measured")
+        return
+    print(
+        f"budget of one POST ({b['posts']} POSTs measured in the API processes over the window): "
+        "CPU ms, wall ms, waiting (wall - CPU) ms, times a POST"
+    )
+    for r in b["stages"]:
+        print(
+            f"  {r['stage']:<58} {r['cpu_ms']:7.3f} {r['wall_ms']:8.3f} {r['wall_ms'] - r['cpu_ms']:8.3f}  "
+            f"x{r['per_post']:g}"
+        )
+    print(
+        f"  {'the request, all stages':<58} {b['request_cpu_ms']:7.3f} {b['request_wall_ms']:8.3f} "
+        f"{b['request_wall_ms'] - b['request_cpu_ms']:8.3f}"
+    )
+    print(
+        f"  {'gunicorn: the workers outside any request':<58} {b['outside_requests_cpu_ms']:7.3f}\n"
+        f"  {'gunicorn: the master':<58} {b['master_cpu_ms']:7.3f}\n"
+        f"  {'the API processes in all (/proc), per accepted POST':<58} {b['api_cpu_ms_per_accepted']:7.3f}\n"
+        f"  of which the measurement itself (a stage costs {b['stage_cost_us']} us): about "
+        f"{b['measurement_cost_ms']} ms"
     )
 
 
@@ -340,6 +507,7 @@ def main() -> int:
     ap.add_argument("--database-url", default=None, help="an empty database [default: SQLite in a temporary dir]")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile N POSTs in-process instead")
     ap.add_argument("--backlog", type=int, default=0, help="with --profile: submissions queued before")
+    ap.add_argument("--no-budget", action="store_true", help="leave the API's stage budget off (grader/budget.py)")
     ap.add_argument("--out", default=None, help="where the figures go as JSON [benchmarks/out/throughput-DB.json]")
     args = ap.parse_args()
     with private_postgres() if args.postgres else contextlib.nullcontext() as pg:

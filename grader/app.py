@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 from flask import Flask, Response, abort, current_app, g, request, session
 from flask.json.provider import DefaultJSONProvider
 
-from grader import api, portal
+from grader import api, budget, portal
 from grader.api.errors import ApiError
 from grader.api.inflight import ANONYMOUS, drain
 from grader.config import Settings, get_settings
@@ -59,6 +59,10 @@ def create_app(settings: Settings | None = None, *, service: Handles | None = No
     app.after_request(_headers)
     if settings.proxied:
         app.wsgi_app = _Drained(app.wsgi_app, settings.max_request_bytes)  # type: ignore[method-assign]
+    if settings.budget_dir is not None:  # a measurement (benchmarks/throughput.py), off by default
+        budget.enable(settings.budget_dir)
+        svc.db.time_statements()
+        app.wsgi_app = budget.Request(app.wsgi_app)  # type: ignore[method-assign]
     logging.getLogger("grader").setLevel(logging.INFO)
     return app
 

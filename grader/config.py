@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
     )
+    budget_dir: Path | None = Field(
+        None,
+        description="a measurement, off by default: each API process writes the CPU and wall time of its "
+        "requests' stages here (grader/budget.py; benchmarks/throughput.py reads them)",
+    )
     max_publish_per_day: int = Field(
         10,
         ge=0,

@@ -28,7 +28,7 @@ from typing import Any, Protocol, cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from grader import webhooks
+from grader import budget, webhooks
 from grader.errors import StoreError, TaskNotFound
 from grader.handles import Handles
 from grader.store import cache
@@ -163,6 +163,7 @@ class Quota:
     reason: Refusal
 
 
+@budget.timed("intake: quota counts")
 def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     """Counted in the intake's write transaction, under the team's lock (subs.lock_team), so
     that no concurrent request of the team can count the same room; near the queue's bound,
@@ -381,6 +382,7 @@ def _new_row(svc: Handles, team: Submitter, item: Item, key: str | None, request
 
 
 # --- the cache -----------------------------------------------------------------------------------
+@budget.timed("intake: cache lookup")
 def _cache_hits(svc: Handles, rows: list[Submission]) -> dict[tuple[str | None, str], Submission]:
     """Earlier grades of these patches, looked up by hash before the write transaction
     begins, under the cache's one rule (grader/store/cache.py): the exact image, which here
@@ -446,7 +448,7 @@ def accept(
     submitter chose so (the portal's upload)."""
     out: list[Accepted | Refusal | None] = [None] * len(items)
     wanted = [k for k in keys if k]
-    with svc.db.read() as s:
+    with budget.stage("intake: keys, runs and phases read"), svc.db.read() as s:
         seen = subs.by_idempotency_key(s, team.team_id, wanted)
         runs = {i.run_id for i in items if isinstance(i, Item) and i.run_id}
         locked_runs = {} if team.admin else store_runs.locked_names(s, team.team_id, runs)
@@ -455,33 +457,34 @@ def accept(
     slugs = {p.id: p.slug for p in phases.values()}
     todo: list[tuple[int, Submission]] = []
     pairs: dict[int, Item] = {}  # exclusive: the items whose (run, task, trial) is checked
-    for n, (item, key) in enumerate(zip(items, keys, strict=True)):
-        if isinstance(item, Refusal):
-            out[n] = item
-            continue
-        request_hash = batch_hash or item.request_hash()
-        if key and key in seen:
-            out[n] = _prior(seen[key], request_hash, item.request_hash() if batch_hash else None)
-            continue
-        if item.run_id in locked_runs:
-            out[n] = locked(locked_runs[item.run_id])
-            continue
-        phase = phases.get(item.phase) if item.phase else None
-        refused = check(svc, item) or check_phase(svc, item, phase, host=team.admin)
-        if refused is None and item.run_id:
-            asked = phase.id if phase else None
-            has = run_phases.setdefault(item.run_id, asked)  # a new run: its first item's phase
-            if has != asked:
-                named = None if has is None else slugs.get(has) or _slug(svc, has)
-                refused = other_phase(item.run_id, named, item.phase)
-        if refused is not None:
-            out[n] = refused
-            continue
-        row = _new_row(svc, team, item, key, request_hash)
-        row.phase_id = phase.id if phase else None
-        todo.append((n, row))
-        if exclusive and item.run_id:
-            pairs[n] = item
+    with budget.stage("intake: checks and the new rows"):
+        for n, (item, key) in enumerate(zip(items, keys, strict=True)):
+            if isinstance(item, Refusal):
+                out[n] = item
+                continue
+            request_hash = batch_hash or item.request_hash()
+            if key and key in seen:
+                out[n] = _prior(seen[key], request_hash, item.request_hash() if batch_hash else None)
+                continue
+            if item.run_id in locked_runs:
+                out[n] = locked(locked_runs[item.run_id])
+                continue
+            phase = phases.get(item.phase) if item.phase else None
+            refused = check(svc, item) or check_phase(svc, item, phase, host=team.admin)
+            if refused is None and item.run_id:
+                asked = phase.id if phase else None
+                has = run_phases.setdefault(item.run_id, asked)  # a new run: its first item's phase
+                if has != asked:
+                    named = None if has is None else slugs.get(has) or _slug(svc, has)
+                    refused = other_phase(item.run_id, named, item.phase)
+            if refused is not None:
+                out[n] = refused
+                continue
+            row = _new_row(svc, team, item, key, request_hash)
+            row.phase_id = phase.id if phase else None
+            todo.append((n, row))
+            if exclusive and item.run_id:
+                pairs[n] = item
     if batch_hash and any(isinstance(o, Refusal) and o.reason == "idempotency_conflict" for o in out):
         return [o if isinstance(o, Refusal) and o.reason == "idempotency_conflict" else conflict() for o in out]
     if whole and any(isinstance(o, Refusal) for o in out):
@@ -515,7 +518,8 @@ def accept(
     queued = [(a.row.id, a.row.job_id, a.row.task_id) for a in fresh if a.enqueue]
     if queued:
         try:
-            svc.enqueue_many(queued)
+            with budget.stage("intake: enqueue (Redis)"):
+                svc.enqueue_many(queued)
         except StoreError as exc:  # stored already: the reconciler will enqueue them
             log.warning("enqueueing %d submission(s) failed (%s); the reconciler will", len(queued), exc)
     return cast("list[Accepted | Refusal]", out)  # every item is answered by now
@@ -551,7 +555,8 @@ def _store(
         answers: dict[int, Accepted | Refusal] = {}
         try:
             with svc.db.write() as s:
-                subs.lock_team(s, team.team_id)
+                with budget.stage("intake: the team's lock"):
+                    subs.lock_team(s, team.team_id)
                 changed = store_runs.changed_under(s, team.team_id, {n: began.get(n) for n in names}, admin=team.admin)
                 if lease:
                     lease.renew(s, {run_id for n in names - set(changed) if (run_id := began.get(n))})
@@ -563,45 +568,47 @@ def _store(
                 taken: set[subs.Pair] = set()
                 phase_rooms: dict[int, Quota] = {}
                 add = []
-                for (n, template), hit in zip(chunk, cached, strict=True):
-                    if template.idempotency_key in seen:
-                        answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
-                        continue
-                    if template.run_id in changed:
-                        run = changed[template.run_id]
-                        answers[n] = locked(run) if run is not None else deleted(template.run_id)
-                        continue
-                    given = pairs.get(n)
-                    pair = (template.run_id, template.task_id, template.trial)
-                    if given is not None and (pair in taken or (pair in held and not given.overwrite)):
-                        answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
-                        continue
-                    if room.room <= 0:
-                        answers[n] = room.reason
-                        continue
-                    if template.phase_id is not None and not team.admin:
-                        limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
-                        phase_rooms[template.phase_id] = limit
-                        if limit.room <= 0:
-                            answers[n] = limit.reason
+                with budget.stage("intake: each row against the keys, runs and room"):
+                    for (n, template), hit in zip(chunk, cached, strict=True):
+                        if template.idempotency_key in seen:
+                            answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
                             continue
-                        limit.room -= 1
-                    room.room -= 1
-                    if given is not None:
-                        subs.detach(s, team.team_id, held.pop(pair, []))
-                        taken.add(pair)
-                    row = _copy(template)
-                    if hit is not None:
-                        _answer_from_cache(row, hit)
-                        row.webhook_status = "pending" if row.callback_url else None  # notify.after_finish's move
-                    else:
-                        row.job_id = subs.new_job_id(row.id)
-                    answers[n] = Accepted(row, enqueue=hit is None)
-                    add.append(row)
+                        if template.run_id in changed:
+                            run = changed[template.run_id]
+                            answers[n] = locked(run) if run is not None else deleted(template.run_id)
+                            continue
+                        given = pairs.get(n)
+                        pair = (template.run_id, template.task_id, template.trial)
+                        if given is not None and (pair in taken or (pair in held and not given.overwrite)):
+                            answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
+                            continue
+                        if room.room <= 0:
+                            answers[n] = room.reason
+                            continue
+                        if template.phase_id is not None and not team.admin:
+                            limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
+                            phase_rooms[template.phase_id] = limit
+                            if limit.room <= 0:
+                                answers[n] = limit.reason
+                                continue
+                            limit.room -= 1
+                        room.room -= 1
+                        if given is not None:
+                            subs.detach(s, team.team_id, held.pop(pair, []))
+                            taken.add(pair)
+                        row = _copy(template)
+                        if hit is not None:
+                            _answer_from_cache(row, hit)
+                            row.webhook_status = "pending" if row.callback_url else None  # notify.after_finish's move
+                        else:
+                            row.job_id = subs.new_job_id(row.id)
+                        answers[n] = Accepted(row, enqueue=hit is None)
+                        add.append(row)
                 if whole and any(isinstance(a, Refusal) for a in answers.values()):
                     raise _Withheld  # rolls this transaction back: nothing of the request is stored
-                subs.insert_many(s, add)
-                store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
+                with budget.stage("intake: insert"):
+                    subs.insert_many(s, add)
+                    store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
         except _Withheld:
             for n, answer in answers.items():
                 out[n] = answer

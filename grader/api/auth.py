@@ -9,6 +9,7 @@ from typing import ParamSpec, TypeVar
 
 from flask import current_app, g, request
 
+from grader import budget
 from grader.api.errors import ApiError
 from grader.api.inflight import read_body, unannounced
 from grader.store.keys import authenticate
@@ -27,6 +28,7 @@ class Caller:
     webhook_secret: str
 
 
+@budget.timed("auth: key lookup")
 def current() -> Caller:
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
@@ -59,6 +61,7 @@ def required(view: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+@budget.timed("auth: body size and bytes charged (Redis)")
 def _body(team_id: int | None) -> None:
     """The request's body checked against the size limit and paid for by `team_id` (None:
     a host, who pays nothing): from its Content-Length before any of it is read, else as

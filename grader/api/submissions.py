@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 
-from grader import intake, names
+from grader import budget, intake, names
 from grader.api import auth
 from grader.api.errors import ApiError, json_body, parse_json, refused, validation_error
 from grader.api.waiting import Refused
@@ -116,7 +116,8 @@ def _full(svc: Handles, sub: Submission) -> dict[str, Any]:
 @auth.required
 def create() -> Response:
     svc = _svc()
-    body = json_body()
+    with budget.stage("request: JSON parse"):
+        body = json_body()
     if not isinstance(body, dict):
         raise ApiError(
             422,
@@ -124,20 +125,24 @@ def create() -> Response:
             "the body must be a JSON object with task_id and patch; send several submissions to /v1/submissions/batch",
         )
     try:
-        item = SubmissionIn.model_validate(body)
+        with budget.stage("request: validation (pydantic)"):
+            item = _item(SubmissionIn.model_validate(body))
     except ValidationError as exc:
         raise validation_error(exc) from None
     wait = _wait_seconds()
     # a run holds one attempt per (task, trial): a second is refused unless it says overwrite
-    result = intake.accept(svc, g.caller, [_item(item)], [_idempotency_key()], exclusive=True)[0]
+    with budget.stage("intake: the rest"):
+        result = intake.accept(svc, g.caller, [item], [_idempotency_key()], exclusive=True)[0]
     if isinstance(result, Refusal):
         raise refused(result)
     sub = result.row
     not_held = None
     if wait and sub.status not in (Status.DONE.value, Status.CANCELLED.value):
         not_held = _hold(svc, g.caller.team_id, [sub.id], wait)
-    sub = _load(svc, sub.id, g.caller)
-    response = jsonify(_full(svc, sub))
+    with budget.stage("answer: the row read back"):
+        sub = _load(svc, sub.id, g.caller)
+    with budget.stage("answer: serialisation"):
+        response = jsonify(_full(svc, sub))
     response.status_code = 200 if sub.status == Status.DONE.value or result.replayed else 202
     response.headers["Location"] = f"/v1/submissions/{sub.id}"
     if not_held is not None:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from grader import budget
 from grader.errors import StoreError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -84,20 +85,23 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
-        with self._wrap(), self._read() as session:
+        with budget.stage("database: read session"), self._wrap(), self._read() as session:
             yield session
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
-        with self._wrap(), self._writer_turn(), self._writer() as session, session.begin():
-            yield session
+        with self._wrap(), self._writer_turn():
+            with budget.stage("database: write transaction"), self._writer() as session, session.begin():
+                yield session
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:
         if self._turn is None:
             yield
             return
-        if not self._turn.acquire(timeout=WRITER_TURN_WAIT):
+        with budget.stage("database: waiting for the process's write turn"):
+            got = self._turn.acquire(timeout=WRITER_TURN_WAIT)
+        if not got:
             raise StoreError(
                 f"database: no turn to write within {WRITER_TURN_WAIT:g} s (another thread of this process held it)"
             )
@@ -113,6 +117,13 @@ class Database:
             yield
         except SQLAlchemyError as exc:
             raise StoreError(f"database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
+
+    def time_statements(self) -> None:
+        """Count and time every statement as a stage of the request it runs in (grader/budget.py)."""
+        for engine in {self.engine, self._write_engine}:
+            event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_: budget.begin_statement(sql))
+            event.listen(engine, "after_cursor_execute", lambda *_: budget.end_statement())
+            event.listen(engine, "handle_error", lambda *_: budget.end_statement())
 
     def ping(self) -> None:
         with self.read() as s:
