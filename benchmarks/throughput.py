@@ -34,9 +34,15 @@ beside the machine's busy share and load average, and against issue 21's target
 --profile N profiles N POSTs in this process through the real app (Flask's test client,
 the real store and Redis; no HTTP server) and prints where the time went.
 
+--against DIR runs another checkout's API (DIR's grader/, by PYTHONPATH) and this one's in
+turns, --rounds runs each, and compares them: a change's before and after under the same
+load on a shared machine.
+
     .venv/bin/python benchmarks/throughput.py                  # SQLite
     .venv/bin/python benchmarks/throughput.py --postgres
     .venv/bin/python benchmarks/throughput.py --profile 500 --backlog 8000
+    git worktree add --detach ../grader-before HEAD~1
+    .venv/bin/python benchmarks/throughput.py --against ../grader-before --rounds 2 --seconds 10
 """
 
 from __future__ import annotations
@@ -112,14 +118,17 @@ def _client_process(
     results.put(out)
 
 
-def measure(args: argparse.Namespace, database_url: str | None, db_pids) -> dict:
+def measure(args: argparse.Namespace, database_url: str | None, db_pids, tree: Path | None = None) -> dict:
+    """One run; `tree`: the API runs from that checkout's grader/ (PYTHONPATH) instead of this one's."""
     lifted = "10000000"
     env = {"GRADER_DAILY_QUOTA": lifted, "GRADER_QUEUED_QUOTA": lifted, "GRADER_QUEUE_MAX": lifted}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     budget_dir = None if args.no_budget else Path(tempfile.mkdtemp(prefix="grader-budget."))
     if budget_dir is not None:
         env["GRADER_BUDGET_DIR"] = str(budget_dir)
     try:
-        return _measure(args, database_url, db_pids, env, budget_dir)
+        return {**_measure(args, database_url, db_pids, env, budget_dir), "commit": _commit(tree or ROOT)}
     finally:
         if budget_dir is not None:
             shutil.rmtree(budget_dir, ignore_errors=True)
@@ -222,7 +231,6 @@ def _measure(args: argparse.Namespace, database_url: str | None, db_pids, env: d
     # what one accepted POST costs the machine, every party counted: the bound on accepted/s
     per_post = round((api + rds + dbc + client_w) * 1000 / len(ok), 2) if ok else None
     return {
-        "commit": _commit(),
         "load_average": [round(x, 2) for x in (*load0, *load1)],
         "budget": stage_budget(stages0, stages1, len(ok), api * 1000 / len(ok) if ok else None, master1 - master0)
         if budget_dir
@@ -262,10 +270,10 @@ def _measure(args: argparse.Namespace, database_url: str | None, db_pids, env: d
     }
 
 
-def _commit() -> str:
+def _commit(tree: Path) -> str:
     import subprocess
 
-    git = ["git", "-C", str(ROOT)]
+    git = ["git", "-C", str(tree)]
     try:
         head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         dirty = subprocess.run([*git, "status", "--porcelain", "grader"], capture_output=True, text=True)
@@ -509,19 +517,71 @@ def main() -> int:
     ap.add_argument("--backlog", type=int, default=0, help="with --profile: submissions queued before")
     ap.add_argument("--no-budget", action="store_true", help="leave the API's stage budget off (grader/budget.py)")
     ap.add_argument("--out", default=None, help="where the figures go as JSON [benchmarks/out/throughput-DB.json]")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="another checkout (git worktree add --detach DIR COMMIT): its API and this one's take turns, "
+        "--rounds times each, in this run, and their figures are compared",
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="with --against: runs of each side")
     args = ap.parse_args()
-    with private_postgres() if args.postgres else contextlib.nullcontext() as pg:
-        url = pg.url if pg is not None else args.database_url
-        if args.profile:
-            profile(args.profile, url, args.backlog)
-            return 0
-        figures = measure(args, url, (lambda: descendants(pg.postmaster())) if pg is not None else None)
+    if args.against is not None and args.database_url:
+        ap.error("--against needs a database of its own for every run: SQLite or --postgres")
+    if args.profile:
+        with private_postgres() if args.postgres else contextlib.nullcontext() as pg:
+            profile(args.profile, pg.url if pg is not None else args.database_url, args.backlog)
+        return 0
+    sides = [args.against.resolve(), None] if args.against is not None else [None]
+    runs = []
+    for _ in range(args.rounds if args.against is not None else 1):
+        for tree in sides:
+            runs.append(one(args, tree))
+            if args.against is not None:
+                print(summary(runs[-1]), flush=True)
+    figures = runs[-1]
     report(figures)
+    if args.against is not None:
+        compare(runs)
     OUT.mkdir(parents=True, exist_ok=True)
     out = args.out or str(OUT / f"throughput-{figures['database'].split('+')[0]}.json")
     with open(out, "w") as fh:
-        json.dump(figures, fh, indent=1)
-    return 0 if figures["reconciles"] else 1
+        json.dump(runs if args.against is not None else figures, fh, indent=1)
+    return 0 if all(f["reconciles"] for f in runs) else 1
+
+
+def one(args: argparse.Namespace, tree: Path | None) -> dict:
+    with private_postgres() if args.postgres else contextlib.nullcontext() as pg:
+        url = pg.url if pg is not None else args.database_url
+        return measure(args, url, (lambda: descendants(pg.postmaster())) if pg is not None else None, tree)
+
+
+def summary(f: dict) -> str:
+    la = f["load_average"]
+    return (
+        f"{f['commit']:>16}: {f['accepted_per_s']:6.1f} accepted/s, p50 {f['p50_ms']} ms, p99 {f['p99_ms']} ms, "
+        f"API {f['api_cpu_ms_per_accepted']} ms CPU a POST; machine {f['machine_busy_share']:.0%} busy, "
+        f"load average {la[0]:.1f} -> {la[3]:.1f}"
+    )
+
+
+def compare(runs: list[dict]) -> None:
+    """Each side's runs, and the medians side by side."""
+    print("the two sides, taking turns in this run (medians over their runs):")
+    for commit in dict.fromkeys(f["commit"] for f in runs):
+        mine = [f for f in runs if f["commit"] == commit]
+
+        def med(key: str, mine: list[dict] = mine) -> float:
+            return statistics.median(f[key] for f in mine if f[key] is not None)
+
+        la = [f["load_average"][0] for f in mine] + [f["load_average"][3] for f in mine]
+        print(
+            f"  {commit:>16}: {med('accepted_per_s'):6.1f} accepted/s, p50 {med('p50_ms'):.1f} ms, "
+            f"p99 {med('p99_ms'):.1f} ms, API {med('api_cpu_ms_per_accepted'):.2f} ms CPU a POST "
+            f"({len(mine)} runs; machine {statistics.median(f['machine_busy_share'] for f in mine):.0%} busy, "
+            f"load average {min(la):.1f} to {max(la):.1f})"
+        )
 
 
 if __name__ == "__main__":

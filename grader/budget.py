@@ -131,19 +131,33 @@ def _close(frame: _Frame) -> tuple[float, float]:
     return cpu, wall
 
 
-def begin_statement(text: str) -> None:
-    """A database statement begins (the store's cursor events): a stage named by its verb."""
+def begin(name: str) -> None:
+    """A stage begins where a context cannot hold it (between two events); `end` ends it."""
     frames: list[_Frame] | None = getattr(_local, "frames", None)
     if _on and frames:
+        frames.append(_Frame(name))
+
+
+def end(prefix: str) -> None:
+    """The innermost stage ends if its name begins with `prefix` (else nothing: it never began)."""
+    frames: list[_Frame] | None = getattr(_local, "frames", None)
+    if _on and frames and frames[-1].name.startswith(prefix):
+        _close(frames[-1])
+
+
+STATEMENT = "database statement: "
+
+
+def begin_statement(text: str) -> None:
+    """A database statement begins (the store's cursor events): a stage named by its verb."""
+    if _on:
         head = text.lstrip().split(None, 2)
         verb = " ".join(head[:2]) if head[:1] == ["BEGIN"] else (head[0] if head else "?")
-        frames.append(_Frame(f"database statement: {verb.upper()}"))
+        begin(STATEMENT + verb.upper())
 
 
 def end_statement() -> None:
-    frames: list[_Frame] | None = getattr(_local, "frames", None)
-    if _on and frames and frames[-1].name.startswith("database statement: "):
-        _close(frames[-1])
+    end(STATEMENT)
 
 
 class Request:

@@ -26,6 +26,7 @@ from grader import budget
 from grader.errors import StoreError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+COMMIT = "database: commit (the flush, and the write to the log)"  # a stage of grader/budget.py
 _LOCK_ID = zlib.crc32(b"grader-migrations")  # pg_advisory_lock key
 WRITER_TURN_WAIT = 30.0  # seconds a thread waits for its process's turn to write to SQLite (its busy timeout)
 
@@ -52,6 +53,15 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+@contextlib.contextmanager
+def _closing(session: Session) -> Iterator[Session]:
+    try:
+        yield session
+    finally:
+        with budget.stage("database: session close (rollback, connection back to the pool)"):
+            session.close()
 
 
 class Database:
@@ -85,14 +95,13 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
-        with budget.stage("database: read session"), self._wrap(), self._read() as session:
+        with self._wrap(), _closing(self._read()) as session:
             yield session
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
-        with self._wrap(), self._writer_turn():
-            with budget.stage("database: write transaction"), self._writer() as session, session.begin():
-                yield session
+        with self._wrap(), self._writer_turn(), _closing(self._writer()) as session, session.begin():
+            yield session
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:
@@ -119,11 +128,16 @@ class Database:
             raise StoreError(f"database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
 
     def time_statements(self) -> None:
-        """Count and time every statement as a stage of the request it runs in (grader/budget.py)."""
+        """Count and time every statement, and every commit, as a stage of the request it runs
+        in (grader/budget.py)."""
         for engine in {self.engine, self._write_engine}:
             event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_: budget.begin_statement(sql))
             event.listen(engine, "after_cursor_execute", lambda *_: budget.end_statement())
             event.listen(engine, "handle_error", lambda *_: budget.end_statement())
+        for sessions in (self._read, self._writer):
+            event.listen(sessions, "before_commit", lambda *_: budget.begin(COMMIT))
+            event.listen(sessions, "after_commit", lambda *_: budget.end(COMMIT))
+            event.listen(sessions, "after_rollback", lambda *_: budget.end(COMMIT))  # a commit that failed
 
     def ping(self) -> None:
         with self.read() as s:
