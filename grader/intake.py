@@ -169,11 +169,7 @@ def quota(svc: Handles, team: Submitter, s: Session) -> Quota:
     that no concurrent request of the team can count the same room; near the queue's bound,
     under the queue's lock too, so that no two teams can count its last room."""
     st = svc.settings
-    today, active, queued = (
-        subs.count_today(s, team.team_id),
-        subs.count_active(s, team.team_id),
-        subs.count_queued(s),
-    )
+    today, active, queued = subs.intake_counts(s, team.team_id)
     if st.queue_max - queued <= QUEUE_NEAR:
         subs.lock_queue(s)
         queued = subs.count_queued(s)  # again, now that no other team's intake can be counting
