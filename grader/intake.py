@@ -547,66 +547,70 @@ def _store(
     the runs hold are read for the items of `pairs` (accept's `exclusive`)."""
     cached = [hits.get((row.task_hash, row.patch_sha256)) for _, row in chunk]
     names = {row.run_id for _, row in chunk if row.run_id}
-    for attempt in range(3):
+
+    def work(s: Session) -> dict[int, Accepted | Refusal]:
+        """The chunk's answers, decided and stored in `s` (it may be run again: it changes
+        nothing but the session, and makes its rows anew from their templates)."""
         answers: dict[int, Accepted | Refusal] = {}
+        with budget.stage("intake: the team's lock"):
+            subs.lock_team(s, team.team_id)
+        changed = store_runs.changed_under(s, team.team_id, {n: began.get(n) for n in names}, admin=team.admin)
+        if lease:
+            lease.renew(s, {run_id for n in names - set(changed) if (run_id := began.get(n))})
+        seen = subs.by_idempotency_key(s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key])
+        room = quota(svc, team, s)
+        held = subs.attempts_held(s, team.team_id, {p.run_id for p in pairs.values() if p.run_id})
+        taken: set[subs.Pair] = set()
+        phase_rooms: dict[int, Quota] = {}
+        add = []
+        with budget.stage("intake: each row against the keys, runs and room"):
+            for (n, template), hit in zip(chunk, cached, strict=True):
+                if template.idempotency_key in seen:
+                    answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
+                    continue
+                if template.run_id in changed:
+                    run = changed[template.run_id]
+                    answers[n] = locked(run) if run is not None else deleted(template.run_id)
+                    continue
+                given = pairs.get(n)
+                pair = (template.run_id, template.task_id, template.trial)
+                if given is not None and (pair in taken or (pair in held and not given.overwrite)):
+                    answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
+                    continue
+                if room.room <= 0:
+                    answers[n] = room.reason
+                    continue
+                if template.phase_id is not None and not team.admin:
+                    limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
+                    phase_rooms[template.phase_id] = limit
+                    if limit.room <= 0:
+                        answers[n] = limit.reason
+                        continue
+                    limit.room -= 1
+                room.room -= 1
+                if given is not None:
+                    subs.detach(s, team.team_id, held.pop(pair, []))
+                    taken.add(pair)
+                row = _copy(template)
+                if hit is not None:
+                    _answer_from_cache(row, hit)
+                    row.webhook_status = "pending" if row.callback_url else None  # notify.after_finish's move
+                else:
+                    row.job_id = subs.new_job_id(row.id)
+                answers[n] = Accepted(row, enqueue=hit is None)
+                add.append(row)
+        if whole and any(isinstance(a, Refusal) for a in answers.values()):
+            raise _Withheld(answers)  # rolls this transaction back: nothing of the request is stored
+        with budget.stage("intake: insert"):
+            subs.insert_many(s, add)
+            store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
+        return answers
+
+    for attempt in range(3):
         try:
-            with svc.db.write() as s:
-                with budget.stage("intake: the team's lock"):
-                    subs.lock_team(s, team.team_id)
-                changed = store_runs.changed_under(s, team.team_id, {n: began.get(n) for n in names}, admin=team.admin)
-                if lease:
-                    lease.renew(s, {run_id for n in names - set(changed) if (run_id := began.get(n))})
-                seen = subs.by_idempotency_key(
-                    s, team.team_id, [r.idempotency_key for _, r in chunk if r.idempotency_key]
-                )
-                room = quota(svc, team, s)
-                held = subs.attempts_held(s, team.team_id, {p.run_id for p in pairs.values() if p.run_id})
-                taken: set[subs.Pair] = set()
-                phase_rooms: dict[int, Quota] = {}
-                add = []
-                with budget.stage("intake: each row against the keys, runs and room"):
-                    for (n, template), hit in zip(chunk, cached, strict=True):
-                        if template.idempotency_key in seen:
-                            answers[n] = _prior(seen[template.idempotency_key], template.request_hash)
-                            continue
-                        if template.run_id in changed:
-                            run = changed[template.run_id]
-                            answers[n] = locked(run) if run is not None else deleted(template.run_id)
-                            continue
-                        given = pairs.get(n)
-                        pair = (template.run_id, template.task_id, template.trial)
-                        if given is not None and (pair in taken or (pair in held and not given.overwrite)):
-                            answers[n] = attempt_exists(given)  # one attempt per pair, this request's own too
-                            continue
-                        if room.room <= 0:
-                            answers[n] = room.reason
-                            continue
-                        if template.phase_id is not None and not team.admin:
-                            limit = phase_rooms.get(template.phase_id) or _phase_room(s, team, template.phase_id)
-                            phase_rooms[template.phase_id] = limit
-                            if limit.room <= 0:
-                                answers[n] = limit.reason
-                                continue
-                            limit.room -= 1
-                        room.room -= 1
-                        if given is not None:
-                            subs.detach(s, team.team_id, held.pop(pair, []))
-                            taken.add(pair)
-                        row = _copy(template)
-                        if hit is not None:
-                            _answer_from_cache(row, hit)
-                            row.webhook_status = "pending" if row.callback_url else None  # notify.after_finish's move
-                        else:
-                            row.job_id = subs.new_job_id(row.id)
-                        answers[n] = Accepted(row, enqueue=hit is None)
-                        add.append(row)
-                if whole and any(isinstance(a, Refusal) for a in answers.values()):
-                    raise _Withheld  # rolls this transaction back: nothing of the request is stored
-                with budget.stage("intake: insert"):
-                    subs.insert_many(s, add)
-                    store_runs.mark_stale(s, team.team_id, {row.run_id for row in add if row.run_id})
-        except _Withheld:
-            for n, answer in answers.items():
+            answers = svc.db.write_shared(work)
+        except _Withheld as exc:
+            for n, answer in exc.answers.items():
                 out[n] = answer
             _withhold(out)
             return []
@@ -623,7 +627,12 @@ def _store(
 
 class _Withheld(Exception):
     """Raised inside a `whole` request's transaction when an item of it is refused there:
-    the transaction rolls back, and nothing of the request is stored."""
+    the transaction rolls back, and nothing of the request is stored. `answers`: what each
+    item was answered there."""
+
+    def __init__(self, answers: dict[int, Accepted | Refusal]):
+        super().__init__("withheld")
+        self.answers = answers
 
 
 def withheld(refused: int) -> Refusal:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -55,6 +55,31 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
     return engine
 
 
+T = TypeVar("T")
+
+
+class _Shared(Generic[T]):
+    """One thread's work waiting for a shared write transaction (Database.write_shared)."""
+
+    __slots__ = ("work", "done", "result", "error", "lead", "ran")
+
+    def __init__(self, work: Callable[[Session], T]):
+        self.work = work
+        self.done = threading.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.lead = False  # woken to run the next group, not because its work is done
+        self.ran = False  # its result is in, committed
+
+    def finish(self, result: T) -> None:
+        self.result, self.ran = result, True
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]  # set by finish, unless error is
+
+
 @contextlib.contextmanager
 def _closing(session: Session) -> Iterator[Session]:
     try:
@@ -89,6 +114,9 @@ class Database:
         # previous one commits), and SQLite's lottery is left to a writer per process.
         # It serializes nothing SQLite did not already; PostgreSQL needs no such turn.
         self._turn = threading.RLock() if self.is_sqlite else None
+        self._shared: list[_Shared[Any]] = []  # works waiting for the next shared transaction
+        self._shared_lock = threading.Lock()
+        self._leading = False  # a thread is running (or about to run) a group
 
     def __repr__(self) -> str:
         return f"Database({make_url(self.url).render_as_string(hide_password=True)})"
@@ -102,6 +130,73 @@ class Database:
     def write(self) -> Iterator[Session]:
         with self._wrap(), self._writer_turn(), _closing(self._writer()) as session, session.begin():
             yield session
+
+    def write_shared(self, work: Callable[[Session], T]) -> T:
+        """What `work` returns, having run it in a write transaction that is committed before
+        this returns. On SQLite that transaction may be shared with the works of other
+        threads of this process that asked meanwhile: the first of them runs every work
+        waiting then, one after another in one transaction, and commits once, and the next
+        group's first thread takes over after it. SQLite lets one writer in at a time
+        anyway; what the group shares is the turn, BEGIN and COMMIT and the hand-over from
+        thread to thread, which under load took longer than the works themselves (every
+        statement under the write lock waits for the interpreter's lock again). Each work
+        sees the works before it, as it would have after their commits, so what it decides
+        (a quota's room, a key taken) is what the same works one after another decide.
+
+        A work that raises rolls the transaction back, and every work of the group is run
+        again alone in a transaction of its own: one thread's failure is never another's.
+        So `work` may run twice and must change nothing but the session until it returns,
+        nor write through another session. PostgreSQL: a transaction of its own (writers
+        there take row locks, not one lock for the database)."""
+        if self._turn is None:
+            with self.write() as s:
+                return work(s)
+        me = _Shared(work)
+        with self._shared_lock:
+            self._shared.append(me)
+            lead, self._leading = not self._leading, True
+        if not lead:
+            with budget.stage("database: waiting for a shared write (run by another thread)"):
+                me.done.wait()
+            if not me.lead:
+                return me.outcome()
+        try:
+            with self._shared_lock:
+                group, self._shared = self._shared, []
+            self._run_group(group)
+        finally:
+            with self._shared_lock:
+                if self._shared:  # asked while the group ran: the first of them runs the next
+                    self._shared[0].lead = True
+                    self._shared[0].done.set()
+                else:
+                    self._leading = False
+        return me.outcome()
+
+    def _run_group(self, group: list[_Shared[Any]]) -> None:
+        try:
+            try:
+                with self.write() as s:
+                    results = [w.work(s) for w in group]
+            except Exception as exc:
+                if len(group) == 1:
+                    group[0].error = exc
+                    return
+                for w in group:  # each alone: the failure stays the work's that raised
+                    try:
+                        with self.write() as s:
+                            result = w.work(s)
+                        w.finish(result)
+                    except Exception as alone:
+                        w.error = alone
+                return
+            for w, result in zip(group, results, strict=True):
+                w.finish(result)
+        finally:
+            for w in group:
+                if not w.ran and w.error is None:
+                    w.error = StoreError("database: the shared write transaction did not finish")
+                w.done.set()
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:

@@ -1,0 +1,105 @@
+"""grader/store/db.py: write transactions shared by threads (Database.write_shared) on SQLite:
+every work committed and answered to its own thread, each seeing the works before it, and
+one work's failure left to that work alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from grader.errors import StoreError
+from grader.store.db import Database
+from grader.store.models import Team
+
+THREADS = 12
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = Database(f"sqlite:///{tmp_path}/grader.db")
+    d.migrate()
+    yield d
+    d.dispose()
+
+
+def _held_first(db: Database, works):
+    """Run works[0] in one thread, and the others in threads of their own while it holds its
+    transaction (so they wait together for the next one); each thread's outcome."""
+    release = threading.Event()
+    outcomes: list[object] = [None] * len(works)
+
+    def first(s):
+        release.wait(30)
+        return works[0](s)
+
+    def call(i, work):
+        try:
+            outcomes[i] = db.write_shared(work)
+        except Exception as exc:  # noqa: BLE001 - the outcome the test reads
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(0, first))]
+    threads[0].start()
+    while not db._leading:
+        time.sleep(0.001)
+    threads += [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(works) if i]
+    for t in threads[1:]:
+        t.start()
+    while len(db._shared) < len(works) - 1:  # every other work waits for the next group
+        time.sleep(0.001)
+    release.set()
+    for t in threads:
+        t.join(60)
+    return outcomes
+
+
+def _team(name):
+    def work(s):
+        before = s.scalar(select(func.count()).select_from(Team))
+        s.add(Team(name=name, webhook_secret="x"))
+        s.flush()
+        return before, s  # the session itself, kept: an id alone may be reused once it is gone
+
+    return work
+
+
+def test_works_asked_meanwhile_share_one_transaction_and_each_sees_the_ones_before(db):
+    outcomes = _held_first(db, [_team(f"t{i}") for i in range(THREADS)])
+    counts = [c for c, _ in outcomes]
+    sessions = {id(s) for _, s in outcomes}  # all alive, held by outcomes
+    assert sorted(counts) == list(range(THREADS))  # one after another, each counting the ones before
+    assert len(sessions) == 2  # the first alone, then every other work in one group
+    with db.read() as s:
+        assert s.scalar(select(func.count()).select_from(Team)) == THREADS
+
+
+def test_a_work_that_raises_fails_alone(db):
+    def broken(s):
+        s.add(Team(name="broken", webhook_secret="x"))
+        s.flush()
+        raise ValueError("this work's own fault")
+
+    works = [_team("t0"), _team("t1"), broken, _team("t3"), _team("t4")]
+    outcomes = _held_first(db, works)
+    assert isinstance(outcomes[2], ValueError)
+    assert all(isinstance(o, tuple) for i, o in enumerate(outcomes) if i != 2)
+    with db.read() as s:
+        names = set(s.scalars(select(Team.name)))
+    assert names == {"t0", "t1", "t3", "t4"}
+
+
+def test_a_failed_statement_is_a_store_error_of_that_work_only(db):
+    works = [_team("t0"), _team("same"), _team("same"), _team("t3")]  # the name is unique
+    outcomes = _held_first(db, works)
+    assert isinstance(outcomes[2], StoreError)  # the second "same": the first was stored alone before it
+    assert [isinstance(o, tuple) for o in outcomes] == [True, True, False, True]
+    with db.read() as s:
+        assert set(s.scalars(select(Team.name))) == {"t0", "same", "t3"}
+
+
+def test_one_thread_alone_is_answered_at_once(db):
+    assert db.write_shared(_team("alone"))[0] == 0
+    assert not db._leading and not db._shared
