@@ -386,16 +386,15 @@ def _cache_hits(svc: Handles, rows: list[Submission]) -> dict[tuple[str | None, 
     if not svc.settings.cache:
         return {}
     hits: dict[tuple[str | None, str], Submission] = {}
-    images: dict[str, str | None] = {}
+    with svc.db.rows() as conn:  # a task no worker has graded yet (under this version) has no hit
+        images = {h: cache.current_image(conn, h, GRADER_VERSION) for h in {r.task_hash for r in rows if r.task_hash}}
+    if not any(images.values()):
+        return hits
     with svc.db.read() as s:
         for row in rows:
             pair = (row.task_hash, row.patch_sha256)
-            if row.task_hash is None or pair in hits:
-                continue
-            if row.task_hash not in images:
-                images[row.task_hash] = cache.current_image(s, row.task_hash, GRADER_VERSION)
-            image = images[row.task_hash]
-            if image is None:
+            image = images.get(row.task_hash) if row.task_hash else None
+            if image is None or row.task_hash is None or pair in hits:
                 continue
             hit = cache.lookup(s, row.task_hash, row.patch_sha256, GRADER_VERSION, image)
             if hit is not None:

@@ -37,11 +37,11 @@ def current() -> Caller:
     if scheme.lower() != "bearer" or not key.strip():
         raise ApiError(401, "unauthorized", "the Authorization header must be 'Bearer <key>'")
     svc = current_app.extensions["grader"]
-    with svc.db.read() as s:
-        team = authenticate(s, key.strip())
-        if team is None:
-            raise ApiError(401, "unauthorized", "this API key is not valid (unknown or revoked)")
-        return Caller(team.id, team.name, team.admin, team.daily_quota, team.queued_quota, team.webhook_secret)
+    with svc.db.rows() as conn:
+        team = authenticate(conn, key.strip())
+    if team is None:
+        raise ApiError(401, "unauthorized", "this API key is not valid (unknown or revoked)")
+    return Caller(team.id, team.name, team.admin, team.daily_quota, team.queued_quota, team.webhook_secret)
 
 
 def required(view: Callable[P, R]) -> Callable[P, R]:

@@ -29,7 +29,7 @@ GRADER_MAX_PATCH_BYTES, and intake looks up every item of a batch.
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session, defer
 
 from grader.store.models import Status, Submission
@@ -55,19 +55,23 @@ def lookup(s: Session, task_hash: str, patch_sha256: str, grader_version: str, i
     )
 
 
-def current_image(s: Session, task_hash: str, grader_version: str) -> str | None:
+_CURRENT_IMAGE = (  # built once: intake asks it for every submission
+    select(Submission.image_id)
+    .where(
+        Submission.task_hash == bindparam("task_hash"),
+        Submission.status == Status.DONE.value,
+        Submission.image_id.is_not(None),
+        Submission.grader_version == bindparam("grader_version"),
+        Submission.attempts > 0,  # a worker took it: not an answer at intake
+    )
+    .order_by(Submission.finished_at.desc())
+    .limit(1)
+)
+
+
+def current_image(db: Session | Connection, task_hash: str, grader_version: str) -> str | None:
     """The image a worker last finished a grade of the task in, under this grader version
     (intake's answers from the cache copy an earlier grade's image and do not count), or
     None if none has."""
-    return s.scalar(
-        select(Submission.image_id)
-        .where(
-            Submission.task_hash == task_hash,
-            Submission.status == Status.DONE.value,
-            Submission.image_id.is_not(None),
-            Submission.grader_version == grader_version,
-            Submission.attempts > 0,  # a worker took it: not an answer at intake
-        )
-        .order_by(Submission.finished_at.desc())
-        .limit(1)
-    )
+    image: str | None = db.execute(_CURRENT_IMAGE, {"task_hash": task_hash, "grader_version": grader_version}).scalar()
+    return image

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Row, bindparam, select
 from sqlalchemy.orm import Session
 
 from grader.store.models import ApiKey, Team, utcnow
@@ -53,13 +53,21 @@ def create_key(
     return key
 
 
-def authenticate(session: Session, key: str) -> Team | None:
-    """The team of a valid key: one query, since every request of the API asks it first."""
-    return session.scalar(
-        select(Team)
-        .join(ApiKey, ApiKey.team_id == Team.id)
-        .where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))
-    )
+# the team of a key that is not revoked: built once, as every request of the API asks it first
+_TEAM_OF_KEY = (
+    select(Team.id, Team.name, Team.admin, Team.daily_quota, Team.queued_quota, Team.webhook_secret)
+    .join(ApiKey, ApiKey.team_id == Team.id)
+    .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
+)
+
+
+TeamRow = Row[int, str, bool, int | None, int | None, str]  # id, name, admin, daily_quota, queued_quota, webhook_secret
+
+
+def authenticate(db: Session | Connection, key: str) -> TeamRow | None:
+    """The team of a valid key (its id, name, admin, daily_quota, queued_quota and
+    webhook_secret, read as a row: no object is made), or None: one statement."""
+    return db.execute(_TEAM_OF_KEY, {"key_hash": hash_key(key)}).first()
 
 
 def revoke_team_keys(session: Session, team_name: str) -> int:
