@@ -103,3 +103,59 @@ def test_a_failed_statement_is_a_store_error_of_that_work_only(db):
 def test_one_thread_alone_is_answered_at_once(db):
     assert db.write_shared(_team("alone"))[0] == 0
     assert not db._leading and not db._shared
+
+
+# --- the host's turn to write: a flock that another process's writer waits for in the kernel --------
+def test_a_turn_is_one_holders_and_the_next_waiter_gets_it_when_given(tmp_path):
+    from grader.store.db import _HostTurn
+
+    turn = _HostTurn(str(tmp_path / "grader.db.write.lock"))
+    held = turn.take(5)
+    assert held is not None
+    assert turn.take(0.05) is None  # another descriptor, as another process's: refused while held
+    got: list[int | None] = []
+    waiter = threading.Thread(target=lambda: got.append(turn.take(30)))
+    waiter.start()
+    turn.give(held)
+    waiter.join(30)
+    assert got and got[0] is not None
+    turn.give(got[0])
+
+
+def test_a_waiter_that_gave_up_lets_go_when_the_turn_comes(tmp_path):
+    from grader.store.db import _HostTurn
+
+    turn = _HostTurn(str(tmp_path / "grader.db.write.lock"))
+    held = turn.take(5)
+    assert held is not None and turn.take(0.05) is None  # its waiting thread still waits in the kernel
+    turn.give(held)
+    again = turn.take(30)  # the given-up waiter took the turn and let go of it at once
+    assert again is not None
+    turn.give(again)
+
+
+def test_a_second_database_on_the_file_waits_for_the_first_ones_write(tmp_path):
+    """Two Database objects on one file stand for two processes: the second's write begins
+    after the first's commits, and sees it."""
+    url = f"sqlite:///{tmp_path}/grader.db"
+    first, second = Database(url), Database(url)
+    first.migrate()
+    seen: list[int] = []
+    inside = threading.Event()
+
+    def later():
+        inside.wait(30)
+        with second.write() as s:
+            seen.append(s.scalar(select(func.count()).select_from(Team)) or 0)
+
+    t = threading.Thread(target=later)
+    t.start()
+    with first.write() as s:
+        inside.set()
+        while not second._depth:  # the second holds its process's turn and waits for the host's
+            time.sleep(0.001)
+        s.add(Team(name="first", webhook_secret="x"))
+    t.join(30)
+    assert seen == [1]
+    first.dispose()
+    second.dispose()
