@@ -413,21 +413,41 @@ def report_budget(b: dict) -> None:
         f"budget of one POST ({b['posts']} POSTs measured in the API processes over the window): "
         "CPU ms, wall ms, waiting (wall - CPU) ms, times a POST"
     )
+    w = max(len(r["stage"]) for r in b["stages"]) + 1
     for r in b["stages"]:
         print(
-            f"  {r['stage']:<58} {r['cpu_ms']:7.3f} {r['wall_ms']:8.3f} {r['wall_ms'] - r['cpu_ms']:8.3f}  "
+            f"  {r['stage']:<{w}} {r['cpu_ms']:7.3f} {r['wall_ms']:8.3f} {r['wall_ms'] - r['cpu_ms']:8.3f}  "
             f"x{r['per_post']:g}"
         )
     print(
-        f"  {'the request, all stages':<58} {b['request_cpu_ms']:7.3f} {b['request_wall_ms']:8.3f} "
+        f"  {'the request, all stages':<{w}} {b['request_cpu_ms']:7.3f} {b['request_wall_ms']:8.3f} "
         f"{b['request_wall_ms'] - b['request_cpu_ms']:8.3f}"
     )
     print(
-        f"  {'gunicorn: the workers outside any request':<58} {b['outside_requests_cpu_ms']:7.3f}\n"
-        f"  {'gunicorn: the master':<58} {b['master_cpu_ms']:7.3f}\n"
-        f"  {'the API processes in all (/proc), per accepted POST':<58} {b['api_cpu_ms_per_accepted']:7.3f}\n"
+        f"  {'gunicorn: the workers outside any request':<{w}} {b['outside_requests_cpu_ms']:7.3f}\n"
+        f"  {'gunicorn: the master':<{w}} {b['master_cpu_ms']:7.3f}\n"
+        f"  {'the API processes in all (/proc), per accepted POST':<{w}} {b['api_cpu_ms_per_accepted']:7.3f}\n"
         f"  of which the measurement itself (a stage costs {b['stage_cost_us']} us): about "
         f"{b['measurement_cost_ms']} ms"
+    )
+    sql = [r for r in b["stages"] if r["stage"].startswith("database statement: ")]
+    verbs: dict[str, float] = {}
+    for r in sql:
+        verb = r["stage"].removeprefix("database statement: ").split(" (")[0]
+        verbs[verb] = verbs.get(verb, 0) + r["per_post"]
+    print(
+        f"database statements: {sum(verbs.values()):.2f} a POST ("
+        + ", ".join(f"{v} {n:.2f}" for v, n in verbs.items())
+        + f"), {sum(r['cpu_ms'] for r in sql):.3f} ms of CPU, {sum(r['wall_ms'] for r in sql):.3f} ms of wall time"
+    )
+    turns = [r for r in b["stages"] if r["stage"].startswith("database: waiting")]
+    waited = b["request_wall_ms"] - b["request_cpu_ms"]
+    redis = [r for r in b["stages"] if "(Redis)" in r["stage"]]
+    print(
+        f"waiting a POST: {waited:.1f} ms, of which for a turn to write (this process's, the host's, a shared "
+        f"write run by another thread) {sum(r['wall_ms'] - r['cpu_ms'] for r in turns):.1f} ms; Redis: "
+        f"{sum(r['per_post'] for r in redis):.2f} round trips a POST, {sum(r['cpu_ms'] for r in redis):.3f} ms "
+        f"of CPU, {sum(r['wall_ms'] for r in redis):.3f} ms of wall time"
     )
 
 

@@ -149,11 +149,13 @@ STATEMENT = "database statement: "
 
 
 def begin_statement(text: str) -> None:
-    """A database statement begins (the store's cursor events): a stage named by its verb."""
-    if _on:
+    """A database statement begins (the store's cursor events): a stage named by its verb and
+    the stage that runs it ("database statement: SELECT (auth: key lookup)")."""
+    frames: list[_Frame] | None = getattr(_local, "frames", None)
+    if _on and frames:
         head = text.lstrip().split(None, 2)
         verb = " ".join(head[:2]) if head[:1] == ["BEGIN"] else (head[0] if head else "?")
-        begin(STATEMENT + verb.upper())
+        frames.append(_Frame(f"{STATEMENT}{verb.upper()} ({frames[-1].name})"))
 
 
 def end_statement() -> None:

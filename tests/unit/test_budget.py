@@ -80,9 +80,9 @@ def test_statements_are_stages_named_by_their_verb_and_one_left_open_is_closed(o
     _run(_app(body))
     stages = budget._totals["POST /v1/submissions"]
     assert {k for k in stages if k.startswith("database statement: ")} == {
-        "database statement: SELECT",
-        "database statement: BEGIN IMMEDIATE",
-        "database statement: INSERT",
+        "database statement: SELECT (reading)",
+        "database statement: BEGIN IMMEDIATE (reading)",
+        "database statement: INSERT (reading)",
     }
     assert stages["reading"][0] == 1
 
