@@ -10,6 +10,7 @@ That is how no submission is ever graded into two different final results.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 import threading
 import time
@@ -420,8 +421,9 @@ _INTAKE_COUNTS = select(
 
 
 def intake_counts(s: Session, team_id: int) -> tuple[int, int, int]:
-    """count_today and count_active of the team, and count_queued, in one statement."""
-    row = s.execute(_INTAKE_COUNTS, {"team_id": team_id, "day": start_of_day()}).one()
+    """count_today and count_active of the team, and count_queued, in one statement (on the
+    session's connection: a Core statement needs none of the ORM's execution)."""
+    row = s.connection().execute(_INTAKE_COUNTS, {"team_id": team_id, "day": start_of_day()}).one()
     return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
 
 
@@ -469,14 +471,21 @@ def detach(s: Session, team_id: int, ids: list[str]) -> None:
         s.execute(update(Submission).where(Submission.team_id == team_id, Submission.id.in_(ids)).values(run_id=None))
 
 
+@functools.cache
+def _columns() -> list[tuple[str, str]]:
+    """Each column of a submission: the attribute's name, the column's (meta is "metadata")."""
+    return [(a.key, a.columns[0].key) for a in Submission.__mapper__.column_attrs]
+
+
 def insert_many(s: Session, rows: list[Submission]) -> None:
-    """Insert new submissions in one statement per kind of row (executemany), without the
-    unit of work's bookkeeping for each: this runs inside intake's write transaction, which
-    other teams wait for. The rows stay detached, as built."""
+    """Insert new submissions in one statement (executemany), as a Core statement on the
+    session's connection: neither the unit of work's bookkeeping for each row nor the ORM's
+    bulk insert, since this runs inside intake's write transaction, which other writers wait
+    for. The rows stay detached, as built."""
     if not rows:
         return
-    cols = [c.key for c in Submission.__mapper__.column_attrs]
-    s.execute(insert(Submission), [{k: getattr(r, k) for k in cols} for r in rows])
+    cols = _columns()
+    s.connection().execute(insert(Submission), [{c: getattr(r, a) for a, c in cols} for r in rows])
 
 
 def lock_team(s: Session, team_id: int) -> None:
