@@ -91,6 +91,7 @@ class Submission(Base):
         Index("ix_submissions_team_queued_at", "team_id", "queued_at"),
         Index("ix_submissions_team_status", "team_id", "status"),  # a team's queued and running, counted by index
         Index("ix_submissions_cache", "task_hash", "patch_sha256"),
+        Index("ix_submissions_task_done", "task_hash", "status", "finished_at"),  # cache.current_image
         Index("ix_submissions_phase", "phase_id", "team_id", "queued_at"),  # a team's use of a phase's limits
     )
 
