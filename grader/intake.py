@@ -607,7 +607,7 @@ def _store(
 
     for attempt in range(3):
         try:
-            answers = svc.db.write_shared(work)
+            answers = svc.db.write_shared(work, key=team.team_id)  # PostgreSQL: the team's lock, taken once
         except _Withheld as exc:
             for n, answer in exc.answers.items():
                 out[n] = answer

@@ -10,7 +10,7 @@ import fcntl
 import os
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -143,6 +143,17 @@ class _Shared(Generic[T]):
         return self.result  # type: ignore[return-value]  # set by finish, unless error is
 
 
+class _Group:
+    """The works of one key waiting for their shared transaction, and whether a thread is
+    running (or about to run) one."""
+
+    __slots__ = ("waiting", "leading")
+
+    def __init__(self) -> None:
+        self.waiting: list[_Shared[Any]] = []
+        self.leading = False
+
+
 @contextlib.contextmanager
 def _closing(session: Session) -> Iterator[Session]:
     try:
@@ -182,9 +193,8 @@ class Database:
         # needs no such turn.
         self._turn = threading.RLock() if self.is_sqlite else None
         self._depth = 0  # the turn's holder's writes in progress (one unless nested); only it reads this
-        self._shared: list[_Shared[Any]] = []  # works waiting for the next shared transaction
+        self._groups: dict[Hashable, _Group] = {}  # by key: the works waiting for the next shared transaction
         self._shared_lock = threading.Lock()
-        self._leading = False  # a thread is running (or about to run) a group
 
     def __repr__(self) -> str:
         return f"Database({make_url(self.url).render_as_string(hide_password=True)})"
@@ -211,30 +221,35 @@ class Database:
         with self._wrap(), self._writer_turn(), _closing(self._writer()) as session, session.begin():
             yield session
 
-    def write_shared(self, work: Callable[[Session], T]) -> T:
+    def write_shared(self, work: Callable[[Session], T], key: Hashable = None) -> T:
         """What `work` returns, having run it in a write transaction that is committed before
-        this returns. On SQLite that transaction may be shared with the works of other
-        threads of this process that asked meanwhile: the first of them runs every work
-        waiting then, one after another in one transaction, and commits once, and the next
-        group's first thread takes over after it. SQLite lets one writer in at a time
-        anyway; what the group shares is the turn, BEGIN and COMMIT and the hand-over from
-        thread to thread, which under load took longer than the works themselves (every
-        statement under the write lock waits for the interpreter's lock again). Each work
-        sees the works before it, as it would have after their commits, so what it decides
-        (a quota's room, a key taken) is what the same works one after another decide.
+        this returns. That transaction may be shared with the works of other threads of this
+        process that asked meanwhile: the first of them runs every work waiting then, one
+        after another in one transaction, and commits once, and the next group's first
+        thread takes over after it. What a group shares is what each work would otherwise
+        wait for in turn: on SQLite, which lets one writer in at a time, the turn, BEGIN and
+        COMMIT and the hand-over from thread to thread, which under load took longer than the
+        works themselves (every statement under the write lock waits for the interpreter's
+        lock again); on PostgreSQL, the lock a work takes on the row of `key` (intake's: the
+        team), which the works of one key took one after another. On PostgreSQL only works of
+        the same key are grouped (other keys' go on at once, apart), and a work of no key has
+        a transaction of its own; on SQLite every work is grouped. Each work sees the works
+        before it, as it would have after their commits, so what it decides (a quota's room,
+        a key taken) is what the same works one after another decide.
 
         A work that raises rolls the transaction back, and every work of the group is run
         again alone in a transaction of its own: one thread's failure is never another's.
         So `work` may run twice and must change nothing but the session until it returns,
-        nor write through another session. PostgreSQL: a transaction of its own (writers
-        there take row locks, not one lock for the database)."""
-        if self._turn is None:
+        nor write through another session."""
+        if self._turn is None and key is None:
             with self.write() as s:
                 return work(s)
+        key = None if self._turn is not None else key
         me = _Shared(work)
         with self._shared_lock:
-            self._shared.append(me)
-            lead, self._leading = not self._leading, True
+            group = self._groups.setdefault(key, _Group())
+            group.waiting.append(me)
+            lead, group.leading = not group.leading, True
         if not lead:
             with budget.stage("database: waiting for a shared write (run by another thread)"):
                 me.done.wait()
@@ -242,15 +257,16 @@ class Database:
                 return me.outcome()
         try:
             with self._shared_lock:
-                group, self._shared = self._shared, []
-            self._run_group(group)
+                works, group.waiting = group.waiting, []
+            self._run_group(works)
         finally:
             with self._shared_lock:
-                if self._shared:  # asked while the group ran: the first of them runs the next
-                    self._shared[0].lead = True
-                    self._shared[0].done.set()
+                if group.waiting:  # asked while the group ran: the first of them runs the next
+                    group.waiting[0].lead = True
+                    group.waiting[0].done.set()
                 else:
-                    self._leading = False
+                    group.leading = False
+                    del self._groups[key]
         return me.outcome()
 
     def _run_group(self, group: list[_Shared[Any]]) -> None:

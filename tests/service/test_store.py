@@ -206,3 +206,62 @@ def test_ids_are_time_ordered_and_strictly_increase_in_a_process():
     assert all(len(i) == 24 and int(i, 16) >= 0 for i in ids)
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert len({i[:12] for i in ids}) < len(ids)  # several did share a millisecond
+
+
+def test_shared_writes_of_one_key_see_each_other_and_fail_alone(db):
+    """Database.write_shared on both backends: threads that write under one key while a
+    transaction of that key is open wait, then share one transaction (PostgreSQL groups by
+    key, SQLite every write); each sees the writes before it, and one that raises fails
+    alone. A work of another key is not held up by them on PostgreSQL."""
+    import threading
+    import time
+
+    from sqlalchemy import func, select
+
+    from grader.store.models import Team
+
+    release, started = threading.Event(), threading.Event()
+    outcomes: dict[str, object] = {}
+
+    def adding(name: str, hold: bool = False, fail: bool = False):
+        def work(s):
+            if hold:
+                started.set()
+                release.wait(30)
+            before = s.scalar(select(func.count()).select_from(Team))
+            s.add(Team(name=name, webhook_secret="x"))
+            s.flush()
+            if fail:
+                raise ValueError(name)
+            return before
+
+        return work
+
+    def call(name: str, key: int, **kw):
+        try:
+            outcomes[name] = db.write_shared(adding(name, **kw), key=key)
+        except Exception as exc:  # noqa: BLE001 - the outcome the test reads
+            outcomes[name] = exc
+
+    first = threading.Thread(target=call, args=("held", 1), kwargs={"hold": True})
+    first.start()
+    started.wait(30)
+    rest = [threading.Thread(target=call, args=(f"t{i}", 1), kwargs={"fail": i == 2}) for i in range(5)]
+    for t in rest:
+        t.start()
+    while len(db._groups[None if db.is_sqlite else 1].waiting) < 5:
+        time.sleep(0.001)
+    if not db.is_sqlite:  # another key's write goes on while key 1's transaction is open
+        call("other", 2)
+        assert outcomes["other"] == 0
+    release.set()
+    for t in [first, *rest]:
+        t.join(60)
+    assert isinstance(outcomes["t2"], ValueError)
+    counts = sorted(v for k, v in outcomes.items() if k not in ("t2", "other"))
+    extra = 0 if db.is_sqlite else 1  # PostgreSQL: "other" was committed before the held work counted
+    assert counts == list(range(extra, 5 + extra))  # one after another, each counting the ones before
+    with db.read() as s:
+        assert set(s.scalars(select(Team.name))) == {"held", "t0", "t1", "t3", "t4"} | (
+            set() if db.is_sqlite else {"other"}
+        )

@@ -43,12 +43,12 @@ def _held_first(db: Database, works):
 
     threads = [threading.Thread(target=call, args=(0, first))]
     threads[0].start()
-    while not db._leading:
+    while None not in db._groups:  # the first leads the process's group (SQLite: one group, of no key)
         time.sleep(0.001)
     threads += [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(works) if i]
     for t in threads[1:]:
         t.start()
-    while len(db._shared) < len(works) - 1:  # every other work waits for the next group
+    while len(db._groups[None].waiting) < len(works) - 1:  # every other work waits for the next group
         time.sleep(0.001)
     release.set()
     for t in threads:
@@ -102,7 +102,7 @@ def test_a_failed_statement_is_a_store_error_of_that_work_only(db):
 
 def test_one_thread_alone_is_answered_at_once(db):
     assert db.write_shared(_team("alone"))[0] == 0
-    assert not db._leading and not db._shared
+    assert not db._groups  # nothing left waiting, nobody leading
 
 
 # --- the host's turn to write: a flock that another process's writer waits for in the kernel --------
