@@ -139,6 +139,13 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         64 * 1024 * 1024, description="largest request body (a batch of patches); larger is 413"
     )
+    database_pool: int = Field(
+        16,
+        ge=1,
+        description="database connections a process keeps open for its threads (and up to 10 more at "
+        "a busy moment, closed again after it); `grader serve` keeps it at least its threads, since a "
+        "pool smaller than the threads that query at once opens and closes connections all the time",
+    )
     budget_dir: Path | None = Field(
         None,
         description="a measurement, off by default: each API process writes the CPU and wall time of its "

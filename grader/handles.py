@@ -57,7 +57,7 @@ def grade_queue_name(queue_name: str, environment: str | None) -> str:
 class Handles:
     def __init__(self, settings: Settings | None = None, *, tasks: TaskSet | None = None):
         self.settings = settings or get_settings()
-        self.db = Database(self.settings.database_url)
+        self.db = Database(self.settings.database_url, pool_size=self.settings.database_pool)
         self.redis = Redis.from_url(
             self.settings.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )

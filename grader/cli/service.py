@@ -64,12 +64,15 @@ def serve(settings: Settings, bind: str, processes: int, threads: int) -> None:
     _service(settings).close()
     click.echo(UNPROTECTED.format(bind=bind), err=True)
     # other requests, and other teams, must always find a thread: neither the requests held
-    # for their verdict nor one team's requests in progress may take the last 4
+    # for their verdict nor one team's requests in progress may take the last 4; and every
+    # thread a database connection
     settings = settings.model_copy(
         update={
             "max_waiting_per_process": max(0, min(settings.max_waiting_per_process, threads - 4)),
             "max_inflight_per_team": max(1, min(settings.max_inflight_per_team, threads - 4)),
             "max_inflight_anonymous": max(1, min(settings.max_inflight_anonymous, threads - 4)),
+            # a connection for each thread, kept: no connection opened and closed per busy moment
+            "database_pool": max(settings.database_pool, threads),
         }
     )
 

@@ -159,3 +159,29 @@ def test_a_second_database_on_the_file_waits_for_the_first_ones_write(tmp_path):
     assert seen == [1]
     first.dispose()
     second.dispose()
+
+
+def test_threads_as_many_as_the_pool_keep_their_connections(tmp_path):
+    """A pool as large as the threads that query at once keeps every connection it opened:
+    a second busy moment opens none (a smaller pool closes its extra ones after each)."""
+    from sqlalchemy import event, text
+
+    db = Database(f"sqlite:///{tmp_path}/grader.db", pool_size=8)
+    db.migrate()
+    opened: list[int] = []
+    event.listen(db.engine, "connect", lambda *_: opened.append(1))
+    together = threading.Barrier(8)
+
+    def read():
+        with db.read() as s:
+            s.execute(text("SELECT 1")).scalar()  # the session holds its connection until it closes
+            together.wait(30)  # all 8 at once
+
+    for _ in range(2):
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert len(opened) == 8
+    db.dispose()
