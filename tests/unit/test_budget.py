@@ -97,8 +97,11 @@ def test_outside_a_request_nothing_is_recorded(on):
 def test_routes_are_apart_and_the_totals_are_written_and_read_back(on):
     _run(_app(lambda: None))
     _run(_app(lambda: None), "GET", "/healthz")
+    _run(_app(lambda: None), "GET", "/v1/submissions/a1")
+    _run(_app(lambda: None), "GET", "/v1/submissions/b2")
     budget.dump()
     (only,) = budget.read(on).values()
-    assert set(only["routes"]) == {"POST /v1/submissions", "GET /healthz"}
+    assert set(only["routes"]) == {"POST /v1/submissions", "GET /healthz", "GET /v1/submissions/…"}
+    assert only["routes"]["GET /v1/submissions/…"][""][0] == 2
     assert only["routes"]["GET /healthz"][""][0] == 1
     assert only["process_cpu"] > 0
