@@ -2,15 +2,15 @@
 image a worker last graded the task in (store/cache.py: current_image), and without it that
 question read every submission of the task, patches and all
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-11-29
 """
 
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
