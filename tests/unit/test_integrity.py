@@ -570,3 +570,78 @@ def test_the_plugin_names_hooks_and_tests_that_come_from_elsewhere(tmp_path, how
     )
     code, rep = run_plugin(tmp_path, source, extra=how)
     assert any(said in what for what in rep["integrity"]), rep["integrity"]
+
+
+# After every test the plugin compares the hooks with what its last full check saw (the
+# objects, by identity), and checks them in full only when something differs: each of
+# these changes must still be named, whenever in the run it is made.
+FIND_MANAGER = (
+    "import gc, pytest\n"
+    "def manager():\n"
+    "    return next(o for o in gc.get_objects() if type(o).__name__ == 'PytestPluginManager')\n"
+    "class Flip:\n"
+    "    @pytest.hookimpl(hookwrapper=True)\n"
+    "    def pytest_runtest_makereport(self, item, call):\n"
+    "        yield\n"
+    "def flip(item, call):\n"
+    "    return None\n"
+)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        # registered in the fifth test only, and gone before the sixth's call
+        FIND_MANAGER + "def install(n):\n"
+        "    pm = manager()\n"
+        "    if n == 5:\n"
+        "        pm.register(Flip(), 'flip')\n"
+        "    elif pm.has_plugin('flip'):\n"
+        "        pm.unregister(name='flip')\n",
+        # put straight into pluggy's own list of a hook, no register() (a copy of pytest's
+        # own implementation, its function swapped), in the twelfth test
+        FIND_MANAGER + "import copy\n"
+        "def install(n):\n"
+        "    if n == 12:\n"
+        "        caller = manager().hook.pytest_runtest_makereport\n"
+        "        impl = copy.copy(caller._hookimpls[0])\n"
+        "        impl.function = flip\n"
+        "        caller._hookimpls.insert(0, impl)\n",
+        # the function of an implementation already there swapped in place: the same
+        # list, the same implementation objects, in the last test
+        FIND_MANAGER + "def install(n):\n"
+        "    if n == 19:\n"
+        "        caller = manager().hook.pytest_runtest_makereport\n"
+        "        impl = next(i for i in caller._hookimpls if not i.hookwrapper)\n"
+        "        impl.function = flip\n",
+    ],
+    ids=["registered-for-one-test", "inserted-into-pluggys-list", "function-swapped-in-place"],
+)
+def test_a_hook_changed_in_any_test_of_a_long_run_is_named(tmp_path, how):
+    source = (
+        "import helper\n\nimport pytest\n\n@pytest.fixture(autouse=True)\ndef _x(request):\n"
+        "    helper.install(int(request.node.name.split('_')[1]))\n\n"
+        + "".join(f"def test_{n}():\n    pass\n\n" for n in range(20))
+    )
+    code, rep = run_plugin(tmp_path, source, extra=how)
+    assert any("hook from helper.py was registered" in what for what in rep["integrity"]), rep["integrity"]
+
+
+def test_a_hook_the_tasks_own_test_code_registers_is_not_named(tmp_path):
+    """Honest: the task's conftest registers a plugin of its own halfway through a run."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "class Mine:\n"
+        "    @pytest.hookimpl(hookwrapper=True)\n"
+        "    def pytest_runtest_makereport(self, item, call):\n"
+        "        yield\n"
+        "@pytest.fixture(autouse=True)\n"
+        "def _mine(request):\n"
+        "    pm = request.config.pluginmanager\n"
+        "    if request.node.name == 'test_7' and not pm.has_plugin('mine'):\n"
+        "        pm.register(Mine(), 'mine')\n"
+    )
+    source = "".join(f"def test_{n}():\n    pass\n\n" for n in range(12))
+    code, rep = run_plugin(tmp_path, source, settings={"tests": ["test_x.py", "conftest.py"]})
+    assert code == 0 and rep["integrity"] == [], rep["integrity"]
+    assert sum(1 for o in rep["outcomes"].values() if o == "passed") == 12, rep["outcomes"]

@@ -49,7 +49,9 @@ from __future__ import annotations
 import _thread
 import hashlib
 import hmac
+import itertools
 import json
+import operator
 import os
 import sys
 import types
@@ -443,6 +445,8 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     import builtins
 
     builtin_names = dict(vars(builtins))
+    builtin_dict = vars(builtins)  # the module's own dict: the same object for the process's life
+    builtin_keys, builtin_values = tuple(builtin_names), tuple(builtin_names.values())
 
     def origin(value: object) -> str:
         """The file the code of a function (or method, property, class) comes from."""
@@ -466,6 +470,45 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     state.items = {}  # id(item) -> (item, its class, its function) at the end of collection
     state.hookimpls = {}  # id(function) -> code, for the hooks on a test's path
 
+    # What the last full check_hooks saw, object by object: the hook relay, each hook's
+    # name and caller, the implementations pluggy calls (its own list, `_hookimpls`), their
+    # functions and what code_of reads of each. Read again after every test by C loops
+    # alone (map, itertools), it is compared by identity; the full check, a Python loop
+    # over every implementation (0.25 ms a test), runs only when something differs, and
+    # would find nothing new otherwise: what it says depends on these objects alone, and
+    # it says a thing once. A pluggy without `_hookimpls` gets the full check every time.
+    hooks_seen: list[object] = []
+    _vars, _getattr, _map, _any, _len, _list, _type = vars, getattr, map, any, len, list, type
+    _is_not, _function = operator.is_not, operator.attrgetter("function")
+    _repeat, _chain = itertools.repeat, itertools.chain.from_iterable
+
+    def impls_of(caller_: Any, hook_name: str) -> list[Any]:
+        """The implementations pluggy calls for a hook: its own list where it keeps one (a
+        get_hookimpls() set on the caller cannot hide any), else what the caller says."""
+        found = _getattr(caller_, "_hookimpls", None)
+        if found is None:
+            return _list(_getattr(caller_, "get_hookimpls", _list)())
+        if _type(found) is not list:
+            said(f"the implementations of {hook_name} were replaced by a {_type(found).__name__}")
+            return []
+        return _list(found)
+
+    def hooks_unchanged(hooks: Any) -> bool:
+        named = _list(_chain(_vars(hooks).items()))
+        lists: list[Any] = _list(_map(_getattr, named[1::2], _repeat("_hookimpls"), _repeat(None)))
+        if _any(_map(_is_not, _map(_type, lists), _repeat(list))):  # not pluggy's lists: the full check
+            hooks_seen.clear()
+            return False
+        impls = _list(_chain(lists))
+        fns = _list(_map(_function, impls))
+        inner = _list(_map(_getattr, fns, _repeat("__func__"), fns))  # code_of's steps
+        inner = _list(_map(_getattr, inner, _repeat("fget"), inner))
+        now = [hooks, *named, *lists, *_map(_len, lists), *impls, *fns, *inner]
+        now += _map(_getattr, inner, _repeat("__code__"), _repeat(None))
+        same = _len(now) == _len(hooks_seen) and not _any(_map(_is_not, now, hooks_seen))
+        hooks_seen[:] = now
+        return same
+
     def check_hooks() -> None:
         """Every implementation of every hook pytest will call comes from code pytest may
         run: a flip registered from the repository (register(), or straight into pluggy's
@@ -474,11 +517,13 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         if not state.config:
             return
         hooks = state.config[0].pluginmanager.hook
+        if hooks_unchanged(hooks):
+            return
         for hook_name in dir(hooks):
             if not hook_name.startswith("pytest_"):
                 continue
             caller_ = getattr(hooks, hook_name, None)
-            for impl in getattr(caller_, "get_hookimpls", lambda: [])():
+            for impl in impls_of(caller_, hook_name):
                 fn = impl.function
                 path = origin(fn)
                 if not own(path):
@@ -548,9 +593,10 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
         try:
             for key in report_path:
                 compare(key)
-            for name, value in builtin_names.items():
-                if vars(builtins).get(name) is not value and not name.startswith("_"):
-                    said(f"the builtin {name} was replaced while the tests ran")
+            if _any(_map(_is_not, _map(builtin_dict.get, builtin_keys), builtin_values)):  # C loops
+                for name, value in builtin_names.items():
+                    if builtin_dict.get(name) is not value and not name.startswith("_"):
+                        said(f"the builtin {name} was replaced while the tests ran")
         finally:
             busy.discard(me())
 
