@@ -645,3 +645,27 @@ def test_a_hook_the_tasks_own_test_code_registers_is_not_named(tmp_path):
     code, rep = run_plugin(tmp_path, source, settings={"tests": ["test_x.py", "conftest.py"]})
     assert code == 0 and rep["integrity"] == [], rep["integrity"]
     assert sum(1 for o in rep["outcomes"].values() if o == "passed") == 12, rep["outcomes"]
+
+
+def test_a_builtin_name_put_into_a_test_module_from_outside_is_named(tmp_path):
+    """A `ValueError` of the submission's in the test module's globals, put there while the
+    module is imported (the module imports the submission's code first)."""
+    helper = "import sys\nclass ValueError(Exception):\n    pass\nsys.modules['test_x'].ValueError = ValueError\n"
+    source = (
+        "import helper\n\nimport pytest\n\n"
+        "def test_ok():\n    with pytest.raises(ValueError):\n        raise ValueError\n"
+    )
+    code, rep = run_plugin(tmp_path, source, extra=helper)
+    assert any("the name ValueError was put into the test module test_x.py from outside" in w for w in rep["integrity"])
+
+
+def test_a_builtin_name_the_test_module_binds_in_a_function_with_global_is_its_own(tmp_path):
+    """Honest: the module's own function binds a builtin's name with `global` (read from
+    that function's instructions), as a compatibility shim does."""
+    source = (
+        "def _shim():\n    global TimeoutError\n    TimeoutError = OSError\n\n_shim()\n\n"
+        "def _other():\n    return 1\n\n"
+        "def test_ok():\n    assert TimeoutError is OSError and _other() == 1\n"
+    )
+    code, rep = run_plugin(tmp_path, source)
+    assert code == 0 and rep["integrity"] == [], rep["integrity"]

@@ -650,8 +650,12 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                         bound.add(ins.argval)
                     elif ins.opname == "IMPORT_STAR" or ins.opname == "CALL_INTRINSIC_1" and "STAR" in str(ins.argval):
                         star = True
-                for const in code.co_consts:  # names bound inside functions with `global`
-                    if isinstance(const, types.CodeType):
+                # names bound inside functions with `global`: a function's instructions read
+                # only when its opcodes (every other byte of its wordcode) hold STORE_GLOBAL
+                # (reading them all took 0.3 ms a test function)
+                store_global = bytes([dis.opmap["STORE_GLOBAL"]])
+                for const in code.co_consts:
+                    if isinstance(const, types.CodeType) and store_global in const.co_code[::2]:
                         for ins in dis.get_instructions(const):
                             if ins.opname == "STORE_GLOBAL":
                                 bound.add(ins.argval)
