@@ -160,8 +160,11 @@ class _Group:
         self.leading = False
 
 
+S = TypeVar("S", Session, Connection)
+
+
 @contextlib.contextmanager
-def _closing(session: Session) -> Iterator[Session]:
+def _closing(session: S) -> Iterator[S]:
     try:
         yield session
     finally:
@@ -219,12 +222,8 @@ class Database:
         """A connection for a read of rows, not objects: a session's bookkeeping costs more
         than the reads every request makes (a key's team, the image a task was last graded
         in) take themselves."""
-        with self._wrap(), self.engine.connect() as conn:
-            try:
-                yield conn
-            finally:
-                with budget.stage("database: session close (rollback, connection back to the pool)"):
-                    conn.close()
+        with self._wrap(), _closing(self.engine.connect()) as conn:
+            yield conn
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, func, insert, or_, select, text, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, case, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session, defer
 
 from grader.store.db import Database
@@ -298,36 +298,36 @@ def queued_or_running(s: Session, *, older_than: dt.datetime | None = None, limi
     return list(s.scalars(q.order_by(Submission.id).limit(limit)))
 
 
+def _count(*where: ColumnElement[bool]) -> Select[int]:
+    return select(func.count()).select_from(Submission).where(*where)
+
+
+def _active(team_id: Any = None) -> list[ColumnElement[bool]]:
+    """Queued or running; the team's only, given one (an id or a bound parameter)."""
+    where: list[ColumnElement[bool]] = [Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value])]
+    return where if team_id is None else [Submission.team_id == team_id, *where]
+
+
+def _today(team_id: Any, day: Any) -> list[ColumnElement[bool]]:
+    """What counts against a team's daily quota: sent since `day` (midnight UTC), less
+    those given back by a deleted run (`withdraw`)."""
+    return [Submission.team_id == team_id, Submission.queued_at >= day, Submission.quota_refunded_at.is_(None)]
+
+
+_QUEUED = Submission.status == Status.QUEUED.value
+
+
 def count_active(s: Session, team_id: int | None = None) -> int:
-    q = (
-        select(func.count())
-        .select_from(Submission)
-        .where(Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value]))
-    )
-    if team_id is not None:
-        q = q.where(Submission.team_id == team_id)
-    return s.scalar(q) or 0
+    return s.scalar(_count(*_active(team_id))) or 0
 
 
 def count_queued(s: Session) -> int:
-    return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == Status.QUEUED.value)) or 0
+    return s.scalar(_count(_QUEUED)) or 0
 
 
 def count_today(s: Session, team_id: int) -> int:
-    """The team's submissions that count against its daily quota: sent since midnight UTC,
-    less those given back by a deleted run (`withdraw`)."""
-    return (
-        s.scalar(
-            select(func.count())
-            .select_from(Submission)
-            .where(
-                Submission.team_id == team_id,
-                Submission.queued_at >= start_of_day(),
-                Submission.quota_refunded_at.is_(None),
-            )
-        )
-        or 0
-    )
+    """The team's submissions that count against its daily quota (`_today`)."""
+    return s.scalar(_count(*_today(team_id, start_of_day()))) or 0
 
 
 def count_refunded_today(s: Session, team_id: int) -> int:
@@ -397,26 +397,13 @@ def withdraw(s: Session, team_id: int, run_name: str, *, refund: int) -> Withdra
     return Withdrawn(cancelled, len(refunded))
 
 
-# a team's submissions today (less those given back: count_today) and queued or running,
-# and the whole queue: intake's three counts in one statement, built once (each statement
-# run under SQLite's one write lock is one more wait for the interpreter's lock while every
-# other writer waits for that one)
+# count_today and count_active of a team, and count_queued: intake's three counts in one
+# statement, built once from the same conditions (each statement run under SQLite's one
+# write lock is one more wait for the interpreter's lock while every other writer waits)
 _INTAKE_COUNTS = select(
-    select(func.count())
-    .select_from(Submission)
-    .where(
-        Submission.team_id == bindparam("team_id"),
-        Submission.queued_at >= bindparam("day"),
-        Submission.quota_refunded_at.is_(None),
-    )
-    .scalar_subquery(),
-    select(func.count())
-    .select_from(Submission)
-    .where(
-        Submission.team_id == bindparam("team_id"), Submission.status.in_([Status.QUEUED.value, Status.RUNNING.value])
-    )
-    .scalar_subquery(),
-    select(func.count()).select_from(Submission).where(Submission.status == Status.QUEUED.value).scalar_subquery(),
+    _count(*_today(bindparam("team_id"), bindparam("day"))).scalar_subquery(),
+    _count(*_active(bindparam("team_id"))).scalar_subquery(),
+    _count(_QUEUED).scalar_subquery(),
 )
 
 
