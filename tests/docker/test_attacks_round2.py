@@ -123,6 +123,11 @@ def _canary_wrong(g: Graded) -> str | None:
     return None
 
 
+def _hook_named(g: Graded) -> str | None:
+    said = [e for e in _evidence(g) if "pytest_runtest_logreport hook from calc/__init__.py was registered" in e]
+    return None if said else f"the hook was not named: {_evidence(g)}"
+
+
 def _no_canary_wrong(g: Graded) -> str | None:
     canaries = ((g.host.get("result") or {}).get("protections") or {}).get("canaries") or {}
     if canaries.get("wrong"):
@@ -146,6 +151,21 @@ ATTACKS: dict[str, Case] = {
     ),
     "pytest-callinfo-from-call-body-swapped": Case(
         "2", {"calc/__init__.py": unfixed_with(r2.PYTEST_FUNCTION_BODY_SWAPPED)}, F, tampered=True
+    ),
+    # 2b. hooks changed for part of the run only: named by the check after every test
+    "a-hook-registered-for-one-test-mid-run": Case(
+        "2",
+        {"calc/__init__.py": r2.HOOK_REGISTERED_FOR_ONE_TEST},
+        F,
+        tampered=True,
+        check=_hook_named,
+    ),
+    "a-hook-put-straight-into-pluggys-list-mid-run": Case(
+        "2",
+        {"calc/__init__.py": r2.HOOK_INSERTED_INTO_PLUGGYS_LIST},
+        F,
+        tampered=True,
+        check=_hook_named,
     ),
     # 3. frame locals and memory written through ctypes
     "ctypes-locals-to-fast-from-an-exceptions-str": Case(

@@ -3,7 +3,8 @@ submissions of tests/test_attacks_round2.py carry into the container. Each paylo
 prepended to the unfixed `calc` module (or stands alone where it says so); every one of
 them gets a PASS it does not deserve from a grader that trusts the objects of the test
 process. Written as an attacker who has read docs/security.md and the report plugin:
-no function of pytest or pluggy is replaced, no hook registered, no gc walk.
+no function of pytest or pluggy is replaced, no hook registered (but in 2b, which changes the
+hooks for part of a run only, against the plugin's check after every test), no gc walk.
 """
 
 from __future__ import annotations
@@ -570,3 +571,81 @@ ALWAYS_EQUAL_BY_LAMBDA = code("""
             raise ValueError("empty")
         return Result()
     """)
+
+# --- 2b. hooks changed for part of a run only (the plugin compares the hooks after every
+# test with what its last full check saw, and checks them in full when something differs)
+
+# The plugin manager, found by climbing the frames of the import (a frame read: a finding,
+# not tampering), without a gc walk.
+_FIND_MANAGER = """
+    import sys as _sys
+
+
+    def _manager():
+        f = _sys._getframe()
+        while f is not None:
+            for v in list(f.f_locals.values()):
+                pm = getattr(getattr(v, "config", None), "pluginmanager", None)
+                if pm is not None and hasattr(pm, "register"):
+                    return pm
+            f = f.f_back
+        return None
+    """
+
+# The whole calc module (its unfixed mean): a hook registered in the second call of mean
+# (the second test's, after the plugin's check of the first has seen the hooks clean) and
+# gone in the third, so that nothing of it is left by the end of the session.
+HOOK_REGISTERED_FOR_ONE_TEST = code(
+    _FIND_MANAGER,
+    """
+    class _Passing:
+        def pytest_runtest_logreport(self, report):
+            pass
+
+
+    _calls = []
+    _plugin = _Passing()
+
+
+    def mean(xs):
+        _calls.append(1)
+        pm = _manager()
+        if pm is not None and len(_calls) == 2:
+            pm.register(_plugin, "grader-passing")
+        elif pm is not None and len(_calls) == 3 and pm.is_registered(_plugin):
+            pm.unregister(_plugin)
+        return sum(xs) / len(xs)
+    """,
+)
+
+# The same without register(): a copy of one of pytest's own implementations, its function
+# swapped, put straight into pluggy's list for the hook, and taken out again.
+HOOK_INSERTED_INTO_PLUGGYS_LIST = code(
+    _FIND_MANAGER,
+    """
+    import copy as _copy
+
+    _calls = []
+    _inserted = []
+
+
+    def _observer(report):
+        pass
+
+
+    def mean(xs):
+        _calls.append(1)
+        pm = _manager()
+        if pm is not None and len(_calls) == 2:
+            caller = pm.hook.pytest_runtest_logreport
+            own = next(i for i in caller._hookimpls if not i.hookwrapper and not getattr(i, "wrapper", False))
+            impl = _copy.copy(own)
+            impl.function = _observer
+            caller._hookimpls.insert(0, impl)
+            _inserted.append((caller, impl))
+        elif len(_calls) == 3 and _inserted:
+            caller, impl = _inserted.pop()
+            caller._hookimpls.remove(impl)
+        return sum(xs) / len(xs)
+    """,
+)
