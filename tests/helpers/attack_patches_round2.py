@@ -649,3 +649,23 @@ HOOK_INSERTED_INTO_PLUGGYS_LIST = code(
         return sum(xs) / len(xs)
     """,
 )
+
+# --- 2c. a builtin's name put into the test module from outside ---------------------------
+
+# The code under test, called by a test, climbs to the test module's frame and binds
+# ValueError there to ZeroDivisionError, which the unfixed mean raises for an empty list:
+# every `pytest.raises(ValueError)` evaluated after that catches it. The module's own code
+# never binds the name. (At import it cannot: the canaries' module imports calc first.)
+BUILTIN_NAME_PUT_INTO_THE_TEST_MODULE = code("""
+    import sys as _sys
+
+
+    def mean(xs):
+        f = _sys._getframe(1)
+        while f is not None:
+            if str(f.f_globals.get("__file__", "")).endswith("test_mean.py"):
+                f.f_globals["ValueError"] = ZeroDivisionError
+                break
+            f = f.f_back
+        return sum(xs) / len(xs)
+    """)

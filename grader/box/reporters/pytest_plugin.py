@@ -447,6 +447,10 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
     builtin_names = dict(vars(builtins))
     builtin_dict = vars(builtins)  # the module's own dict: the same object for the process's life
     builtin_keys, builtin_values = tuple(builtin_names), tuple(builtin_names.values())
+    builtin_set = frozenset(builtin_names)
+    # each test module's globals, the names its own code binds, its path and its builtins,
+    # from the end of collection (check_module_names)
+    guarded_modules: list[tuple[dict[str, Any], frozenset[str], str | None, object]] = []
 
     def origin(value: object) -> str:
         """The file the code of a function (or method, property, class) comes from."""
@@ -597,6 +601,7 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                 for name, value in builtin_names.items():
                     if builtin_dict.get(name) is not value and not name.startswith("_"):
                         said(f"the builtin {name} was replaced while the tests ran")
+            check_module_names()
         finally:
             busy.discard(me())
 
@@ -661,11 +666,23 @@ def _watch(emit: Emit, settings: dict[str, Any]) -> types.SimpleNamespace:
                                 bound.add(ins.argval)
                 if star:
                     continue
-                for name in list(vars(module)):
-                    if name in builtin_names and name not in bound and not name.startswith("__"):
-                        said(f"the name {name} was put into the test module {rel(filename)} from outside")
+                names = vars(module)
+                guarded_modules.append((names, frozenset(bound), rel(filename), names.get("__builtins__")))
+            check_module_names()
         finally:
             busy.discard(me())
+
+    def check_module_names() -> None:
+        """Each test module holds no builtin's name its own code never binds, and its
+        builtins are those it had at the end of collection: checked then, after every test
+        and at the end (a name put there while a test runs, as the code under test can
+        from its caller's frame, shadows the builtin for every test after it)."""
+        for names, bound, where_, builtins_ in guarded_modules:
+            for name in names.keys() & builtin_set:  # a C set operation, however many names
+                if name not in bound and not name.startswith("__"):
+                    said(f"the name {name} was put into the test module {where_} from outside")
+            if names.get("__builtins__") is not builtins_:
+                said(f"the builtins of the test module {where_} were replaced")
 
     state.check = check
     state.check_item = check_item
