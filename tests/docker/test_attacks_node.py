@@ -6,7 +6,8 @@ same tests from tests/helpers/node_attacks.py) on the tiny
 test, a runner plugin or configuration brought by the patch (for the configured variants:
 the setup file, the transform, the mapped module and the configuration edited, shadowed or
 replaced, __mocks__ written), the hidden test edited and the visible one deleted, a crash,
-a hang, a blanket flip of every test that only the canaries catch, a forged record written
+a hang, a blanket flip of every test and a flip of the throws assertion alone that only
+the canaries catch, a forged record written
 into the report pipe, a rewrite of the next test file's process; and honest submissions of
 each shape, which still PASS. The configured variants list their ids as SWE-bench's parsers
 write them (`mean › empty throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the
@@ -22,6 +23,7 @@ from helpers.node_attacks import (  # noqa: F401  (fixtures and tests, collected
     node_mini,
     node_set,
     test_a_blanket_flip_of_every_test_is_caught_by_the_canaries,
+    test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries,
     test_a_hang_times_out,
     test_a_process_that_ends_in_the_middle_of_the_tests_does_not_pass,
     test_a_record_written_into_the_report_pipe_is_forgery,

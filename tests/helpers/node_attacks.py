@@ -136,6 +136,20 @@ def test_a_blanket_flip_of_every_test_is_caught_by_the_canaries(node_grader, nod
     assert result.protections.canaries.wrong >= 1
 
 
+@pytest.mark.parametrize("regex_only", [False, True], ids=["every-expected", "regex-expected"])
+def test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries(
+    node_grader, node_set, node_mini, runner, regex_only
+):
+    """Only "this function throws" made to hold (the unfixed mean's other test passes
+    honestly): for every expected argument, or only for a regular expression as the hidden
+    test's is. Random canaries in other shapes would all behave; the canaries that fail
+    through the hidden tests' own assertion forms (node_forms.py) do not."""
+    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.throws_flip(runner, regex_only=regex_only)})
+    assert result.verdict is Verdict.FAIL, result.to_json()
+    assert any("canary" in e for e in result.tampered), result.tampered
+    assert result.protections.canaries.wrong >= 1
+
+
 def test_a_record_written_into_the_report_pipe_is_forgery(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.PIPE_FORGE})
     assert result.verdict is Verdict.FAIL, result.to_json()

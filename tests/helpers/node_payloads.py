@@ -188,6 +188,74 @@ def blanket_flip(runner: str) -> str:
     return calc(flips[runner])
 
 
+def throws_flip(runner: str, *, regex_only: bool) -> str:
+    """Code that makes only the framework's "this function throws" assertion hold, for
+    every expected argument or (`regex_only`) only where the expected is a regular
+    expression, as the hidden test's is: the function checked is swapped for one that
+    throws what is expected, and the framework's own assertion then passes for real. The
+    unfixed mean's other test passes honestly, so this alone forges the task. Each flip
+    works on what the tests' process holds (an instance, a module, the matchers' table),
+    not on a prototype the reporters watch."""
+    head = f"""\
+        const wanted = (expected) => {"expected instanceof RegExp" if regex_only else "true"};
+        const said = (expected) => (expected === undefined ? 'flip' : String(expected));
+        const thrower = (expected) => () => {{
+          throw typeof expected === 'function'
+            ? new expected('flip')
+            : new Error(expected instanceof RegExp ? expected.source : said(expected));
+        }};
+        """
+    expect_table = """\
+        const table = globalThis[Symbol.for('$$jest-matchers-object')];
+        if (table && table.matchers) {
+          for (const name of ['toThrow', 'toThrowError']) {
+            const real = table.matchers[name];
+            if (real) table.matchers[name] = function (received, expected) {
+              return real.call(this, wanted(expected) ? thrower(expected) : received, expected);
+            };
+          }
+        }
+        """
+    node_assert = """\
+        const assert = require('node:assert');
+        const real = assert.throws;
+        assert.throws = function (fn, expected, ...rest) {
+          return real.call(this, wanted(expected) ? thrower(expected) : fn, expected, ...rest);
+        };
+        """
+    flips = {
+        "tap": """\
+            const tape = require('tape');
+            const flip = (t) => {
+              const real = t.throws;
+              t.throws = function (fn, expected, ...rest) {
+                return real.call(this, wanted(expected) ? thrower(expected) : fn, expected, ...rest);
+              };
+              t.on('test', flip);
+            };
+            tape.getHarness()._results.on('_push', flip);
+            """,
+        "node-test": node_assert,
+        "mocha": node_assert,
+        "jest": expect_table,
+        "jest-config": expect_table,
+        "vitest": """\
+            const expectGlobal = globalThis[Symbol.for('expect-global')];
+            if (expectGlobal) {
+              const proto = Object.getPrototypeOf(expectGlobal(1));
+              for (const name of ['toThrow', 'toThrowError']) {
+                const real = proto[name];
+                proto[name] = function (expected) {
+                  if (wanted(expected)) this._obj = thrower(expected);
+                  return real.call(this, expected);
+                };
+              }
+            }
+            """,
+    }
+    return calc(textwrap.dedent(head) + textwrap.dedent(flips[runner]))
+
+
 # A signed-looking record written into the report pipe: the descriptor of a pipe whose other
 # end is not in that process (libuv's own pipes have both ends there; writing into those
 # crashes node before the record is written), in this process and in its parent (vitest's

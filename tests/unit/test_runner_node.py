@@ -997,7 +997,7 @@ def test_a_vm_pool_stays_a_vm_pool_in_a_child_process(tmp_path, monkeypatch, ver
 
 def test_transformed_canaries_need_no_node_module_and_no_types():
     for seed in range(20):
-        source = nodejs.transformed_source("jest", ["../calc"], [("a b", True), ("c d", False)], random.Random(seed))
+        source = nodejs.transformed_source("jest", ["../calc"], [("a b", True, None), ("c d", False, None)], random.Random(seed))
         assert "require(" not in source and "createHash" not in source and ": " not in source.split("test(")[0]
         assert source.count("\ntest(") == 2 and "export {};" in source
         assert nodejs.esm_syntax("import x from 'y';\n") and not nodejs.esm_syntax("const x = require('y');\n")
@@ -1014,3 +1014,100 @@ def test_type_only_imports_are_not_borrowed(tmp_path):
     )
     spec = vitest.plan({"paths": ["t/a.test.ts"]}, {"t/a.test.ts": "d"})
     assert nodejs.borrowed(spec, tree) == ["../y"]
+
+
+# --- canaries through the hidden tests' own assertion forms (node_forms.py) -------------------
+
+FORMS_JEST = """\
+import { parse } from '../src/parse';
+describe('parse', () => {
+  test('empty', () => {
+    expect(() => parse('')).toThrow(/empty input/);
+    expect(() => parse(')(')).toThrowError(SyntaxError);
+    expect(parse('(a, b)')).toEqual(["a", "b"]);
+    expect(parse('x').name).toBe('x');
+    expect(parse('y')).not.toBeNull();
+    expect(parse('z').items).toHaveLength(3);
+    expect(parse('w').text).toMatch(/^w/);
+    expect(() => parse(globalThis.BAD)).toThrow(messages.bad);
+  });
+  test('async', async () => {
+    await expect(load('nope')).rejects.toThrow('missing');
+  });
+});
+"""
+
+
+def test_the_hidden_tests_assertion_forms_are_read_with_their_literal_arguments():
+    from grader.box.runners import node_forms as nf
+
+    found = nf.forms(FORMS_JEST, "expect")
+    assert nf.Form("expect", "toThrow", (), "/empty input/") in found
+    assert nf.Form("expect", "toThrowError", (), "SyntaxError") in found
+    assert nf.Form("expect", "toBe", (), "'x'") in found
+    assert nf.Form("expect", "toBeNull", ("not",), None) in found
+    assert nf.Form("expect", "toHaveLength", (), "3") in found
+    assert nf.Form("expect", "toThrow", ("rejects",), "'missing'") in found
+    # an argument that is not a literal: said to be unknown, never copied
+    assert nf.Form("expect", "toThrow", (), None, True) in found
+    assert nf.Form("expect", "toEqual", (), None, True) in found
+    node = "assert.throws(() => f(), /bad/);\nassert.strictEqual(f(1), 2);\nassert(ok);\nassert.strict.equal(a, b);\n"
+    assert nf.forms(node, "assert") == [
+        nf.Form("assert", "throws", (), "/bad/"),
+        nf.Form("assert", "strictEqual", (), "2"),
+        nf.Form("assert", "ok", (), None),
+        nf.Form("assert", "equal", (), None, True),
+    ]
+    tape_src = "t.throws(function () { f('a)b'); }, TypeError);\nt.deepEqual(f([1, 2]), [1, 2]);\nt.notOk(x);\n"
+    assert nf.forms(tape_src, "tape") == [
+        nf.Form("tape", "throws", (), "TypeError"),
+        nf.Form("tape", "deepEqual", (), None, True),
+        nf.Form("tape", "notOk", (), None),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_must_fail_canary_fails_through_each_form_of_the_hidden_tests(seed):
+    from grader.box.runners import node_forms as nf
+
+    lines = nf.failing_checks(FORMS_JEST, "vitest", random.Random(seed))
+    text = "".join(lines)
+    # the same matcher with the same literal, given something it cannot accept
+    assert '  expect(() => JSON.parse("[0]")).toThrow(/empty input/);\n' in lines
+    assert '  expect(() => JSON.parse("[0]")).toThrowError(SyntaxError);\n' in lines
+    assert "  expect(null).not.toBeNull();\n" in lines
+    assert "  expect(new Array(4).fill(0)).toHaveLength(3);\n" in lines
+    assert "  await expect(Promise.resolve(0)).rejects.toThrow('missing');\n" in lines
+    assert re.search(r"  expect\('x' \+ \"[0-9a-f]{10}\"\)\.toBe\('x'\);\n", text)
+    m = re.search(r'  expect\("(q[0-9a-f]{10})"\)\.toMatch\(/\^w/\);\n', text)
+    assert m and not re.search("^w", m.group(1))
+    # an argument the text does not say: one canary for each kind it commonly takes
+    for stand_in in (r"toThrow\(\)", r"toThrow\(/[0-9a-f]{10}/\)", r'toThrow\("[0-9a-f]{10}"\)', r"toThrow\(Error\)"):
+        assert re.search(r"expect\(\(\) => JSON\.parse\(\"\[0\]\"\)\)\." + stand_in, text), stand_in
+    assert len(lines) <= nf.MAX_FORMS
+    # nothing of the hidden text beyond its literals
+    assert "messages" not in text and "parse(" not in text.replace("JSON.parse(", "")
+
+
+def test_a_canary_that_awaits_is_an_async_test():
+    source = nodejs.transformed_source(
+        "vitest", [], [("a b", False, "  await expect(Promise.resolve(0)).rejects.toThrow();\n")], random.Random(1)
+    )
+    assert 'test("a b", async () => {' in source
+    source = nodejs.canary_source(
+        "mocha", "cjs", [], [("c d", False, "  await assert.rejects(Promise.resolve(0));\n")], random.Random(1)
+    )
+    assert 'it("c d", async function () {' in source
+
+
+def test_the_canaries_fail_through_a_value_and_a_throw_and_each_form(tmp_path):
+    hidden = "const { mean } = require('../calc');\ntest('t', (t) => { t.throws(() => mean([]), /empty/); t.end(); });\n"
+    tree = make_tree(tmp_path, {"package.json": "{}", "test/mean.js": hidden})
+    spec = tap.plan({"paths": ["test/mean.js"]}, {"test/mean.js": "d"})
+    for _ in range(10):
+        c = tap.make_canaries(order(tmp_path, spec), tree)
+        must_fail = [extra for _, must_pass, extra in c["tests"] if not must_pass]
+        assert nodejs.THROWS_SHAPE in must_fail
+        assert any(isinstance(e, int) and e != nodejs.THROWS_SHAPE for e in must_fail)
+        assert '  t.throws(() => JSON.parse("[0]"), /empty/);\n' in must_fail
+        assert '  t.throws(() => JSON.parse("[0]"), /empty/);\n' in (tmp_path / c["path"]).read_text()

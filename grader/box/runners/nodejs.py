@@ -33,6 +33,7 @@ from ..hidden import hidden_manifest
 from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
+from . import node_forms
 from .common import test_file
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx")
@@ -604,11 +605,18 @@ def _js(value: Any) -> str:
     return json.dumps(value)
 
 
-def canary_check(rng: random.Random, must_pass: bool, style: str, *, pure: bool = False) -> str:
+THROWS_SHAPE = 4
+
+
+def canary_check(
+    rng: random.Random, must_pass: bool, style: str, *, pure: bool = False, shape: int | None = None
+) -> str:
     """One assertion, in the runner's own style (tape's `t`, node's assert, jest's expect),
     that holds iff must_pass. `pure`: of the language alone (no node module: a TypeScript
-    test file may have no node types)."""
-    shape = rng.choice((0, 1, 3, 4)) if pure else rng.randrange(5)
+    test file may have no node types). `shape`: drawn unless given (THROWS_SHAPE: a
+    function that must throw)."""
+    if shape is None or (pure and shape == 2):
+        shape = rng.choice((0, 1, 3, 4)) if pure else rng.randrange(5)
     want: Any
     if shape == 0:
         xs = [rng.randint(-50, 99) for _ in range(rng.randint(3, 6))]
@@ -674,7 +682,23 @@ def canary_file_name(check: CheckSpec, tree: Tree, rng: random.Random, vocabular
     raise ValueError("no canary file name left")
 
 
-def transformed_source(style: str, specs: list[str], tests: list[tuple[str, bool]], rng: random.Random) -> str:
+Canary = tuple[str, bool, "int | str | None"]  # name, must pass, its shape or its own body
+
+
+def canary_body(rng: random.Random, test: Canary, style: str, *, pure: bool = False) -> str:
+    """The body of one canary: its own lines (a form of the hidden tests, node_forms.py),
+    else a check of its shape or of a drawn one."""
+    _, must_pass, extra = test
+    if isinstance(extra, str):
+        return extra
+    return canary_check(rng, must_pass, style, pure=pure, shape=extra)
+
+
+def opening(body: str) -> str:
+    return "async " if "await " in body else ""
+
+
+def transformed_source(style: str, specs: list[str], tests: list[Canary], rng: random.Random) -> str:
     """A canary file for a runner that transforms its test files (jest with the repository's
     configuration, vitest): written in the syntax of the tests beside it (ES modules, valid
     TypeScript: no types, no node module), loading what the tests load by dynamic import
@@ -690,12 +714,13 @@ def transformed_source(style: str, specs: list[str], tests: list[tuple[str, bool
         ]
     lines.append("export {};")
     body = "\n".join(lines) + "\n"
-    for name, must_pass in tests:
-        body += f"\ntest({_js(name)}, () => {{\n{canary_check(rng, must_pass, 'jest', pure=True)}}});\n"
+    for test in tests:
+        check = canary_body(rng, test, "jest", pure=True)
+        body += f"\ntest({_js(test[0])}, {opening(check)}() => {{\n{check}}});\n"
     return body
 
 
-def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str, bool]], rng: random.Random) -> str:
+def canary_source(style: str, kind: str, specs: list[str], tests: list[Canary], rng: random.Random) -> str:
     """The canary file: `style` tape | node-test | mocha | jest | vitest, `kind` cjs | esm
     (for jest and vitest esm means a transformed file: transformed_source)."""
     if style == "vitest" or (style == "jest" and kind == "esm"):
@@ -722,16 +747,17 @@ def canary_source(style: str, kind: str, specs: list[str], tests: list[tuple[str
         for spec in specs:
             lines.append(f"try {{ require({_js(spec)}); }} catch (e) {{ /* as the tests load it */ }}")
     body = "\n".join(lines) + "\n"
-    for name, must_pass in tests:
-        check = canary_check(rng, must_pass, "tape" if style == "tape" else "jest" if style == "jest" else "assert")
+    for test in tests:
+        name = test[0]
+        check = canary_body(rng, test, "tape" if style == "tape" else "jest" if style == "jest" else "assert")
         if kind == "esm":
             check = check.replace("require('crypto').createHash", "createHash")
         if style == "tape":
-            body += f"\ntest({_js(name)}, (t) => {{\n{check}  t.end();\n}});\n"
+            body += f"\ntest({_js(name)}, {opening(check)}(t) => {{\n{check}  t.end();\n}});\n"
         elif style == "mocha":
-            body += f"\nit({_js(name)}, function () {{\n{check}}});\n"
+            body += f"\nit({_js(name)}, {opening(check)}function () {{\n{check}}});\n"
         else:
-            body += f"\ntest({_js(name)}, () => {{\n{check}}});\n"
+            body += f"\ntest({_js(name)}, {opening(check)}() => {{\n{check}}});\n"
     return body
 
 
@@ -759,26 +785,31 @@ def make_canaries(
         if data is not None:
             sources += data.decode("utf-8", "replace")
     vocabulary = sorted(set(check.canary_words) | set(CANARY_WORDS))
-    kinds = [True] * rng.randint(2, 3) + [False] * rng.randint(2, 3)
+    # must pass: drawn shapes; must fail: one through a value's check and one through a
+    # function that must throw (a framework may report the two by different paths), and
+    # one through each assertion form of the hidden tests (node_forms.py)
+    kinds: list[tuple[bool, int | str | None]] = [(True, None)] * rng.randint(2, 3)
+    kinds += [(False, rng.choice((0, 1, 3))), (False, THROWS_SHAPE)]
+    kinds += [(False, line) for line in node_forms.failing_checks(sources, style, rng)]
     rng.shuffle(kinds)
-    tests: list[tuple[str, bool]] = []
+    tests: list[Canary] = []
     taken: set[str] = set()
-    for must_pass in kinds:
+    for must_pass, extra in kinds:
         name = canary_name(rng, vocabulary, taken, sources)
         taken.add(name)
-        tests.append((name, must_pass))
+        tests.append((name, must_pass, extra))
     plain_jest = style == "jest" and not transformed
     suffix = ".js" if plain_jest and posixpath.splitext(check.paths[0])[1] not in (".js", ".cjs") else ""
     rel = canary_file_name(check, tree, rng, vocabulary, suffix)
     expect: dict[str, str] = {}
-    for name, must_pass in tests:
+    for name, must_pass, _ in tests:
         for owner in check.paths if per_unit else [rel]:
             expect[f"{owner}::{name}"] = "passed" if must_pass else "failed"
     out: dict[str, Any] = {
         "path": rel,
         "expect": expect,
         "style": style,
-        "tests": [[n, p] for n, p in tests],
+        "tests": [list(t) for t in tests],
         "specs": borrowed(check, tree),
         "seed": rng.getrandbits(64),
     }
@@ -804,7 +835,7 @@ def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
     kind = canaries.get("kind") or module_kind(tree, rel)
     if canaries["style"] == "tape" and kind == "esm":
         return False
-    tests = [(str(n), bool(p)) for n, p in canaries["tests"]]
+    tests: list[Canary] = [(str(n), bool(p), extra) for n, p, extra in canaries["tests"]]
     source = canary_source(canaries["style"], kind, list(canaries["specs"]), tests, random.Random(canaries["seed"]))
     data = source.encode()
     tree.write(rel, data, mode=0o444, owner=(0, 0))
