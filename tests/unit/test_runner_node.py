@@ -997,7 +997,9 @@ def test_a_vm_pool_stays_a_vm_pool_in_a_child_process(tmp_path, monkeypatch, ver
 
 def test_transformed_canaries_need_no_node_module_and_no_types():
     for seed in range(20):
-        source = nodejs.transformed_source("jest", ["../calc"], [("a b", True, None), ("c d", False, None)], random.Random(seed))
+        source = nodejs.transformed_source(
+            "jest", ["../calc"], [("a b", True, None), ("c d", False, None)], random.Random(seed)
+        )
         assert "require(" not in source and "createHash" not in source and ": " not in source.split("test(")[0]
         assert source.count("\ntest(") == 2 and "export {};" in source
         assert nodejs.esm_syntax("import x from 'y';\n") and not nodejs.esm_syntax("const x = require('y');\n")
@@ -1101,7 +1103,9 @@ def test_a_canary_that_awaits_is_an_async_test():
 
 
 def test_the_canaries_fail_through_a_value_and_a_throw_and_each_form(tmp_path):
-    hidden = "const { mean } = require('../calc');\ntest('t', (t) => { t.throws(() => mean([]), /empty/); t.end(); });\n"
+    hidden = (
+        "const { mean } = require('../calc');\ntest('t', (t) => { t.throws(() => mean([]), /empty/); t.end(); });\n"
+    )
     tree = make_tree(tmp_path, {"package.json": "{}", "test/mean.js": hidden})
     spec = tap.plan({"paths": ["test/mean.js"]}, {"test/mean.js": "d"})
     for _ in range(10):

@@ -320,8 +320,9 @@ def _expect_line(form: Form, token: str) -> str | None:
     elif name == "toBeInstanceOf":
         received = "Object.create(null)" if arg in ERROR_CLASSES else None
     elif name == "toMatchObject":
-        received = "null"
-        argument = arg if arg is not None and (NUMBER.fullmatch(arg) is None) else "{}"
+        # a key the object lacks (vitest holds null to match {})
+        received = "{}"
+        argument = "{" + _js("k" + token) + ": 0}"
     elif name == "toHaveProperty":
         received = "{}"
         argument = arg if arg is not None and STRING.fullmatch(arg) else _js("k" + token)
