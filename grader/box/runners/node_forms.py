@@ -174,6 +174,23 @@ TAPE_METHODS = (
 )
 
 
+def _method_forms(source: str, pattern: re.Pattern[str], api: str, methods: set[str], pairs: set[str]) -> list[Form]:
+    """The forms of an assertion library called as `<object>.<method>(actual, expected)`:
+    the expected (second) argument read for the methods that compare two values, throw or
+    match."""
+    found = []
+    for m in pattern.finditer(source):
+        name = m.group(1) or "ok"
+        if name not in methods:
+            continue
+        close = _close(source, m.end())
+        args = _args(source[m.end() : close - 1]) if close is not None else []
+        given = name in pairs | {"throws", "rejects", "match"} and len(args) > 1
+        arg = literal(args[1]) if given else None
+        found.append(Form(api, name, (), arg, given and arg is None))
+    return found
+
+
 def forms(source: str, api: str) -> list[Form]:
     """The distinct assertion forms of `api` in the source of the hidden tests, in order."""
     out: dict[Form, None] = {}
@@ -190,27 +207,9 @@ def forms(source: str, api: str) -> list[Form]:
             arg = literal(args[0]) if args else None
             out[Form("expect", chain.group(2), mods, arg, bool(args) and arg is None)] = None
     elif api == "assert":
-        for m in ASSERT.finditer(source):
-            name = m.group(1) or "ok"
-            if name not in ASSERT_METHODS:
-                continue
-            close = _close(source, m.end())
-            args = _args(source[m.end() : close - 1]) if close is not None else []
-            slot = 1 if name in ASSERT_EQUAL | ASSERT_NOT_EQUAL | {"throws", "rejects", "match"} else None
-            given = slot is not None and len(args) > slot
-            arg = literal(args[slot]) if given else None
-            out[Form("assert", name, (), arg, given and arg is None)] = None
+        out.update(dict.fromkeys(_method_forms(source, ASSERT, api, ASSERT_METHODS, ASSERT_EQUAL | ASSERT_NOT_EQUAL)))
     elif api == "tape":
-        for m in TAPE.finditer(source):
-            name = m.group(1)
-            if name not in TAPE_METHODS:
-                continue
-            close = _close(source, m.end())
-            args = _args(source[m.end() : close - 1]) if close is not None else []
-            slot = 1 if name in TAPE_EQUAL | TAPE_NOT_EQUAL | {"throws", "match"} else None
-            given = slot is not None and len(args) > slot
-            arg = literal(args[slot]) if given else None
-            out[Form("tape", name, (), arg, given and arg is None)] = None
+        out.update(dict.fromkeys(_method_forms(source, TAPE, api, TAPE_METHODS, TAPE_EQUAL | TAPE_NOT_EQUAL)))
     return list(out)
 
 
