@@ -129,7 +129,7 @@ def main() -> int:
             | {rel for rel in before if rel.endswith("conftest.py")}
             | {d + "/" for d in protection.test_dirs}
         )
-        staged = stage(tree, before, protection)
+        staged = stage(tree, before, protection, order.touched)
         result["durations"]["snapshot"] = round(time.monotonic() - t, 4)
         result["durations"]["cpu_snapshot"] = round(cpu_seconds() - cpu, 4)
 

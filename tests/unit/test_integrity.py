@@ -182,7 +182,8 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     stage_dir = tmp_path.parent / f"{tmp_path.name}-stage"
     orig, protect.STAGE_DIR = protect.STAGE_DIR, str(stage_dir)
     try:
-        staged = protect.stage(tree, before, protection)
+        touched = ["tests/test_basic.py", "conftest.py", "calc/__init__.py", "calc/fast.pyc"]
+        staged = protect.stage(tree, before, protection, touched)
     finally:
         protect.STAGE_DIR = orig
     (tmp_path / "tests" / "test_basic.py").write_text("def test_one(): pass\n")
@@ -200,6 +201,33 @@ def test_restore_protected_puts_back_removes_and_drops_bytecode(tmp_path):
     assert (tmp_path / "tests" / "test_basic.py").read_text() == "base test"
     assert (tmp_path / "conftest.py").read_text() == "ok"
     assert (tmp_path / "calc" / "__init__.py").read_text() == "fixed"
+
+
+def test_only_the_protected_files_the_patch_names_are_staged_and_an_unstaged_one_is_never_kept(tmp_path):
+    files = {"calc/__init__.py": "x", "tests/test_basic.py": "base test", "conftest.py": "ok"}
+    files.update({f"node_modules/dep{i}/index.js": f"module.exports = {i};" for i in range(50)})
+    tree = make_tree(tmp_path, files)
+    before = tree.walk()
+    protection = protect.Protection(spec(globs=["node_modules/**"]), before)
+    assert protection.why("node_modules/dep7/index.js")
+    stage_dir = tmp_path.parent / f"{tmp_path.name}-stage"
+    orig, protect.STAGE_DIR = protect.STAGE_DIR, str(stage_dir)
+    try:
+        staged = protect.stage(tree, before, protection, ["conftest.py", "calc/__init__.py", "new.py"])
+    finally:
+        protect.STAGE_DIR = orig
+    assert set(staged) == {"conftest.py"}  # named and protected; not the 50 files of node_modules
+    # a protected file changed without a staged copy (which the apply chain cannot do:
+    # unnamed_changes refuses it first) goes, it is never kept with the patch's bytes
+    (tmp_path / "node_modules" / "dep7" / "index.js").write_text("module.exports = 'evil';")
+    (tmp_path / "conftest.py").write_text("evil")
+    after = tree.walk()
+    _, restored = protect.restore_protected(
+        (UID, GID), tree, before, after, protect.changes(before, after), protection, staged
+    )
+    assert sorted(restored) == ["conftest.py", "node_modules/dep7/index.js"]
+    assert (tmp_path / "conftest.py").read_text() == "ok"
+    assert not (tmp_path / "node_modules" / "dep7" / "index.js").exists()
 
 
 # --- the report channel -------------------------------------------------------------------
