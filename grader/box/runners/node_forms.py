@@ -62,11 +62,12 @@ def literal(text: str) -> str | None:
     return text if text in KEYWORDS or text in ERROR_CLASSES else None
 
 
-def _close(src: str, i: int) -> int | None:
-    """The index just past the parenthesis that closes the one opened before `i`
-    (strings skipped), or None."""
-    depth = 1
-    n = len(src)
+def _call(src: str, i: int) -> tuple[list[str], int]:
+    """The top-level comma-separated arguments of the call whose parenthesis opens just
+    before `i` (strings skipped), and the index just past the parenthesis that closes it;
+    ([], -1) where it never closes."""
+    args: list[str] = []
+    depth, start, n = 0, i, len(src)
     while i < n:
         c = src[i]
         if c in "'\"`":
@@ -78,35 +79,16 @@ def _close(src: str, i: int) -> int | None:
         if c in "([{":
             depth += 1
         elif c in ")]}":
-            depth -= 1
             if depth == 0:
-                return i + 1
-        i += 1
-    return None
-
-
-def _args(text: str) -> list[str]:
-    """Top-level comma-separated arguments of a call's inside."""
-    out, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        c = text[i]
-        if c in "'\"`":
-            j = i + 1
-            while j < len(text) and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-            i = j + 1
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
+                if src[start:i].strip():
+                    args.append(src[start:i])
+                return args, i + 1
             depth -= 1
         elif c == "," and depth == 0:
-            out.append(text[start:i])
+            args.append(src[start:i])
             start = i + 1
         i += 1
-    if text[start:].strip():
-        out.append(text[start:])
-    return out
+    return [], -1
 
 
 EXPECT = re.compile(r"(?<![\w$.])expect\s*\(")
@@ -183,8 +165,7 @@ def _method_forms(source: str, pattern: re.Pattern[str], api: str, methods: set[
         name = m.group(1) or "ok"
         if name not in methods:
             continue
-        close = _close(source, m.end())
-        args = _args(source[m.end() : close - 1]) if close is not None else []
+        args, _ = _call(source, m.end())
         given = name in pairs | {"throws", "rejects", "match"} and len(args) > 1
         arg = literal(args[1]) if given else None
         found.append(Form(api, name, (), arg, given and arg is None))
@@ -196,13 +177,11 @@ def forms(source: str, api: str) -> list[Form]:
     out: dict[Form, None] = {}
     if api == "expect":
         for m in EXPECT.finditer(source):
-            end = _close(source, m.end())
-            chain = CHAIN.match(source, end) if end is not None else None
+            _, end = _call(source, m.end())
+            chain = CHAIN.match(source, end) if end >= 0 else None
             if chain is None:
                 continue
-            close = _close(source, chain.end())
-            inner = source[chain.end() : close - 1] if close is not None else ""
-            args = _args(inner)
+            args, _ = _call(source, chain.end())
             mods = tuple(re.findall(r"not|resolves|rejects", chain.group(1)))
             arg = literal(args[0]) if args else None
             out[Form("expect", chain.group(2), mods, arg, bool(args) and arg is None)] = None
