@@ -118,8 +118,14 @@ def main() -> int:
         t, cpu = time.monotonic(), cpu_seconds()
         result["durations"]["cpu_boot"] = round(cpu, 4)  # the idle loop, the interpreter, this package's import
         check = runner(order.check.kind)
+        given = order.check.base_config is not None
         if hasattr(check, "before_patch"):
             check.before_patch(order, tree)
+        if not given and order.check.base_config is not None:
+            # read at the base before any submitted code ran, on the stdout nothing else
+            # reaches: the host gives it to the next grade of the same image (jest's and
+            # vitest's readings start the runner, seconds under gVisor)
+            result["base_config"] = order.check.base_config
         before = tree.walk()
         roots, shadowed = import_roots(order.repo)
         protection = Protection(order.protect, before, roots=roots, shadowed=shadowed)

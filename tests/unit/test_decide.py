@@ -605,6 +605,35 @@ def test_a_grader_keeps_its_image_answer_a_while_and_forgets_it_on_a_fault(tasks
     assert asked == ["d-pytest", "d-pytest", "d-pytest"]
 
 
+def test_what_the_supervisor_read_at_the_base_goes_to_the_next_grades_of_the_image(tasks, cache, gold):
+    """The base's configuration a supervisor read (its report's base_config: jest's or
+    vitest's reading) is given to the next grades of the same task and image, which read
+    it no more; a grade of the machinery's fault gives nothing, one that read nothing
+    leaves the next to read it, and a grade that was given one cannot replace it."""
+    read = {"file": "vitest.config.ts", "files": ["vitest.config.ts"], "pool": "forks"}
+    runs = iter(
+        [
+            SandboxError("the engine went away"),
+            pytest_report(ALL_PASS),
+            pytest_report(ALL_PASS, base_config=read),
+            pytest_report(ALL_PASS, base_config={"file": "other.ts", "files": [], "pool": "forks"}),
+            pytest_report(ALL_PASS),
+        ]
+    )
+
+    def answer(spec):
+        step = next(runs)
+        return FakeRun(raises=step) if isinstance(step, Exception) else FakeRun(report=step)
+
+    sandbox = FakeSandbox(answer)
+    g = Grader(get_settings(tasks_dir=tasks.dir, cache_dir=cache), sandbox=sandbox, images=StubImages(cache))
+    task = tasks.get("d-pytest")
+    verdicts = [g.grade(task, gold).verdict for _ in range(5)]
+    assert verdicts == [Verdict.ERROR] + [Verdict.PASS] * 4
+    given = [Order.from_json(spec.files["run/order.json"]).check.base_config for spec in sandbox.runs]
+    assert given == [None, None, None, read, read]
+
+
 @pytest.mark.parametrize(
     "run, words",
     [

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -877,7 +878,7 @@ def test_before_the_patch_jest_reads_the_configuration_and_its_files_are_protect
 
     monkeypatch.setattr(nodejs, "run_as_user", failing)
     with pytest.raises(ValueError, match="could not read the repository's configuration.*ts-node"):
-        jest.before_patch(order(tmp_path, j.check), tree)
+        jest.before_patch(order(tmp_path, replace(j.check, base_config=None)), tree)
 
 
 def test_without_a_configuration_jest_stays_plain(tmp_path, monkeypatch):
@@ -969,7 +970,32 @@ def test_before_the_patch_vitest_reads_its_configuration(tmp_path, monkeypatch):
     assert all(tid.startswith(c["path"] + "::") for tid in c["expect"])
     shown["projects"][0]["browser"] = True
     with pytest.raises(ValueError, match="browser"):
-        vitest.before_patch(order(tmp_path, j.check), tree)
+        vitest.before_patch(order(tmp_path, replace(j.check, base_config=None)), tree)
+
+
+@pytest.mark.parametrize("runner", [jest, vitest], ids=["jest", "vitest"])
+def test_a_configuration_the_host_gives_is_not_read_again_and_still_protects(tmp_path, monkeypatch, runner):
+    """The host gives the next grades of an image what the first read at the base: no
+    runner starts to read it, and the files it names are protected as if read now."""
+    tree = make_tree(
+        tmp_path,
+        {
+            "package.json": "{}",
+            "jest.config.js": "",
+            "node_modules/vitest/vitest.mjs": "",
+            "support/setup.js": "",
+            "a.test.js": "",
+        },
+    )
+    monkeypatch.setattr(nodejs, "run_as_user", lambda *a, **k: pytest.fail("read again"))
+    given = {"file": "jest.config.js", "files": ["support/setup.js"], "pool": "forks", "shown": {}}
+    j = order(tmp_path, runner.plan({"paths": ["a.test.js"]}, {}))
+    j.check.base_config = dict(given)
+    runner.before_patch(j, tree)
+    assert j.check.base_config == given
+    assert "support/setup.js" in j.protect.files
+    p = Protection(j.protect, {f: ("f", 0o644, 1, 1) for f in j.protect.files})
+    assert p.why("support/setup.js") == "hidden or listed test"
 
 
 class _Out:

@@ -302,10 +302,18 @@ def module_files(doc: dict[str, Any], repo: str, name: str = "") -> list[str]:
 def before_patch(order: Order, tree: Tree) -> None:
     """With a configuration of the repository's own: jest reads it at the base (before the
     patch, so no submitted code runs), the run gets it frozen, and the files it names as
-    modules are protected with the hidden tests."""
-    where = repository_config(tree)
-    if where is None:
-        return
+    modules are protected with the hidden tests. Given by the host (what an earlier grade of
+    the same image read), it is not read again."""
+    if order.check.base_config is None:
+        where = repository_config(tree)
+        if where is None:
+            return
+        order.check.base_config = read_config(order, tree, where)
+    order.protect.files = sorted(set(order.protect.files) | set(order.check.base_config["files"]))
+
+
+def read_config(order: Order, tree: Tree, where: str) -> dict[str, Any]:
+    """What jest prints of the repository's configuration at `where`, read at the base."""
     jest = jest_bin(tree)
     argv = ["node", jest, "--showConfig", "--ci", "-i", "--watchman=false", "--config", where]
     out = nodejs.config_at_base(
@@ -317,8 +325,7 @@ def before_patch(order: Order, tree: Tree) -> None:
         for rel in module_files(doc, order.repo, own_name(tree))
         if (st := tree.lstat(rel)) is not None and stat.S_ISREG(st.st_mode)
     ]
-    order.check.base_config = {"file": where, "shown": doc, "files": files}
-    order.protect.files = sorted(set(order.protect.files) | set(files))
+    return {"file": where, "shown": doc, "files": files}
 
 
 def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:

@@ -170,8 +170,16 @@ def loaded_files(doc: dict[str, Any], repo: str) -> list[str]:
 def before_patch(order: Order, tree: Tree) -> None:
     """Vitest reads the repository's configuration at the base (no submitted code exists
     yet); the files it is built from and names as modules are protected with the hidden
-    tests, and the run names the same configuration file."""
+    tests, and the run names the same configuration file. Given by the host (what an earlier
+    grade of the same image read), it is not read again."""
     vitest_bin(tree)
+    if order.check.base_config is None:
+        order.check.base_config = read_config(order, tree)
+    order.protect.files = sorted(set(order.protect.files) | set(order.check.base_config["files"]))
+
+
+def read_config(order: Order, tree: Tree) -> dict[str, Any]:
+    """What vitest's own code reads of the repository's configuration at the base."""
     probe = f"{nodejs.reporter_dir()}/vitest-probe.mjs"
     out = nodejs.config_at_base(
         order, ["node", probe], "vitest could not read the repository's configuration", stdout_limit=4 << 20
@@ -186,13 +194,12 @@ def before_patch(order: Order, tree: Tree) -> None:
     files = [
         rel for rel in loaded_files(doc, order.repo) if (st := tree.lstat(rel)) is not None and stat.S_ISREG(st.st_mode)
     ]
-    order.check.base_config = {
+    return {
         "file": config,
         "files": files,
         "pool": "vmForks" if vm and major >= 2 else "forks",
         "version": doc.get("version"),
     }
-    order.protect.files = sorted(set(order.protect.files) | set(files))
 
 
 def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
