@@ -14,6 +14,7 @@ from helpers.node_attacks import (  # noqa: F401  (fixtures and tests, collected
     node_mini,
     node_set,
     test_a_blanket_flip_of_every_test_is_caught_by_the_canaries,
+    test_a_flip_made_only_inside_the_hidden_test_file_is_caught_by_the_canaries,
     test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries,
     test_a_hang_times_out,
     test_a_process_that_ends_in_the_middle_of_the_tests_does_not_pass,

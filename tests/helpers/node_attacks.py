@@ -150,6 +150,18 @@ def test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries(
     assert result.protections.canaries.wrong >= 1
 
 
+def test_a_flip_made_only_inside_the_hidden_test_file_is_caught_by_the_canaries(
+    node_grader, node_set, node_mini, runner
+):
+    """The throws flip made only where the test's own path (jest, vitest) or its process's
+    file (tape, node:test, mocha) is the hidden test file's: jest's and vitest's canaries
+    share the hidden files (appended to each), the others share their processes."""
+    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.file_keyed_flip(runner)})
+    assert result.verdict is Verdict.FAIL, result.to_json()
+    assert any("canary" in e for e in result.tampered), result.tampered
+    assert result.protections.canaries.wrong >= 1
+
+
 def test_a_record_written_into_the_report_pipe_is_forgery(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.PIPE_FORGE})
     assert result.verdict is Verdict.FAIL, result.to_json()

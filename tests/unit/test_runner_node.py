@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.box import hidden
 from grader.box import runners as box_runners
 from grader.box import tree as boxtree
 from grader.box.order import CheckSpec, Order, ProtectSpec
@@ -290,14 +291,124 @@ def test_canaries_run_in_each_test_files_process_named_as_its_tests(tmp_path):
     assert again["path"] != c["path"]
 
 
-def test_canaries_of_jest_are_one_more_test_file_of_its_run(tmp_path):
-    tree = make_tree(tmp_path, {"package.json": "{}", "__tests__/mean.test.js": "const m = require('../calc');\n"})
+def test_canaries_of_jest_and_vitest_are_appended_to_every_test_file_of_the_run(tmp_path):
+    """Each test file the check runs gets the same canaries at its end (a flip keyed on the
+    test's file meets them there), judged per file; the files are root's, read-only, and
+    their digests are what the verify step expects."""
+    files = {
+        "package.json": "{}",
+        "__tests__/mean.test.js": "const m = require('../calc');\ntest('mean', () => { expect(m(1, 3)).toBe(2); });",
+        "__tests__/sum.test.js": "const s = require('../sum');\ntest('sum', () => expect(s(1, 2)).toBe(3));\n",
+    }
+    tree = make_tree(tmp_path, files)
+    paths = ["__tests__/mean.test.js", "__tests__/sum.test.js"]
+    c = jest.make_canaries(order(tmp_path, jest.plan({"paths": paths}, {p: "d" for p in paths})), tree)
+    assert "path" not in c and sorted(c["files"]) == paths
+    names = [t[0] for t in c["tests"]]
+    assert sorted(c["expect"]) == sorted(f"{p}::{n}" for p in paths for n in names)
+    assert "failed" in c["expect"].values() and "passed" in c["expect"].values()
+    for rel in paths:
+        data = (tmp_path / rel).read_bytes()
+        assert data.decode().startswith(files[rel]) and hashlib.sha256(data).hexdigest() == c["files"][rel]
+        tail = data.decode()[len(files[rel]) :]
+        reg = re.match(r"\n;\nconst (_[a-z]{12}) = globalThis\.test;\n", tail).group(1)
+        # registered by jest's own test; asserting with the file's expect (the global)
+        assert tail.count(f"\n{reg}(") == len(names) and "expect(" in tail and "require(" not in tail
+        st = (tmp_path / rel).stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (0, 0o444)
+    assert hidden.canary_files(c) == c["files"]
+    # vitest, TypeScript: registered by its own test under a name of this run's; its expect
+    # imported where the file has none (shared with the file's tests), else the file's own
+    for text, imported in [("import { it } from 'vitest';\n", True), ("import { it, expect } from 'vitest';\n", False)]:
+        tree = make_tree(tmp_path / "v", {"package.json": "{}", "src/a.test.ts": text})
+        c = vitest.make_canaries(order(tmp_path / "v", vitest.plan({"paths": ["src/a.test.ts"]}, {})), tree)
+        tail = (tmp_path / "v/src/a.test.ts").read_text()[len(text) :]
+        reg = re.match(r"\n;\nimport \{ test as (_[a-z]{12}) \} from 'vitest';\n", tail).group(1)
+        assert ("import { expect } from 'vitest';" in tail) is imported and f"\n{reg}(" in tail
+
+
+@pytest.mark.parametrize(
+    "text, binding",
+    [
+        ("test('x', () => expect(1).toBe(1));", "none"),
+        ("import { describe, expect, it } from 'vitest';", "framework"),
+        ("import type { Mock } from 'vitest';\nimport { expect as e } from 'vitest';", "none"),
+        ("const { expect, test } = require('@jest/globals');", "framework"),
+        ("import { expect } from '@jest/globals';", "framework"),
+        ("import { expect } from 'chai';", "other"),
+        ("const { expect } = require('chai');", "other"),
+        ("const expect = require('expect');", "other"),
+        ("import expect from 'expect';", "other"),
+        ("import * as expect from 'expect';", "other"),
+        ("const { assert, expect } = chai;", "other"),
+        ("let expect;\nexpect = makeExpect();", "other"),
+        ("import { assert as expect } from 'vitest';\nimport { expect } from 'chai';", "other"),
+        ("const { expect: check } = require('chai');", "none"),
+        ("it('x', () => { expect(a == b).toBe(true); expect(x => x).toBeDefined(); });", "none"),
+    ],
+)
+def test_how_a_test_file_binds_expect(text, binding):
+    assert nodejs.expect_binding(text) == binding
+
+
+@pytest.mark.parametrize(
+    "runner, rel, text, config",
+    [
+        (jest, "a.test.js", "test.only('x', () => {});\n", None),
+        (jest, "a.test.js", "fit('x', () => {});\n", None),
+        (vitest, "a.test.ts", "describe.only('x', () => {});\n", None),
+        (jest, "a.test.js", "afterEach(() => { expect(spy).toHaveBeenCalled(); });\n", None),
+        (vitest, "a.test.ts", "afterAll(() => { assert.ok(server.closed); });\n", None),
+        (jest, "a.test.js", "beforeEach(() => {\n  expect.assertions(1);\n});\n", None),
+        (vitest, "a.test.cjs", "const { test } = require('vitest');\n", None),
+        (jest, "a.test.ts", "test('x', () => {});\n", {"configs": [{"injectGlobals": False}]}),
+        (vitest, "a.test.ts", "import { expect } from 'chai';\nimport { it } from 'vitest';\n", None),
+        (jest, "a.test.js", "const { expect } = require('chai');\n", None),
+    ],
+    ids=[
+        "test.only",
+        "fit",
+        "describe.only",
+        "afterEach",
+        "afterAll",
+        "beforeEach-asserts",
+        "vitest-cjs",
+        "no-globals",
+        "chai-import",
+        "chai-require",
+    ],
+)
+def test_a_file_that_cannot_take_the_canaries_leaves_them_a_file_of_their_own(tmp_path, runner, rel, text, config):
+    tree = make_tree(tmp_path, {"package.json": "{}", rel: text, "b.test.js": "test('y', () => {});\n"})
+    spec = runner.plan({"paths": ["b.test.js", rel]}, {})
+    if config is not None:
+        spec.base_config = {"file": "jest.config.js", "files": [], "shown": config}
+    c = runner.make_canaries(order(tmp_path, spec), tree)
+    assert "files" not in c and all(tid.startswith(c["path"] + "::") for tid in c["expect"])
+    assert (tmp_path / rel).read_text() == text and (tmp_path / "b.test.js").read_text() == "test('y', () => {});\n"
+
+
+def test_hooks_that_assert_nothing_keep_the_canaries_in_the_file(tmp_path):
+    text = (
+        "beforeEach(() => {\n  vi.useFakeTimers();\n});\nafterEach(() => vi.restoreAllMocks());\n"
+        "afterAll(async () => { await server.close(); });\ntest('x', () => {\n  expect(1).toBe(1);\n});\n"
+    )
+    tree = make_tree(tmp_path, {"package.json": "{}", "a.test.ts": text})
+    c = vitest.make_canaries(order(tmp_path, vitest.plan({"paths": ["a.test.ts"]}, {})), tree)
+    assert list(c["files"]) == ["a.test.ts"]
+
+
+def test_canaries_of_jest_are_one_more_test_file_where_a_file_cannot_take_them(tmp_path):
+    tree = make_tree(
+        tmp_path,
+        {"package.json": "{}", "__tests__/mean.test.js": "const m = require('./c');\nafterEach(() => expect(n));\n"},
+    )
     spec = jest.plan({"paths": ["__tests__/mean.test.js"]}, {"__tests__/mean.test.js": "d"})
     c = jest.make_canaries(order(tmp_path, spec), tree)
     assert re.fullmatch(r"__tests__/[a-z0-9-]+\.test\.js", c["path"])
     assert all(tid.startswith(c["path"] + "::") for tid in c["expect"])
     source = (tmp_path / c["path"]).read_text()
-    assert "expect(" in source and 'require("../calc")' in source
+    assert "expect(" in source and 'require("./c")' in source
 
 
 def test_canaries_follow_the_module_kind_of_their_place(tmp_path):
@@ -842,7 +953,7 @@ def test_before_the_patch_jest_reads_the_configuration_and_its_files_are_protect
             "support/global.js": "",
             "support/raw.cjs": "",
             "jest.setup.ts": "",
-            "__tests__/a.test.ts": "",
+            "__tests__/a.test.ts": "afterAll(() => expect(n));\n",  # the canaries get a file of their own
         },
     )
     (tmp_path / "support/style.js").mkdir()  # a directory: not a module file
@@ -940,7 +1051,11 @@ def test_before_the_patch_vitest_reads_its_configuration(tmp_path, monkeypatch):
             "support/global.ts": "",
             "test/style.ts": "",
             "src/index.ts": "",
-            "test/a.test.ts": "import { expect, test } from 'vitest';\nimport { x } from '../src/index';\n",
+            # an afterAll: the canaries get a file of their own
+            "test/a.test.ts": (
+                "import { expect, test } from 'vitest';\nimport { x } from '../src/index';\n"
+                "afterAll(() => expect(0));\n"
+            ),
         },
     )
 

@@ -333,7 +333,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     jest = jest_bin(tree)
     reporters = nodejs.reporter_dir()
     prelude, made = nodejs.prepare(order, tree, result, canaries)
-    extra = [canaries["path"]] if canaries and "expect" in canaries else []
+    extra = [canaries["path"]] if canaries and "expect" in canaries and "path" in canaries else []
     own = check.base_config
     inline = frozen_config(own["shown"], reporters) if own else config(order, reporters)
     argv = [

@@ -91,6 +91,12 @@ def _call(src: str, i: int) -> tuple[list[str], int]:
     return [], -1
 
 
+def call_end(src: str, i: int) -> int:
+    """The index just past the parenthesis that closes the call opened just before `i`
+    (strings skipped), or -1 where it never closes."""
+    return _call(src, i)[1]
+
+
 EXPECT = re.compile(r"(?<![\w$.])expect\s*\(")
 CHAIN = re.compile(r"\s*((?:\.\s*(?:not|resolves|rejects)\s*)*)\.\s*(to[A-Z]\w*)\s*\(")
 ASSERT = re.compile(r"(?<![\w$.])assert(?:\s*\.\s*(?:strict\s*\.\s*)?(\w+))?\s*\(")

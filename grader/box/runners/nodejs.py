@@ -236,7 +236,7 @@ def settings(order: Order, canaries: dict[str, Any] | None, unit: str | None) ->
     canary files, the test file the unit runs."""
     return {
         "repo": order.repo,
-        "canaries": [canaries["path"]] if canaries and "expect" in canaries else [],
+        "canaries": [canaries["path"]] if canaries and "expect" in canaries and "path" in canaries else [],
         "unit": unit,
     }
 
@@ -767,7 +767,9 @@ def make_canaries(
     """This run's canary file beside the tests, named like them: tests in the runner's own
     style that must fail and tests that must pass, loading what the hidden tests load.
     `per_unit`: they run inside each test file's process and are named as that file's tests
-    (tape, node:test, mocha), else they are one more test file of the run (jest). With a
+    (tape, node:test, mocha), else (jest, vitest) they are appended to each of the check's
+    test files where every one can take them (inline_texts), or are one more test file of
+    the run. With a
     command (a build step that may remove and rewrite the test directory) the file is
     written by `write_canaries` after it; its digest is known then. `transformed`: the
     runner transforms its test files (jest with the repository's configuration, vitest):
@@ -798,6 +800,9 @@ def make_canaries(
         name = canary_name(rng, vocabulary, taken, sources)
         taken.add(name)
         tests.append((name, must_pass, extra))
+    inline = inline_texts(order, tree, style)
+    if inline is not None:
+        return append_canaries(tree, inline, style, tests, rng)
     plain_jest = style == "jest" and not transformed
     suffix = ".js" if plain_jest and posixpath.splitext(check.paths[0])[1] not in (".js", ".cjs") else ""
     rel = canary_file_name(check, tree, rng, vocabulary, suffix)
@@ -826,6 +831,141 @@ def make_canaries(
     else:
         out["digest"] = None  # written after the command
     return out
+
+
+# A test file the canaries are not appended to (they get a file of their own): one that
+# selects its own tests (`.only`, `fit`: the appended ones would not run), or has a hook
+# that may judge the tests around it (one that asserts: an afterEach that checks a spy, a
+# beforeEach that counts assertions), which the canaries must not meet
+ONLY = re.compile(r"(?<![\w$])(?:(?:describe|it|test|suite)\s*\.\s*only|f(?:it|describe|test))\s*\(")
+HOOK = re.compile(r"(?<![\w$.])(?:before|after)(?:Each|All)\s*\(")
+JUDGES = re.compile(r"(?<![\w$])(?:expect|assert)(?![\w$])")
+INLINE_BYTES = 2 << 20
+TYPED = (".ts", ".tsx", ".mts", ".cts")
+
+
+def inline_texts(order: Order, tree: Tree, style: str) -> dict[str, str] | None:
+    """The texts of the check's test files, when jest's or vitest's canaries can be
+    appended to every one of them (so they share each hidden test's file, and a patch
+    cannot tell them apart by the file a test is in); None where one file cannot take them
+    (then they get a file of their own, as before): a check with a command (it may rewrite
+    the files), a file that is not plain UTF-8 text, selects its own tests or has hooks
+    that may judge every test or binds `expect` to something not the framework's,
+    CommonJS under vitest, or a jest configuration that gives its tests no globals."""
+    check = order.check
+    if style not in ("jest", "vitest") or check.command or not check.paths:
+        return None
+    shown = (check.base_config or {}).get("shown")
+    if style == "jest" and isinstance(shown, dict):
+        projects = shown.get("configs")
+        projects = projects if isinstance(projects, list) else []
+        if any(isinstance(p, dict) and p.get("injectGlobals") is False for p in projects):
+            return None
+    out: dict[str, str] = {}
+    for rel in check.paths:
+        st = tree.lstat(rel)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > INLINE_BYTES:
+            return None
+        if style == "vitest" and rel.endswith((".cjs", ".cts")):
+            return None
+        try:
+            text_ = (tree.read(rel, INLINE_BYTES) or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if "\x00" in text_ or ONLY.search(text_) or judging_hook(text_) or expect_binding(text_) == "other":
+            return None
+        out[rel] = text_
+    return out
+
+
+def judging_hook(text_: str) -> bool:
+    """Whether a hook of the file asserts anything (its call's text names expect or assert;
+    a hook that never closes counts as one)."""
+    for m in HOOK.finditer(text_):
+        end = node_forms.call_end(text_, m.end())
+        if JUDGES.search(text_[m.end() : end if end > 0 else len(text_)]):
+            return True
+    return False
+
+
+# How a test file binds `expect`: by name from the framework's module (an import, or a
+# require of @jest/globals), by a declaration or destructuring of its own (chai's, say), or
+# not at all (the global jest and vitest's `globals` give)
+FRAMEWORK_MODULES = ("vitest", "@jest/globals")
+NAMED_IMPORT = re.compile(
+    r"""\bimport\s+(?:type\s+)?(?:[\w$]+\s*,\s*)?\{([^}]*)\}\s*from\s*(['"])([^'"\n]+)\2"""
+    r"""|\{([^}]*)\}\s*=\s*(?:require\s*\(|await\s+import\s*\()\s*(['"])([^'"\n]+)\5"""
+)
+DESTRUCTURED = re.compile(r"\{([^{}]*)\}\s*=(?!=)")
+DECLARED = re.compile(
+    r"(?<![\w$.])(?:const|let|var|function|class)\s+expect(?![\w$])|(?<![\w$.])expect\s*=(?![=>])"
+    r"|\bimport\s+(?:\*\s*as\s+)?expect(?![\w$])"
+)
+
+
+def _bound(names: str) -> bool:
+    """Whether `expect` is a name a list of imported or destructured names binds."""
+    for part in names.split(","):
+        part = part.strip().removeprefix("type ").strip()
+        local = re.split(r"\s+as\s+|\s*:\s*", part)[-1].strip()
+        if local == "expect":
+            return True
+    return False
+
+
+def expect_binding(text_: str) -> str:
+    """`framework`, `other` or `none`: how the file binds `expect` (see FRAMEWORK_MODULES)."""
+    framework = other = False
+    spans = []
+    for m in NAMED_IMPORT.finditer(text_):
+        names, module = (m.group(1), m.group(3)) if m.group(1) is not None else (m.group(4), m.group(6))
+        spans.append(m.span())
+        if _bound(names):
+            framework |= module in FRAMEWORK_MODULES
+            other |= module not in FRAMEWORK_MODULES
+    for m in DESTRUCTURED.finditer(text_):
+        if not any(a <= m.start() < b for a, b in spans) and _bound(m.group(1)):
+            other = True
+    other |= DECLARED.search(text_) is not None
+    return "other" if other else "framework" if framework else "none"
+
+
+def inline_source(rel: str, style: str, tests: list[Canary], rng: random.Random, binding: str) -> str:
+    """The canaries as appended to the test file `rel`, in the file's own scope: each body
+    calls `expect` as the file's tests do (the framework's, by the file's import, or the
+    global, looked up when the test runs: a patch that swaps either swaps it for both; where
+    vitest's tests have no import of it, one is added, shared by both), and each is
+    registered by the framework's own `test` under a name of this run's (the file may bind
+    `test` to something of its own). TypeScript: the global as `any` (ts-jest checks types)."""
+    reg = "_" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(12))
+    if style == "vitest":
+        head = f"import {{ test as {reg} }} from 'vitest';\n"
+        if binding == "none":
+            head += "import { expect } from 'vitest';\n"
+    else:
+        g = "(globalThis as any)" if rel.endswith(TYPED) else "globalThis"
+        head = f"const {reg} = {g}.test;\n"
+    body = ""
+    for test in tests:
+        check = canary_body(rng, test, "jest", pure=True)
+        body += f"\n{reg}({_js(test[0])}, {opening(check)}() => {{\n{check}}});\n"
+    return f"\n;\n{head}{body}"
+
+
+def append_canaries(
+    tree: Tree, texts: dict[str, str], style: str, tests: list[Canary], rng: random.Random
+) -> dict[str, Any]:
+    """The canaries appended to each of the check's test files (root's, read-only, as the
+    hidden tests are placed): each file's outcomes are judged by its own copy of them."""
+    expect: dict[str, str] = {}
+    files: dict[str, str] = {}
+    for rel, original in sorted(texts.items()):
+        data = (original + inline_source(rel, style, tests, rng, expect_binding(original))).encode()
+        tree.write(rel, data, mode=0o444, owner=(0, 0))
+        files[rel] = hashlib.sha256(data).hexdigest()
+        for name, must_pass, _ in tests:
+            expect[f"{rel}::{name}"] = "passed" if must_pass else "failed"
+    return {"expect": expect, "files": files, "style": style, "tests": [list(t) for t in tests]}
 
 
 def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
