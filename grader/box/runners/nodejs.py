@@ -12,7 +12,7 @@ are folded with signed.merge, each process's last word held to its own exit stat
 
 A unit that did not run to its end (it failed to load, crashed, or its process ended
 before its runner's last word) counts every test of it failed, never passed. The canaries
-run inside the test files' processes (jest: as one more test file of its one process); their
+run inside the test files' processes (jest, vitest: appended to the test files); their
 failures are taken back out of the exit status here, where both the status and the signed
 outcomes are known.
 """
