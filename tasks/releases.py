@@ -47,7 +47,8 @@ The manifest (TOML):
     id, project, base, new, source (library files), tests (test files), instruction,
     and optionally paths (what the runner runs; default: the tests), args, pytest_args,
     install (the task's own install step, over the project's; "" for none) and command
-    (check.command: a build step before the tests, for runners that take one)
+    (check.command: a build step before the tests, for runners that take one) and flaky
+    (test ids that hold or fail by the machine's speed: left out of the lists)
 """
 
 from __future__ import annotations
@@ -156,6 +157,9 @@ class Spec:
     paths: list[str] = field(default_factory=list)
     install: str | None = None  # over the project's install ("" for none)
     command: str | None = None  # check.command
+    # test ids that hold or fail by the machine's speed (a real timer's window of a few
+    # milliseconds): left out of the lists, as a flaky test is, even where every run passed
+    flaky: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -601,8 +605,8 @@ class Suite:
         if spec.command:
             check["command"] = spec.command
         if lists is not None:
-            check["fail_to_pass"] = lists["fail_to_pass"]
-            check["pass_to_pass"] = lists["pass_to_pass"]
+            check["fail_to_pass"] = [t for t in lists["fail_to_pass"] if t not in spec.flaky]
+            check["pass_to_pass"] = [t for t in lists["pass_to_pass"] if t not in spec.flaky]
         package = project.get("package", project.get("pypi", spec.project))
         environment = m.setting(spec.project, "environment", DEFAULT_ENVIRONMENT)
         doc: dict[str, Any] = {
@@ -741,6 +745,7 @@ class Suite:
         shutil.rmtree(staging, ignore_errors=True)
         self.build(staging, ids=ids, provisional=True, force=True, log=log)
         grader = Grader(grader_settings(staging, prewarm=0))
+        flaky_ids = {spec.id: spec.flaky for spec in self.manifest().tasks}
         computed: dict[str, dict[str, Any]] = {}
         problems: list[str] = []
         made_images: set[str] = set()
@@ -771,7 +776,11 @@ class Suite:
                     log(f"{task.id}: unusable: {problem}")
                     continue
                 derived = lists_from_runs(base_runs, gold_runs)
-                f2p, p2p, dropped = derived.fail_to_pass, derived.pass_to_pass, derived.dropped
+                flaky = set(flaky_ids.get(task.id, []))
+                f2p = [t for t in derived.fail_to_pass if t not in flaky]
+                p2p = [t for t in derived.pass_to_pass if t not in flaky]
+                kept = set(derived.fail_to_pass) | set(derived.pass_to_pass)
+                dropped = sorted(set(derived.dropped) | (flaky & kept))
                 computed[task.id] = {
                     "base_commit": task.repo.commit,
                     "fail_to_pass": f2p,

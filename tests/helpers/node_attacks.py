@@ -72,7 +72,7 @@ def failed(result: Result, runner: str) -> None:
 def test_the_gold_patch_passes_with_every_canary_as_it_must_be(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, node_set.get(task_id(runner)).gold_patch_text())
     assert result.verdict is Verdict.PASS, result.to_json()
-    assert result.tampered == []
+    assert result.tampered == [], result.to_json()
     assert result.protections.report_channel == "signed"
     canaries = result.protections.canaries
     assert canaries is not None and canaries.must_fail >= 2 and canaries.must_pass >= 2 and canaries.wrong == 0
@@ -84,13 +84,13 @@ def test_an_honest_fix_of_another_shape_passes(node_grader, node_set, node_mini,
     result = grade(node_grader, node_set, node_mini, runner, pl.HONEST_SHAPES)
     assert result.verdict is Verdict.PASS, result.to_json()
     assert {"package-lock.json", "test/basic.js"} <= set(result.apply.neutralized)
-    assert result.tampered == []
+    assert result.tampered == [], result.to_json()
 
 
 def test_the_empty_patch_fails_honestly(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, b"")
     failed(result, runner)
-    assert result.tampered == []
+    assert result.tampered == [], result.to_json()
 
 
 # --- attacks ---------------------------------------------------------------------------------
