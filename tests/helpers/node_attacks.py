@@ -156,7 +156,7 @@ def test_a_flip_made_only_inside_the_hidden_test_file_is_caught_by_the_canaries(
     """The throws flip made only where the test's own path (jest, vitest) or its process's
     file (tape, node:test, mocha) is the hidden test file's: jest's and vitest's canaries
     share the hidden files (appended to each), the others share their processes."""
-    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.file_keyed_flip(runner)})
+    result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.throws_flip(runner, hidden_file_only=True)})
     assert result.verdict is Verdict.FAIL, result.to_json()
     assert any("canary" in e for e in result.tampered), result.tampered
     assert result.protections.canaries.wrong >= 1
