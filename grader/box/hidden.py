@@ -46,6 +46,31 @@ def restore_hidden(order: Order, tree: Tree, manifest: dict[str, Any]) -> list[s
     return sorted(manifest)
 
 
+# Descriptors of the files placed for the run, held open until the supervisor exits.
+_PINNED: list[int] = []
+
+
+def pin(tree: Tree, paths: list[str]) -> None:
+    """Hold the placed files open. Under gVisor a file's dentry that falls out of the
+    sentry's cache (a Go build opens thousands of GOROOT files, jest's haste map walks the
+    whole of node_modules/) is looked up again from the host, whose change time for a file
+    the sandbox wrote can be later than the one the sentry kept: the check that the hidden
+    tests were not moved aside and back (`moved`) would then see a new change time on an
+    untouched file. An open descriptor keeps the dentry, and its times, in the cache
+    (measured under Go: the file held kept its times, its unheld neighbour did not). Every
+    runner's placed files are pinned, whatever its toolchain opens."""
+    for rel in paths:
+        fd = tree._parent(rel, create=False)
+        if fd is None:
+            continue
+        try:
+            _PINNED.append(os.open(rel.rsplit("/", 1)[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def placed_identity(
     tree: Tree, manifest: dict[str, Any], canaries: dict[str, Any] | None
 ) -> dict[str, tuple[Any, ...]]:
@@ -53,9 +78,11 @@ def placed_identity(
     back while the tests ran keeps its bytes but not its change time (a rename sets it to
     now, and no call sets it back). Not its inode number: gVisor may number a file anew when
     it looks it up again (after jest's scan of the whole repository, say), and then report
-    the host's change time, a little earlier than the one it kept: only a later one counts."""
+    the host's change time, a little earlier than the one it kept: only a later one counts.
+    The files are pinned first (`pin`), so that gVisor keeps the times it has."""
     paths = [rel for rel, digest in manifest.items() if digest is not None]
     paths += [p for p in canary_files(canaries) if p not in paths]
+    pin(tree, paths)
     out = {}
     for rel in paths:
         st = tree.lstat(rel)

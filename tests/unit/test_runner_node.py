@@ -693,6 +693,28 @@ def test_placed_hidden_files_moved_aside_and_back_are_seen_and_an_earlier_stamp_
     assert moved(tree, {rel: (ctime + 1_000_000,) for rel, (ctime,) in now.items()}) == []
 
 
+def test_the_placed_files_are_held_open_for_the_run_whatever_the_runner(tmp_path):
+    """gVisor keeps a file's times while its dentry is cached; a lookup after the dentry fell
+    out (jest's haste map, a Go build) reads the host's, later for a file the sandbox wrote, and
+    `moved` would then see an untouched hidden test as moved. Every placed file, the hidden
+    tests' and the canaries', is held open from the moment its identity is recorded."""
+    from grader.box import hidden
+    from grader.box.tree import Tree
+
+    make_tree(tmp_path, {"test/hidden.js": "h", "test/canary.js": "c", "lib/x.js": ""})
+    tree = Tree(str(tmp_path), os.getuid(), os.getgid())
+    canaries = {"files": {"test/canary.js": "d"}}
+    before = len(hidden._PINNED)
+    try:
+        hidden.placed_identity(tree, {"test/hidden.js": "d", "test/gone.js": None}, canaries)
+        held = {os.readlink(f"/proc/self/fd/{fd}") for fd in hidden._PINNED[before:]}
+        assert held == {str(tmp_path / "test/hidden.js"), str(tmp_path / "test/canary.js")}
+    finally:
+        for fd in hidden._PINNED[before:]:
+            os.close(fd)
+        del hidden._PINNED[before:]
+
+
 def test_sealing_makes_the_tasks_test_code_roots_and_read_only(tmp_path):
     tree = make_tree(
         tmp_path, {"test/a.js": "t", "test/helpers.js": "h", "test/sub/fixture.json": "{}", "lib/x.js": ""}

@@ -38,7 +38,6 @@ import tempfile
 from typing import Any
 
 from .. import signed
-from ..hidden import hidden_manifest
 from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree
@@ -313,37 +312,12 @@ def _taken_names(tree: Tree, folder: str) -> set[str]:
     return taken
 
 
-# Descriptors of the files placed for the run, held open until the supervisor exits.
-_PINNED: list[int] = []
-
-
-def pin(tree: Tree, paths: list[str]) -> None:
-    """Hold the placed files open. Under gVisor a file's dentry that falls out of the
-    sentry's cache (the build opens thousands of GOROOT files) is looked up again from the
-    host, whose timestamps differ from the ones the sentry kept: the supervisor's check that
-    the hidden tests were not moved aside and back (inode and change time) would then see a
-    new change time on an untouched file. An open descriptor keeps the dentry, and its
-    times, in the cache (measured: the file held kept its times, its unheld neighbour did
-    not)."""
-    for rel in paths:
-        fd = tree._parent(rel, create=False)
-        if fd is None:
-            continue
-        try:
-            _PINNED.append(os.open(rel.rsplit("/", 1)[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-
 def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
     """A _test.go file of this run only, in the package of the hidden tests (its package
     clause theirs), with tests that must fail and tests that must pass, named like the
-    task's own tests. Returns what the report must say of each, or None. Called before the
-    supervisor records the placed files' identity: they are pinned here (see `pin`)."""
+    task's own tests. Returns what the report must say of each, or None. The supervisor
+    pins the placed files (this one too) when it records their identity (`hidden.pin`)."""
     check = order.check
-    pin(tree, sorted(rel for rel, digest in hidden_manifest(order).items() if digest is not None))
     if not check.canaries:
         return None
     flags = check.args or []
@@ -381,7 +355,6 @@ def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
         expect[func] = "passed" if must_pass else "failed"
     data = source.encode()
     tree.write(rel, data, mode=0o444, owner=(0, 0))
-    pin(tree, [rel])
     return {"path": rel, "digest": hashlib.sha256(data).hexdigest(), "expect": expect, "dir": folder}
 
 
