@@ -22,7 +22,7 @@ from grader.handles import DOCKER_KEY, Handles
 from grader.schemas import QuotasIn, SuiteValidationIn, TeamIn
 from grader.store import submissions as subs
 from grader.store.keys import create_key
-from grader.store.models import ApiKey, Team
+from grader.store.models import ApiKey, Team, row_id
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -331,10 +331,11 @@ def team_keys(name: str) -> Response:
 def revoke_key(key_id: str) -> Response:
     """Revoke one key: its requests and portal sessions are refused from now on; the team's
     other keys go on."""
-    if not key_id.isdigit() or len(key_id) > 18:
+    number = row_id(key_id)
+    if number is None:
         raise ApiError(404, "not_found", f"no live key {key_id!r}")
     with _svc().db.write() as s:
-        key = s.get(ApiKey, int(key_id))
+        key = s.get(ApiKey, number)
         if key is None or key.revoked_at is not None:
             raise ApiError(404, "not_found", f"no live key {key_id}")
         key.revoked_at = dt.datetime.now(dt.UTC)

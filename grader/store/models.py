@@ -65,6 +65,19 @@ class Team(Base):
     keys: Mapped[list[ApiKey]] = relationship(back_populates="team")
 
 
+# An Integer primary key's range on every database (PostgreSQL's `integer` is 32 bits): an
+# id past it names no row, and asking the database for it would be its error, not a miss.
+MAX_ROW_ID = 2**31 - 1
+
+
+def row_id(text: str) -> int | None:
+    """The row id a path segment names, or None when it can name none (not ASCII digits, or
+    past an Integer key's range)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_ROW_ID:
+        return None
+    return int(text)
+
+
 class ApiKey(Base):
     """Only the SHA-256 of a key is kept: keys are 256-bit random tokens, so a fast hash is
     as strong as a slow one, and lookups stay one indexed equality."""

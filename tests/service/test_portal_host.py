@@ -83,6 +83,7 @@ def test_the_host_makes_teams_and_keys_revokes_one_and_sets_quotas(app, svc):
     assert Api(app.test_client(), first).get("/v1/account").status_code == 401
     assert Api(app.test_client(), second).get("/v1/account").status_code == 200
     assert host.post(f"/host/keys/{key_id}/revoke").status_code == 404
+    assert host.post(f"/host/keys/{2**31}/revoke").status_code == 404  # past PostgreSQL's integer
     assert host.post("/host/teams/gamma/quotas", data={"daily_quota": "", "queued_quota": "7"}).status_code == 302
     with svc.db.read() as s:
         team = s.query(Team).filter_by(name="gamma").one()
@@ -110,6 +111,11 @@ def test_the_same_through_the_admin_api(app, svc):
     assert team.get("/v1/account").status_code == 401
     assert Api(app.test_client(), second).get("/v1/account").status_code == 200
     assert host.delete(f"/v1/admin/keys/{keys[0]['id']}").status_code == 404
+    # ids that can name no key are a miss on every database, never its error (PostgreSQL's
+    # integer is 32 bits: 2**31 was its "integer out of range", answered 503)
+    for nobody in (str(2**31), str(2**31 - 1), "9" * 18, "\u00b2", "1" * 5000, "-1"):
+        r = host.delete(f"/v1/admin/keys/{nobody}")
+        assert r.status_code == 404 and r.json["error"]["code"] == "not_found", (nobody, r.status_code)
     # re-grade a run's ERRORs
     alpha = Api(app.test_client(), second)
     assert alpha.post("/v1/submissions", json={"task_id": TASK, "patch": "e", "run_id": "broken"}).status_code == 202
