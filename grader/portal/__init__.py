@@ -42,7 +42,7 @@ from grader.store import phases as store_phases
 from grader.store import runs as store_runs
 from grader.store import submissions as subs
 from grader.store.keys import hash_key
-from grader.store.models import ApiKey, Phase, Run, Submission, Team
+from grader.store.models import MAX_ROW_ID, ApiKey, Phase, Run, Submission, Team
 
 log = logging.getLogger(__name__)
 bp = Blueprint("portal", __name__, template_folder="templates")
@@ -161,6 +161,8 @@ def leaderboard_page() -> ResponseReturnValue:
         page = max(1, int(request.args.get("page", "1")))
     except ValueError:
         page = 1
+    # past every row there can be: an empty page, never an OFFSET the database refuses
+    page = min(page, MAX_ROW_ID // PAGE_ROWS + 1)
     phase = _phase_or_404(request.args.get("phase"))
     board = R.leaderboard(
         svc,

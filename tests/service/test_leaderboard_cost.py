@@ -194,6 +194,10 @@ def test_pages_of_the_board_rank_as_the_whole(app, svc):
     assert len(anyone.get("/v1/leaderboard?limit=7&offset=21").json["items"]) == 4
     assert anyone.get("/v1/leaderboard?limit=0").status_code == 422
     assert anyone.get("/v1/leaderboard?offset=-1").status_code == 422
+    # a page past the end, or past what a database's OFFSET can hold, is an empty page
+    for far in ("3", str(2**62), "9" * 30):
+        r = anyone.get(f"/leaderboard?page={far}")
+        assert r.status_code == 200 and ">r0<" not in r.get_data(as_text=True), (far, r.status_code)
     by_name = anyone.get("/leaderboard?sort=name&dir=asc").get_data(as_text=True)
     assert by_name.index(">r0<") < by_name.index(">r1<") < by_name.index(">r10<") < by_name.index(">r2<")
 
