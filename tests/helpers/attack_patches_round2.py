@@ -208,7 +208,8 @@ CTYPES_LOCALS_TO_FAST = code("""
     """)
 
 # The failing hidden test's code pointer rewritten in memory through ctypes (no
-# `__code__` assignment for the audit hook to see): it runs a passing test's code.
+# `__code__` assignment for the audit hook to see): it runs a passing test's code. A thread
+# races the main thread to it (see the switch interval below).
 CTYPES_REWRITES_A_TEST_CODE_POINTER = code("""
     import sys
     import threading
@@ -248,6 +249,10 @@ CTYPES_REWRITES_A_TEST_CODE_POINTER = code("""
             time.sleep(0.001)
 
 
+    # the rewrite must land between the test module's definitions and its first test: the
+    # interpreter is made to hand its lock over often, or on a loaded machine the main
+    # thread may run the tests before this one is scheduled (the attack then misses)
+    sys.setswitchinterval(1e-5)
     threading.Thread(target=_rewrite, daemon=True).start()
     """)
 
