@@ -4,9 +4,9 @@
 # one pytest run:
 #
 #   unit     tests/unit      needs nothing; runs first, with -x: a failure stops the whole run there
-#   service  tests/service   Redis, PostgreSQL, gunicorn; two pytest-xdist workers, a file to a worker
-#   docker   tests/docker    the Docker engine, gVisor included; two workers (GRADER_TEST_DOCKER_WORKERS=0: serial)
-#   browser  tests/browser   headless Chromium
+#   service  tests/service   Redis, PostgreSQL, gunicorn; three pytest-xdist workers, a file to a worker
+#   docker   tests/docker    the Docker engine, gVisor included; three workers (GRADER_TEST_DOCKER_WORKERS=0: serial)
+#   browser  tests/browser   headless Chromium; two workers
 #   the disruptive tests alone, last (marked `disruptive`: they restart what the others use, dockerd)
 #
 # Extra arguments are pytest options and go to every step, so `-q`, `-x` or `-k dockerd`
@@ -65,13 +65,14 @@ step "the unit tier (tests/unit), failing fast" tests/unit -x -n 2 "$@" || {
     exit "$status"
   fi
 }
-step "the service tier (tests/service)" tests/service -n 2 --dist loadfile "$@" || true
+step "the service tier (tests/service)" tests/service -n 3 --dist loadfile "$@" || true
 start=$SECONDS
 wait "$prebuild" || echo "scripts/test.sh: building the images in the background failed" >&2
 echo "scripts/test.sh: the images were ready $((SECONDS - start)) s after the tiers before them" >&2
 grep '^prebuild:' "$prebuild_log" >&2 || tail -20 "$prebuild_log" >&2
-step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-2}" --dist loadfile "$@" || true
-step "the browser tier (tests/browser)" tests/browser "$@" || true
+# the files longest first (tests/docker/conftest.py), not by their number of tests
+step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@" || true
+step "the browser tier (tests/browser)" tests/browser -n 2 --dist loadfile "$@" || true
 step "the disruptive tests, alone, after the others" --disruptive "$@" || true
 
 every5=1
