@@ -73,9 +73,10 @@ MAX_ROW_ID = 2**31 - 1
 def row_id(text: str) -> int | None:
     """The row id a path segment names, or None when it can name none (not ASCII digits, or
     past an Integer key's range)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_ROW_ID:
+    if not (text.isascii() and text.isdigit()) or len(text) > 10:
         return None
-    return int(text)
+    number = int(text)
+    return number if number <= MAX_ROW_ID else None
 
 
 class ApiKey(Base):
