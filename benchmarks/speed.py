@@ -376,6 +376,7 @@ STAGES: list[tuple[str, str]] = [
     ("container acquire (warm take or create + start)", "container_start"),
     ("file delivery (put_archive + wake)", "container_deliver"),
     ("in-container start and exit (Python, box.zip, engine wait)", "box_start"),
+    ("supervisor: compiling its bytecode (a grader's first run on an interpreter)", "compile"),
     ("supervisor: snapshot and protection", "snapshot"),
     ("supervisor: apply", "apply"),
     ("supervisor: test placement", "place_tests"),
@@ -399,12 +400,11 @@ def per_grade(g: dict, gaps: dict[str, float]) -> dict[str, float]:
     out = {k: float(j.get(k, 0.0)) for k in job_stages}
     for k in ("validate", "image", "container_start", "container_deliver", "container_collect", "container_remove"):
         out[k] = float(d.get(k, 0.0))
-    for k in ("snapshot", "apply", "place_tests", "check", "verify"):
+    supervised = ("compile", "snapshot", "apply", "place_tests", "check", "verify")
+    for k in supervised:
         out[k] = float(d.get(k, 0.0))
     sup = float(d.get("supervisor", 0.0))
-    out["supervisor_rest"] = max(
-        0.0, sup - sum(out[k] for k in ("snapshot", "apply", "place_tests", "check", "verify"))
-    )
+    out["supervisor_rest"] = max(0.0, sup - sum(out[k] for k in supervised))
     out["box_start"] = max(0.0, float(d.get("container_wait", 0.0)) - sup)
     out["grader_work"] = max(
         0.0,
@@ -483,7 +483,7 @@ def cpu_per_grade(service: dict, bare_cpu: float) -> dict:
     staged = [g["durations"] for g in service["grades"] if "cpu_boot" in g["durations"]]
     inside_by = {
         k: sum(d.get(f"cpu_{k}", 0.0) for d in staged) / max(1, len(staged))
-        for k in ("boot", "snapshot", "apply", "place_tests", "check", "verify")
+        for k in ("boot", "compile", "snapshot", "apply", "place_tests", "check", "verify")
     }
     inside_by["rest"] = max(0.0, sum(d.get("cpu", 0.0) for d in staged) / max(1, len(staged)) - sum(inside_by.values()))
     daemons = by["docker daemons (the machine's)"] / done

@@ -20,8 +20,8 @@ from typing import Any
 from grader.audit import audit_patch
 from grader.config import Settings, get_settings
 from grader.errors import GraderError, ImageUnverified
+from grader.grading import ship
 from grader.grading.decide import Expected, decide
-from grader.grading.ship import archive
 from grader.grading.spec import container_shape, container_spec, order_for
 from grader.images import Images
 from grader.metrics import file_localization
@@ -68,6 +68,8 @@ class Grader:
         self._images: dict[tuple[str, str], tuple[float, str, PreparedTask]] = {}
         # (task id, task hash, image id) -> the base's configuration an earlier grade read
         self._base_configs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        # the supervisor's archive, with the bytecode of an image's interpreter once known
+        self._archives = ship.shared()
 
     @property
     def sandbox(self) -> Sandbox:
@@ -137,8 +139,9 @@ class Grader:
                 raise GraderError(str(exc)) from None
             read_at_base = (task.id, task_hash, image_id)
             order.check.base_config = self._base_configs.get(read_at_base)
+            order.bytecode_held = self._archives.held()
             t = time.monotonic()
-            out = self.sandbox.run(container_spec(task, order, image_id, patch, archive()))
+            out = self.sandbox.run(container_spec(task, order, image_id, patch, self._archives.for_image(image_id)))
             durations["container"] = time.monotonic() - t
             durations.update({f"container_{k}": v for k, v in out.durations.items()})
             result = decide(
@@ -151,8 +154,8 @@ class Grader:
                 audit_mode=self.settings.audit,
                 expected=expected,
             )
-            if order.check.base_config is None and result.verdict is not Verdict.ERROR:
-                self._remember_base_config(read_at_base, out.stdout)
+            if result.verdict is not Verdict.ERROR:
+                self._remember(read_at_base, out.stdout, config=order.check.base_config is None)
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
             self._images.pop((task.id, provenance.task_hash or ""), None)
@@ -188,17 +191,24 @@ class Grader:
         self._images[key] = (now + IMAGE_TTL, image_id, prepared)
         return image_id, prepared
 
-    def _remember_base_config(self, key: tuple[str, str, str], stdout: bytes) -> None:
-        """Keep what the supervisor read of the base's configuration, if it read any (its
-        report's `base_config`: taken before the patch was applied, on the stdout no process
-        of the submission reaches), for the next grades of the same image."""
-        if b'"base_config"' not in stdout:
+    def _remember(self, key: tuple[str, str, str], stdout: bytes, *, config: bool) -> None:
+        """Keep what a run reported for the next runs of its image (`key`: task, hash, image),
+        each taken by the supervisor before the patch was applied, on the stdout no process
+        of the submission reaches: the interpreter it ran and the bytecode it compiled, while
+        the image's interpreter is unknown (ship.Archives); with `config`, what it read of the
+        base's configuration (its report's `base_config`)."""
+        config = config and b'"base_config"' in stdout
+        if not config and self._archives.knows(key[2]):
             return
         try:
-            read = json.loads(stdout).get("base_config")
-        except (ValueError, AttributeError):
+            report = json.loads(stdout)
+        except ValueError:
             return
-        if not isinstance(read, dict) or len(json.dumps(read)) > BASE_CONFIG_BYTES:
+        if not isinstance(report, dict):
+            return
+        self._archives.learn(key[2], report)
+        read = report.get("base_config")
+        if not config or not isinstance(read, dict) or len(json.dumps(read)) > BASE_CONFIG_BYTES:
             return
         while len(self._base_configs) >= BASE_CONFIGS:
             self._base_configs.pop(next(iter(self._base_configs)))

@@ -12,11 +12,12 @@ import secrets
 import tempfile
 from typing import Any
 
-from . import resource
+from . import bytecode, resource
 from .order import Order
 from .paths import RUN_DIR
 from .proc import Capture
 
+PLUGIN = "reporters/pytest_plugin.py"  # the report plugin, in this package
 PHASES = ("setup", "call", "teardown")
 TEST_OUTCOMES = ("passed", "failed", "skipped")
 
@@ -137,7 +138,7 @@ def write_plugin(order: Order) -> tuple[str, str]:
     it too), so a command that sets PYTHONPATH still loads it; also returned as a
     directory to put on PYTHONPATH where site-packages cannot be written."""
     module = "grader_report_" + secrets.token_hex(8)
-    data = resource("reporters/pytest_plugin.py")
+    data = resource(PLUGIN)
     import sysconfig
 
     purelib = sysconfig.get_paths().get("purelib")
@@ -145,12 +146,14 @@ def write_plugin(order: Order) -> tuple[str, str]:
     d = tempfile.mkdtemp(prefix=".grader-", dir="/tmp")
     os.chmod(d, 0o755)
     for where in dirs + [d]:
+        path = os.path.join(where, module + ".py")
         try:
-            with open(os.path.join(where, module + ".py"), "wb") as f:
+            with open(path, "wb") as f:
                 f.write(data)
                 os.fchmod(f.fileno(), 0o444)
         except OSError:
             continue
+        bytecode.place(PLUGIN, path, order.pycache)  # compiled once, not by every test process
     return d, module
 
 

@@ -89,6 +89,9 @@ class Order:
     # filled in by the supervisor: the base commit's pytest configuration (suffix, base64)
     pytest_config: tuple[str, str] | None = None
     series: bool = False  # the patch is a series of commits, applied with git am (apply_chain)
+    # the interpreters (bytecode.MAGIC) whose bytecode of this package the host holds: a
+    # supervisor of another compiles it and reports it
+    bytecode_held: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -34,9 +34,10 @@ from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, Outpu
 from grader.verdict import ApplyAttempt, ApplyLog, AuditFinding, Localization, Protections, Provenance, Result, Verdict
 
 # the supervisor's stages, its whole time, and the CPU seconds the container's processes spent
-# (in all, and before and in each stage: cpu_boot, cpu_snapshot, ...)
-STAGES = ("snapshot", "apply", "place_tests", "check", "verify", "supervisor", "cpu")
-CPU_STAGES = tuple(f"cpu_{s}" for s in ("boot", *STAGES[:5]))
+# (in all, and before and in each stage: cpu_boot, cpu_snapshot, ...); `compile` only in a
+# run that compiled the supervisor's bytecode (box/bytecode.py)
+STAGES = ("compile", "snapshot", "apply", "place_tests", "check", "verify", "supervisor", "cpu")
+CPU_STAGES = tuple(f"cpu_{s}" for s in ("boot", *STAGES[:6]))
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,31 @@
 """The in-container half as one archive: grader/box/ zipped as the package grader_box,
 with a top-level __main__ that runs its supervisor (`python3 -I box.zip`). Made once per
 process from the installed package, byte for byte the same for the same sources (fixed
-timestamps, sorted entries), so its digest names what ran."""
+timestamps, sorted entries), so its digest names what ran. Once a run on an interpreter has
+compiled it (box/bytecode.py), the archive for that interpreter's images holds the bytecode
+beside the sources (`Archives`)."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import io
+import logging
+import threading
 import zipfile
 from importlib import resources
+from typing import Any
+
+from grader.box.bytecode import CHECKED_HASH, zipped
+
+log = logging.getLogger(__name__)
 
 PACKAGE = "grader_box"
 _MAIN = b"import sys\n\nfrom grader_box.supervisor import main\n\nsys.exit(main())\n"
-_EPOCH = (2000, 1, 1, 0, 0, 0)
+# the largest bytecode a run may report, compressed and whole (this package's is about 1 MB)
+BYTECODE_BYTES = 8 << 20
+IMAGES_KEPT = 4096  # images whose interpreter an Archives remembers
 
 
 def _files() -> list[tuple[str, bytes]]:
@@ -33,17 +45,92 @@ def _files() -> list[tuple[str, bytes]]:
 
 
 @functools.cache
+def _sources() -> tuple[tuple[str, bytes], ...]:
+    return (("__main__.py", _MAIN), *((f"{PACKAGE}/{rel}", data) for rel, data in _files()))
+
+
+@functools.cache
 def archive() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        entries = [("__main__.py", _MAIN)] + [(f"{PACKAGE}/{rel}", data) for rel, data in _files()]
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
-    return buf.getvalue()
+    return zipped(list(_sources()))
 
 
 def digest() -> str:
     return hashlib.sha256(archive()).hexdigest()
+
+
+def accept_bytecode(magic: object, compiled: object) -> dict[str, bytes] | None:
+    """What a supervisor reported compiling (box/bytecode.py: `magic`, and `compiled`, a zip
+    of NAME.pyc in base64), if every file is a checked-hash pyc of that magic number beside a
+    module of this archive; else None. zipimport checks each against its source at import."""
+    if not isinstance(magic, str) or not isinstance(compiled, str) or len(compiled) > BYTECODE_BYTES:
+        return None
+    try:
+        head = bytes.fromhex(magic)
+        raw = base64.b64decode(compiled, validate=True)
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            if sum(i.file_size for i in z.infolist()) > BYTECODE_BYTES:
+                return None
+            files = {name: z.read(name) for name in z.namelist()}
+    except (ValueError, zipfile.BadZipFile, EOFError, OSError):
+        return None
+    modules = {name for name, _ in _sources() if name.endswith(".py")}
+    if len(head) != 4 or not head.endswith(b"\r\n") or not files:
+        return None
+    for name, data in files.items():
+        if name[:-1] not in modules or not name.endswith(".pyc") or data[:8] != head + CHECKED_HASH:
+            return None
+    return files
+
+
+def with_bytecode(files: dict[str, bytes]) -> bytes:
+    """The archive with `files` (accept_bytecode's) beside their sources."""
+    return zipped(sorted([*_sources(), *files.items()]))
+
+
+class Archives:
+    """The archive each run gets: the sources, and from the first run on an interpreter that
+    reported its bytecode, that bytecode too for every image known to run that interpreter
+    (an image's interpreter is learnt from its first run's report). What it holds is a fact
+    of the sources, the interpreter and the image (an id names its content), so the graders
+    of a process share one (`shared`)."""
+
+    def __init__(self) -> None:
+        self._bytecode: dict[str, bytes] = {}  # magic -> the archive with its bytecode
+        self._magic: dict[str, str] = {}  # image id -> its interpreter's magic, as reported
+        self._lock = threading.Lock()
+
+    def held(self) -> list[str]:
+        """The magic numbers whose bytecode is held (a run's Order.bytecode_held)."""
+        return sorted(self._bytecode)
+
+    def for_image(self, image_id: str) -> bytes:
+        magic = self._magic.get(image_id)
+        return self._bytecode.get(magic, archive()) if magic else archive()
+
+    def knows(self, image_id: str) -> bool:
+        return image_id in self._magic
+
+    def learn(self, image_id: str, report: dict[str, Any]) -> None:
+        """Take what a run on `image_id` reported (its `bytecode` and `compiled` fields)."""
+        said = report.get("bytecode")
+        magic = said.get("magic") if isinstance(said, dict) else None
+        if not isinstance(magic, str) or len(magic) != 8:
+            return
+        if "compiled" in report and magic not in self._bytecode:
+            files = accept_bytecode(magic, report["compiled"])
+            if files is None:
+                log.warning("a run's bytecode for interpreter %s was refused", magic)
+                return
+            built = with_bytecode(files)
+            with self._lock:
+                self._bytecode.setdefault(magic, built)
+        with self._lock:
+            while len(self._magic) >= IMAGES_KEPT:
+                self._magic.pop(next(iter(self._magic)))
+            self._magic[image_id] = magic
+
+
+@functools.cache
+def shared() -> Archives:
+    """This process's Archives (every Grader's)."""
+    return Archives()

@@ -5,6 +5,7 @@ id, and the public view says what decides."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,26 @@ def test_a_language_example_is_valid_test_by_test(language_grader, task_id):
     assert [empty.tests.all.get(t) for t in check.fail_to_pass] != ["passed"]
     assert [empty.tests.all.get(t) for t in check.pass_to_pass] == ["passed"], empty.tests.all
     assert empty.tampered == []
+
+
+def test_every_later_run_imports_the_supervisor_from_bytecode(language_grader):
+    """Each image's first run (above) compiled the supervisor on its interpreter, or said which
+    one it is; every run since imports it from that bytecode (box/bytecode.py): 3.9 and
+    3.13 here, the same verdict."""
+    reports = []
+    run = language_grader.sandbox.run
+
+    def spy(spec):
+        out = run(spec)
+        reports.append(json.loads(out.stdout))
+        return out
+
+    language_grader.sandbox.run = spy  # type: ignore[method-assign]
+    try:
+        for task_id in LANGUAGES.ids():
+            assert language_grader.grade(LANGUAGES.get(task_id), b"").verdict is Verdict.FAIL, task_id
+    finally:
+        del language_grader.sandbox.run
+    assert [r["bytecode"]["loaded"] for r in reports] == [True] * len(reports), reports
+    assert not [r for r in reports if "compiled" in r or "compile" in r["durations"]]
+    assert len({r["bytecode"]["magic"] for r in reports}) >= 2

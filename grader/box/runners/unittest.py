@@ -44,6 +44,7 @@ import secrets
 import shlex
 from typing import Any
 
+from .. import bytecode
 from .. import canaries as canary
 from ..order import CheckSpec, Order
 from ..proc import text
@@ -386,6 +387,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     reporters = install_reporters("python")
     module = "grader_unittest_" + secrets.token_hex(8)
     os.rename(os.path.join(reporters, "unittest_report.py"), os.path.join(reporters, module + ".py"))
+    bytecode.place("reporters/python/unittest_report.py", os.path.join(reporters, module + ".py"), order.pycache)
     listed = list(check.paths)
     settings = {
         "repo": order.repo,

@@ -1,0 +1,216 @@
+"""The supervisor's own bytecode (grader/box/bytecode.py, grader/grading/ship.py): compiled by
+a supervisor, checked by the host, shipped beside the sources and imported from there; a
+file that is not the bytecode of the source beside it is passed over for the source, and a
+report that is not such bytecode is refused whole. The interpreter here stands in for an
+image's (the docker tier runs it in the images: test_pipeline_docker.py)."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import marshal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader.box import bytecode
+from grader.grading import ship
+
+MAGIC = bytecode.MAGIC
+
+
+def _saved(tmp_path: Path, data: bytes, name: str = "box.zip") -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _compiled(tmp_path: Path) -> str:
+    return bytecode.compile_archive(_saved(tmp_path, ship.archive(), "source.zip"))
+
+
+def _imported(archive: str) -> list[str]:
+    """Import the supervisor from `archive` in a fresh isolated interpreter: whether its
+    modules came from bytecode, and the module file it ran."""
+    code = (
+        f"import sys; sys.path.insert(0, {archive!r})\n"
+        "import grader_box.supervisor as s, grader_box.bytecode as b\n"
+        "print(b.loaded(), s.__file__, s.main.__code__.co_filename)\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def _with_file(name: str, data: bytes) -> bytes:
+    """The source archive with `name` holding `data` beside its sources."""
+    with zipfile.ZipFile(io.BytesIO(ship.archive())) as z:
+        entries = [(n, z.read(n)) for n in z.namelist()]
+    return bytecode.zipped(sorted([*entries, (name, data)]))
+
+
+def test_a_run_imports_the_supervisor_from_the_bytecode_it_was_given(tmp_path):
+    files = ship.accept_bytecode(MAGIC, _compiled(tmp_path))
+    assert files is not None and "grader_box/supervisor.pyc" in files and "__main__.pyc" in files
+    archive = _saved(tmp_path, ship.with_bytecode(files))
+    loaded, file, code_file = _imported(archive)
+    assert loaded == "True" and file.endswith("grader_box/supervisor.pyc")
+    # its tracebacks name the source, as zipimport would
+    assert code_file.endswith("source.zip/grader_box/supervisor.py")
+    # and the sources alone: compiled here, as before
+    assert _imported(_saved(tmp_path, ship.archive()))[0] == "False"
+
+
+def test_the_archive_with_bytecode_is_the_same_bytes_for_the_same_bytecode(tmp_path):
+    files = ship.accept_bytecode(MAGIC, _compiled(tmp_path))
+    assert files is not None
+    assert ship.with_bytecode(files) == ship.with_bytecode(dict(reversed(files.items())))
+
+
+def test_bytecode_of_another_source_is_passed_over_for_the_source(tmp_path):
+    """A pyc whose header is right but whose code was compiled from other source (a bytecode
+    module that says it was loaded, and more): zipimport hashes the source beside it, and
+    the mismatch sends it to the source."""
+    forged = b"def loaded():\n    return 'forged'\n"
+    header = importlib.util.MAGIC_NUMBER + bytecode.CHECKED_HASH + importlib.util.source_hash(forged)
+    data = header + marshal.dumps(compile(forged, "x", "exec"))
+    archive = _saved(tmp_path, _with_file("grader_box/bytecode.pyc", data))
+    assert _imported(archive)[0] == "False"
+
+
+def test_bytecode_of_another_interpreter_is_passed_over_for_the_source(tmp_path):
+    source = zipfile.ZipFile(io.BytesIO(ship.archive())).read("grader_box/bytecode.py")
+    good = bytecode.pyc(source, "grader_box/bytecode.py")
+    other = bytes([good[0] ^ 1]) + good[1:]  # another magic number
+    assert _imported(_saved(tmp_path, _with_file("grader_box/bytecode.pyc", other)))[0] == "False"
+    assert _imported(_saved(tmp_path, _with_file("grader_box/bytecode.pyc", good)))[0] == "True"
+
+
+def _rezipped(compiled: str, change) -> str:
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(compiled))) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    change(files)
+    return base64.b64encode(bytecode.zipped(sorted(files.items()))).decode()
+
+
+def _unchecked(files: dict[str, bytes]) -> None:
+    data = files["grader_box/supervisor.pyc"]
+    files["grader_box/supervisor.pyc"] = data[:4] + (1).to_bytes(4, "little") + data[8:]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda f: f.update({"grader_box/extra.pyc": f["grader_box/order.pyc"]}), id="beside-no-source"),
+        pytest.param(lambda f: f.update({"sitecustomize.pyc": f["grader_box/order.pyc"]}), id="outside-the-package"),
+        pytest.param(lambda f: f.update({"grader_box/order.py": b"x = 1\n"}), id="a-source-file"),
+        pytest.param(_unchecked, id="not-checked-against-its-source"),
+        pytest.param(lambda f: f.update({"grader_box/order.pyc": b"\0" * 20}), id="of-another-magic"),
+        pytest.param(lambda f: f.clear(), id="empty"),
+    ],
+)
+def test_a_report_that_is_not_this_archives_checked_bytecode_is_refused_whole(tmp_path, change):
+    compiled = _compiled(tmp_path)
+    assert ship.accept_bytecode(MAGIC, compiled) is not None
+    assert ship.accept_bytecode(MAGIC, _rezipped(compiled, change)) is None
+
+
+@pytest.mark.parametrize(
+    "magic, compiled",
+    [
+        ("00000000", None),
+        (None, "x"),
+        ("zz", "eA=="),
+        ("0d0d0a", "eA=="),  # not four bytes
+        (MAGIC, "not base64!"),
+        (MAGIC, base64.b64encode(b"not a zip").decode()),
+        (MAGIC, "A" * (ship.BYTECODE_BYTES + 4)),
+    ],
+)
+def test_a_malformed_report_of_bytecode_is_refused(magic, compiled):
+    assert ship.accept_bytecode(magic, compiled) is None
+
+
+def test_bytecode_reported_under_another_magic_than_its_files_is_refused(tmp_path):
+    other = "%08x" % (int(MAGIC, 16) ^ 0x0100)
+    assert ship.accept_bytecode(other, _compiled(tmp_path)) is None
+
+
+def test_archives_ship_the_bytecode_to_the_images_known_to_run_its_interpreter(tmp_path):
+    archives = ship.Archives()
+    assert archives.held() == [] and archives.for_image("img-a") == ship.archive()
+    # a run on img-a compiled it; img-b's run only said which interpreter it is
+    archives.learn("img-a", {"bytecode": {"magic": MAGIC, "loaded": False}, "compiled": _compiled(tmp_path)})
+    assert archives.held() == [MAGIC] and archives.knows("img-a") and not archives.knows("img-b")
+    assert archives.for_image("img-b") == ship.archive()
+    archives.learn("img-b", {"bytecode": {"magic": MAGIC, "loaded": False}})
+    assert archives.for_image("img-a") == archives.for_image("img-b") != ship.archive()
+    assert _imported(_saved(tmp_path, archives.for_image("img-b")))[0] == "True"
+    # an image of another interpreter gets the sources
+    archives.learn("img-c", {"bytecode": {"magic": "0a0d0d0a", "loaded": False}})
+    assert archives.knows("img-c") and archives.for_image("img-c") == ship.archive()
+
+
+def test_archives_keep_nothing_of_a_refused_report(tmp_path):
+    archives = ship.Archives()
+    archives.learn("img-a", {"bytecode": {"magic": MAGIC}, "compiled": "not base64!"})
+    assert archives.held() == [] and not archives.knows("img-a")
+    archives.learn("img-a", {"bytecode": "x"})
+    archives.learn("img-a", {})
+    assert not archives.knows("img-a")
+
+
+def _pyc_of(code_source: bytes, hashed: bytes) -> bytes:
+    """A pyc of `code_source`'s code whose header claims it compiled `hashed`."""
+    header = importlib.util.MAGIC_NUMBER + bytecode.CHECKED_HASH + importlib.util.source_hash(hashed)
+    return header + marshal.dumps(compile(code_source, "plugin.py", "exec"))
+
+
+def _load_placed(tmp_path: Path, monkeypatch, pyc: bytes | None) -> tuple[bool, str]:
+    """bytecode.place's pyc for a plugin whose source says "source", then a test process's
+    import of it (PYTHONPYCACHEPREFIX as the check sets it): what it ran."""
+    source = b"print('source')\n"
+    plugins, cache = tmp_path / "plugins", tmp_path / "pycache"
+    plugins.mkdir(parents=True)
+    (plugins / "grader_report_x.py").write_bytes(source)
+
+    def resource(rel: str) -> bytes:
+        assert rel == "reporters/pytest_plugin.pyc"
+        if pyc is None:
+            raise FileNotFoundError(rel)
+        return pyc
+
+    monkeypatch.setattr(bytecode, "resource", resource)
+    placed = bytecode.place("reporters/pytest_plugin.py", str(plugins / "grader_report_x.py"), str(cache))
+    env = {"PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(plugins)}
+    out = subprocess.run([sys.executable, "-c", "import grader_report_x"], env=env, capture_output=True, text=True)
+    return placed, out.stdout.strip()
+
+
+def test_a_placed_plugin_is_loaded_from_its_bytecode(tmp_path, monkeypatch):
+    """The placed file is where the test process looks: a pyc claiming the plugin's source
+    (here running other code, to show that it is the one loaded) is what runs."""
+    source = b"print('source')\n"
+    assert _load_placed(tmp_path, monkeypatch, _pyc_of(b"print('bytecode')\n", source)) == (True, "bytecode")
+
+
+def test_a_placed_pyc_of_another_source_is_passed_over(tmp_path, monkeypatch):
+    placed = _load_placed(tmp_path, monkeypatch, _pyc_of(b"print('bytecode')\n", b"print('other')\n"))
+    assert placed == (True, "source")
+
+
+def test_nothing_is_placed_without_bytecode_of_this_interpreter(tmp_path, monkeypatch):
+    assert _load_placed(tmp_path, monkeypatch, None) == (False, "source")
+    other = _pyc_of(b"print('bytecode')\n", b"print('source')\n")
+    other = bytes([other[0] ^ 1]) + other[1:]
+    assert _load_placed(tmp_path / "b", monkeypatch, other) == (False, "source")
+
+
+def test_a_cache_that_cannot_be_written_only_costs_the_compile(tmp_path, monkeypatch):
+    pyc = _pyc_of(b"print('bytecode')\n", b"print('source')\n")
+    monkeypatch.setattr(bytecode, "resource", lambda rel: pyc)
+    (tmp_path / "file").write_text("")
+    assert not bytecode.place("reporters/pytest_plugin.py", str(tmp_path / "p.py"), str(tmp_path / "file"))
