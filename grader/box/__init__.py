@@ -8,8 +8,6 @@ so that both names work.
 
 from __future__ import annotations
 
-import pkgutil
-
 
 def resource_names(directory: str) -> list[str]:
     """The files under a directory of this package (relative to it), in the archive in the
@@ -37,6 +35,8 @@ def resource_names(directory: str) -> list[str]:
 def resource(rel: str) -> bytes:
     """A file shipped in this package (a reporter a test process loads), read from the
     archive in the container or from the package on the host."""
+    import pkgutil  # here: a run that loads no reporter need not import it
+
     data = pkgutil.get_data(__name__, rel)
     if data is None:
         raise FileNotFoundError(rel)

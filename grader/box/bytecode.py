@@ -19,15 +19,14 @@ Standard library only, Python 3.9+.
 
 from __future__ import annotations
 
-import base64
 import importlib.util
-import io
-import marshal
 import os
 import sys
-import zipfile
 
 from . import resource
+
+# zipfile, base64 and marshal are imported where used: a run that compiles nothing (every
+# run but an interpreter's first) need not pay for their import (zipfile's alone is 5 to 10 ms)
 
 MAGIC = importlib.util.MAGIC_NUMBER.hex()  # this interpreter's bytecode version
 CHECKED_HASH = (0b11).to_bytes(4, "little")  # PEP 552 flags: hash-based, checked against the source
@@ -39,6 +38,8 @@ EPOCH = (2000, 1, 1, 0, 0, 0)
 def pyc(source: bytes, filename: str) -> bytes:
     """`source` compiled by this interpreter, as a checked-hash pyc whose code names `filename`
     (the path zipimport would give it, for tracebacks)."""
+    import marshal
+
     code = compile(source, filename, "exec", dont_inherit=True)
     return importlib.util.MAGIC_NUMBER + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(code)
 
@@ -82,6 +83,9 @@ def place(rel: str, source: str, pycache: str) -> bool:
 def zipped(entries: list[tuple[str, bytes]]) -> bytes:
     """A zip of (name, data) in the given order, each entry dated EPOCH and 0644, so that the
     same entries always make the same bytes (the host's archive is made the same way)."""
+    import io
+    import zipfile
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in entries:
@@ -96,6 +100,9 @@ def compile_archive(archive: str) -> str:
     """Every Python module of `archive` compiled by this interpreter, as a zip of `NAME.pyc`
     beside each `NAME.py`, in base64 (for the report). A module this interpreter cannot
     compile is left out (its source is compiled, and fails, only if it is ever imported)."""
+    import base64
+    import zipfile
+
     entries = []
     with zipfile.ZipFile(archive) as src:
         for name in src.namelist():

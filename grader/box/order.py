@@ -20,11 +20,12 @@ What the supervisor reports back is report.BoxReport, read by grader/grading/rep
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .record import as_dict, field, record
 
-@dataclass
+
+@record
 class ProtectSpec:
     """The paths a patch may not change (each one it changed goes back to the base)."""
 
@@ -39,7 +40,7 @@ class ProtectSpec:
     globs: list[str]  # the task's protect.paths
 
 
-@dataclass
+@record
 class CheckSpec:
     """What the check runs, by `kind`. A field a kind does not use keeps its default."""
 
@@ -69,7 +70,7 @@ class CheckSpec:
     base_config: dict[str, Any] | None = None
 
 
-@dataclass
+@record
 class Order:
     repo: str  # the repository inside the container
     patch: str  # the submission's patch, a root-only file
@@ -94,7 +95,7 @@ class Order:
     bytecode_held: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(as_dict(self))
 
     @classmethod
     def from_json(cls, text: str) -> Order:

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from grader.box import runners as box_runners
 from grader.box import tree as boxtree
 from grader.box.order import CheckSpec, Order, ProtectSpec
 from grader.box.protect import Protection
+from grader.box.record import replace
 from grader.box.runners import jest, mocha, node_test, nodejs, tap, vitest
 from grader.grading.spec import APPLY_CHAIN, CONTAINER_ENV
 from grader.tasks import model

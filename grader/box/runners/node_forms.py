@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass
+
+from ..record import record
 
 # a plain literal: a number, a quoted string without escapes that matter, a regular
 # expression literal, true / false / null / undefined, or one of the language's error classes
@@ -44,7 +45,7 @@ ERROR_CLASSES = (
 MAX_FORMS = 32
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Form:
     api: str  # "expect" (jest, vitest), "assert" (node:assert), "tape" (t.<method>)
     name: str  # the matcher or method
