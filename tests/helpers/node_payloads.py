@@ -143,8 +143,12 @@ def tests_edited(runner: str) -> dict[str, str | None]:
 
 # The process ends (status 0) in the middle of the tests.
 CRASH = calc("", body="  process.exit(0);\n")
-# The process never ends.
+# The process never ends, spinning a core: that the supervisor keeps its deadline beside a
+# spinning child is proven under one runner (SPINS); the others' processes block, which
+# times out the same way without holding a core of the test tier for the whole limit.
 HANG = calc("", body="  for (;;) { /* spin */ }\n")
+BLOCK = calc("", body="  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);\n")
+SPINS = "node-test"
 
 
 def blanket_flip(runner: str) -> str:
