@@ -30,7 +30,6 @@ from . import resource
 
 MAGIC = importlib.util.MAGIC_NUMBER.hex()  # this interpreter's bytecode version
 CHECKED_HASH = (0b11).to_bytes(4, "little")  # PEP 552 flags: hash-based, checked against the source
-HEADER = 16  # magic (4), flags (4), source hash (8)
 # every archive entry's date: fixed, so that the same files make the same archive
 EPOCH = (2000, 1, 1, 0, 0, 0)
 

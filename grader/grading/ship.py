@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "grader_box"
 _MAIN = b"import sys\n\nfrom grader_box.supervisor import main\n\nsys.exit(main())\n"
-# the largest bytecode a run may report, compressed and whole (this package's is about 1 MB)
+# the largest bytecode a run may report, in base64 and unpacked (this package's: 0.5 and 0.7 MB)
 BYTECODE_BYTES = 8 << 20
 IMAGES_KEPT = 4096  # images whose interpreter an Archives remembers
 
