@@ -25,43 +25,48 @@ from grader.tasks.loader import TaskSet
 from helpers import ROOT
 from helpers.service import Stack, make_service, new_key
 
-# Each file's seconds in one run of the tier (two workers, November 29; `--junitxml`, summed by
-# file). The files start longest first, so that no long one is left for the end while the
-# other workers stand idle (pytest-xdist would order them by their number of tests, which put
-# the fault, load and suite files, a few long tests each, last: scripts/test.sh passes
-# `--no-loadscope-reorder`). A file not named here starts after them, in the usual order.
+# Each file's seconds in one run of the tier (three workers, November 29, at 090dd5c, before
+# the Node hangs blocked; `--durations=0`, summed by file). The files start longest first, so
+# that no long one is left for the end while the other workers stand idle (pytest-xdist would
+# order them by their number of tests, which put the fault, load and suite files, a few long
+# tests each, last: scripts/test.sh passes `--no-loadscope-reorder`). A file not named here
+# starts after them, in the usual order.
 SECONDS_BY_FILE = {
-    "test_attacks.py": 393,
-    "test_attacks_node.py": 317,
-    "test_attacks_rust.py": 272,
-    "test_attacks_node_configured.py": 261,
-    "test_attacks_java.py": 196,
-    "test_service_faults.py": 193,
-    "test_load.py": 183,
-    "test_attacks_c.py": 161,
-    "test_attacks_go.py": 156,
-    "test_realworld_docker.py": 148,
-    "test_attacks_python_unittest.py": 122,
-    "test_pipeline_docker.py": 100,
-    "test_attacks_round2.py": 94,
-    "test_suite_c.py": 94,
-    "test_blame_docker.py": 85,
-    "test_service_e2e.py": 70,
-    "test_suite_node.py": 69,
-    "test_suite_python.py": 59,
-    "test_schema_fuzz.py": 58,
-    "test_host_loss.py": 55,
-    "test_suite_java_docker.py": 47,
+    "test_attacks.py": 699,
+    "test_attacks_node.py": 553,
+    "test_attacks_node_configured.py": 480,
+    "test_load.py": 295,
+    "test_service_faults.py": 275,
+    "test_attacks_java.py": 273,
+    "test_attacks_rust.py": 215,
+    "test_realworld_docker.py": 200,
+    "test_attacks_go.py": 174,
+    "test_attacks_c.py": 167,
+    "test_attacks_python_unittest.py": 159,
+    "test_attacks_round2.py": 123,
+    "test_suite_c.py": 122,
+    "test_schema_fuzz.py": 106,
+    "test_pipeline_docker.py": 99,
+    "test_suite_history.py": 92,
+    "test_blame_docker.py": 90,
+    "test_suite_node.py": 83,
+    "test_service_e2e.py": 81,
+    "test_suite_python.py": 75,
+    "test_suite_java_docker.py": 71,
+    "test_suite_go_docker.py": 69,
+    "test_host_loss.py": 68,
+    "test_importers_docker.py": 67,
+    "test_importers_node_docker.py": 65,
+    "test_sandbox_conformance.py": 58,
+    "test_service_image_docker.py": 52,
+    "test_suite_rust.py": 47,
     "test_gvisor.py": 46,
-    "test_suite_go_docker.py": 45,
-    "test_sandbox_conformance.py": 42,
-    "test_suite_history.py": 41,
-    "test_languages_docker.py": 37,
-    "test_warm_delivery.py": 36,
-    "test_importers_node_docker.py": 32,
-    "test_jobs_docker.py": 31,
-    "test_importers_docker.py": 30,
-    "test_suite_rust.py": 30,
+    "test_languages_docker.py": 45,
+    "test_warm_delivery.py": 42,
+    "test_history_docker.py": 42,
+    "test_jobs_docker.py": 40,
+    "test_overhead_docker.py": 37,
+    "test_examples_docker.py": 35,
 }
 
 
