@@ -9,14 +9,19 @@ so that both names work.
 from __future__ import annotations
 
 
+def own_archive() -> str | None:
+    """The archive this package was imported from (zipimport's loader knows its zip), or
+    None on the host, where it is imported from disk."""
+    return getattr(getattr(__spec__, "loader", None), "archive", None)
+
+
 def resource_names(directory: str) -> list[str]:
     """The files under a directory of this package (relative to it), in the archive in the
     container or on disk on the host."""
     import os
     import zipfile
 
-    loader = getattr(__spec__, "loader", None)
-    archive = getattr(loader, "archive", None)  # zipimport's loader knows its zip
+    archive = own_archive()
     base = os.path.dirname(__file__)
     if archive:
         prefix = os.path.relpath(os.path.join(base, directory), archive).replace(os.sep, "/") + "/"

@@ -43,11 +43,6 @@ def pyc(source: bytes, filename: str) -> bytes:
     return importlib.util.MAGIC_NUMBER + CHECKED_HASH + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
-def own_archive() -> str | None:
-    """The archive this package was imported from (None on the host, imported from disk)."""
-    return getattr(getattr(__spec__, "loader", None), "archive", None)
-
-
 def loaded() -> bool:
     """Whether this module came from bytecode in the archive rather than its source."""
     return (__file__ or "").endswith(".pyc")

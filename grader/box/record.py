@@ -43,8 +43,9 @@ def field(*, default_factory: Callable[[], Any]) -> Any:
     return _Factory(default_factory)
 
 
-def _fields(cls: type) -> tuple[str, ...]:
-    fields: tuple[str, ...] = cls.__dict__["__record_fields__"]
+def _fields(cls: type) -> tuple[str, ...] | None:
+    """A record class's field names, in order; None for any other class."""
+    fields: tuple[str, ...] | None = getattr(cls, "__record_fields__", None)
     return fields
 
 
@@ -118,7 +119,7 @@ def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
 
 def as_dict(value: Any) -> Any:
     """Records as dicts of their fields, recursively through lists, tuples and dicts."""
-    fields = getattr(type(value), "__record_fields__", None)
+    fields = _fields(type(value))
     if fields is not None:
         return {n: as_dict(getattr(value, n)) for n in fields}
     if isinstance(value, (list, tuple)):
@@ -130,4 +131,7 @@ def as_dict(value: Any) -> Any:
 
 def replace(value: T, **changes: Any) -> T:
     """A copy of record `value` with `changes`."""
-    return type(value)(**{**{n: getattr(value, n) for n in _fields(type(value))}, **changes})
+    fields = _fields(type(value))
+    if fields is None:
+        raise TypeError(f"replace() of {type(value).__name__}, not a record")
+    return type(value)(**{**{n: getattr(value, n) for n in fields}, **changes})

@@ -41,7 +41,7 @@ import traceback
 import types
 from typing import Any
 
-from . import bytecode
+from . import bytecode, own_archive
 from .apply import apply_patch
 from .hidden import canary_files, hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
 from .order import Order
@@ -119,7 +119,7 @@ def main() -> int:
         t, cpu = time.monotonic(), cpu_seconds()
         result["durations"]["cpu_boot"] = round(cpu, 4)  # the idle loop, the interpreter, this package's import
         result["bytecode"] = {"magic": bytecode.MAGIC, "loaded": bytecode.loaded()}
-        archive = bytecode.own_archive()
+        archive = own_archive()
         if archive and bytecode.MAGIC not in order.bytecode_held:
             # before any submitted code ran, on the stdout nothing else reaches: the host
             # ships it to the next runs on this interpreter (bytecode.py)

@@ -372,14 +372,16 @@ def _readers(url: str, n: int, stop, answers) -> None:
     reads were served depends on the service, not on how quickly the victim's rounds went."""
     codes: list[int] = []
     lock = threading.Lock()
-    give_up: list[float] = []
+    give_up: float | None = None  # set when told to stop
 
     def more() -> bool:
+        nonlocal give_up
         if not stop.is_set():
             return True
         with lock:
-            give_up[:] = give_up or [time.monotonic() + 60]
-            return codes.count(200) < 5 and time.monotonic() < give_up[0]
+            if give_up is None:
+                give_up = time.monotonic() + 60
+            return codes.count(200) < 5 and time.monotonic() < give_up
 
     def reader(i: int) -> None:
         own, page = source_session(HOSTILE), 0
