@@ -140,8 +140,9 @@ class Grader:
             read_at_base = (task.id, task_hash, image_id)
             order.check.base_config = self._base_configs.get(read_at_base)
             order.bytecode_held = self._archives.held()
+            archive = self._archives.for_image(image_id)
             t = time.monotonic()
-            out = self.sandbox.run(container_spec(task, order, image_id, patch, self._archives.for_image(image_id)))
+            out = self.sandbox.run(container_spec(task, order, image_id, patch, archive))
             durations["container"] = time.monotonic() - t
             durations.update({f"container_{k}": v for k, v in out.durations.items()})
             result = decide(
@@ -156,6 +157,10 @@ class Grader:
             )
             if result.verdict is not Verdict.ERROR:
                 self._remember(read_at_base, out.stdout, config=order.check.base_config is None)
+                if self._archives.for_image(image_id) is not archive:
+                    # its bytecode learnt: the container started after this run holds the
+                    # archive without it, so one with it is started for the next
+                    self.sandbox.prewarm(container_shape(task, image_id, self._archives.for_image(image_id)))
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
             self._images.pop((task.id, provenance.task_hash or ""), None)
@@ -173,7 +178,7 @@ class Grader:
         already (a run takes it, as it takes the one its previous run's refill started); never
         builds an image. True if one is being started."""
         image_id, _ = self._instance_image(task, task.definition_hash(), build=False)
-        shape = container_shape(task, image_id)
+        shape = container_shape(task, image_id, self._archives.for_image(image_id))
         if self.sandbox.is_warm(shape):
             return False
         self.sandbox.prewarm(shape)

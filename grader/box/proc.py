@@ -12,7 +12,14 @@ from typing import Any
 
 from .order import Order
 
-START = time.monotonic()
+START = time.monotonic()  # the run's start (begin): what remaining() counts the deadline from
+
+
+def begin() -> None:
+    """The run starts now: the supervisor may have been imported long before, by a
+    container that waited for its order with its modules loaded."""
+    global START
+    START = time.monotonic()
 
 
 class Capture:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import resource
 import sys
 import time
@@ -41,12 +42,12 @@ import traceback
 import types
 from typing import Any
 
-from . import bytecode, own_archive
+from . import bytecode, own_archive, proc
 from .apply import apply_patch
 from .hidden import canary_files, hidden_manifest, lock_test_dirs, moved, placed_identity, restore_hidden, tampered
 from .order import Order
 from .paths import ORDER_PATH
-from .proc import START, kill_everything_else
+from .proc import kill_everything_else
 from .protect import Protection, changes, import_roots, restore_protected, stage, unnamed_changes
 from .runners import runner
 from .tree import Tree, TreeError, shown
@@ -73,6 +74,11 @@ TREE_ERRNOS = {
     errno.ETXTBSY,
     errno.EBUSY,
 }
+
+
+# Whether this module was imported before the run's order arrived: by a container that
+# waited for it with the supervisor loaded (grader/sandbox/docker/containers.py's BOOT).
+PRELOADED = not os.path.exists(ORDER_PATH)
 
 
 def cpu_seconds() -> float:
@@ -105,6 +111,7 @@ class Stage:
 
 
 def main() -> int:
+    proc.begin()
     result: dict[str, Any] = {"durations": {}}
     try:
         with open(ORDER_PATH) as f:
@@ -119,6 +126,7 @@ def main() -> int:
         t, cpu = time.monotonic(), cpu_seconds()
         result["durations"]["cpu_boot"] = round(cpu, 4)  # the idle loop, the interpreter, this package's import
         result["bytecode"] = {"magic": bytecode.MAGIC, "loaded": bytecode.loaded()}
+        result["preloaded"] = PRELOADED
         archive = own_archive()
         if archive and bytecode.MAGIC not in order.bytecode_held:
             # before any submitted code ran, on the stdout nothing else reaches: the host
@@ -192,7 +200,7 @@ def main() -> int:
                     result["canaries"]["copies"] = copies
     except Exception:
         result["error"] = traceback.format_exc()
-    result["durations"]["supervisor"] = round(time.monotonic() - START, 4)
+    result["durations"]["supervisor"] = round(time.monotonic() - proc.START, 4)
     result["durations"]["cpu"] = round(cpu_seconds(), 4)  # what the run cost inside, in CPU seconds
     sys.stdout.write(json.dumps(result))
     sys.stdout.flush()

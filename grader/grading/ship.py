@@ -17,11 +17,12 @@ import zipfile
 from importlib import resources
 from typing import Any
 
+from grader.box import paths
 from grader.box.bytecode import CHECKED_HASH, zipped
 
 log = logging.getLogger(__name__)
 
-PACKAGE = "grader_box"
+PACKAGE = paths.PACKAGE
 _MAIN = b"import sys\n\nfrom grader_box.supervisor import main\n\nsys.exit(main())\n"
 # the largest bytecode a run may report, in base64 and unpacked (this package's: 0.5 and 0.7 MB)
 BYTECODE_BYTES = 8 << 20

@@ -121,9 +121,12 @@ def order_for(
     )
 
 
-def container_shape(task: Task, image_id: str) -> ContainerSpec:
-    """A run of `task` on `image_id` without its files: all a container is fixed to when it
-    is created, so a sandbox can start one for the task's runs before any run asks."""
+def container_shape(task: Task, image_id: str, archive: bytes) -> ContainerSpec:
+    """A run of `task` on `image_id` without its own files: all a container is fixed to
+    when it is created, so a sandbox can start one for the task's runs before any run asks.
+    The supervisor's archive is the shape's (the same for every run on the image), and its
+    modules, with the runner of the task's check, can be imported while it waits."""
+    box = paths.PACKAGE
     return ContainerSpec(
         image=image_id,
         command=["python3", "-I", paths.ARCHIVE],
@@ -133,6 +136,8 @@ def container_shape(task: Task, image_id: str) -> ContainerSpec:
         limits=Limits(memory=task.limits.memory, cpus=task.limits.cpus, pids=task.limits.pids),
         timeout=task.limits.timeout,
         labels={"grader.task": task.id},
+        early_files={paths.ARCHIVE.removeprefix(paths.GRADER_DIR + "/"): archive},
+        preload=(f"{box}.supervisor", f"{box}.runners.{runner(runner_name(task)).__name__.rsplit('.', 1)[1]}"),
     )
 
 
@@ -141,7 +146,6 @@ def container_spec(task: Task, order: Order, image_id: str, patch: bytes, archiv
     root = paths.GRADER_DIR + "/"
     files = {
         paths.ORDER_PATH.removeprefix(root): order.to_json().encode(),
-        paths.ARCHIVE.removeprefix(root): archive,
         paths.PATCH_PATH.removeprefix(root): patch,
     }
-    return replace(container_shape(task, image_id), files=files)
+    return replace(container_shape(task, image_id, archive), files=files)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from grader.errors import SandboxError
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -36,6 +38,23 @@ class ContainerSpec:
     limits: Limits = Limits()
     timeout: float = 60.0  # wall clock for the whole container life, from start to exit
     labels: dict[str, str] = field(default_factory=dict)
+    # Files of the shape, the same for every run of it (the supervisor's archive), placed
+    # like `files` (no path in both): a provider that starts containers ahead of demand
+    # places them at the start, before a run's own `files` arrive.
+    early_files: dict[str, bytes] = field(default_factory=dict)
+    # Modules a provider may import ahead of the run when `command` is ["python3", "-I", ZIP]
+    # with ZIP among the early files: the interpreter that waited for the run's files then
+    # runs ZIP as that command would, these already loaded. Empty: the command is started
+    # when the files are in place, as it is.
+    preload: tuple[str, ...] = ()
+
+
+def refuse_clashes(spec: ContainerSpec) -> None:
+    """A path among both a run's files and its shape's early files is a fault of the caller,
+    refused by every provider before anything starts."""
+    both = sorted(spec.files.keys() & spec.early_files.keys())
+    if both:
+        raise SandboxError(f"a run's files and its shape's early files both hold {both}")
 
 
 @dataclass
@@ -59,8 +78,10 @@ class Sandbox(ABC):
       `spec.timeout` is stopped and comes back `timed_out` with no exit status, never
       raised; one killed for memory comes back `oom_killed` when the engine tells (Docker
       on cgroup v2 sometimes does not: then only its exit status, 137, says it);
-    - `spec.files` are in place before the command starts, root-owned (directories 0700,
-      files 0600), under `spec.files_root`; it runs in `spec.workdir` with `spec.env`;
+    - `spec.files` and `spec.early_files` are in place before the command starts,
+      root-owned (directories 0700, files 0600), under `spec.files_root`; it runs in
+      `spec.workdir` with `spec.env`; a `preload` changes when its modules are imported,
+      never what the command does;
     - it runs as root with only the capabilities the supervisor needs (CHOWN,
       DAC_OVERRIDE, SETUID, SETGID, KILL) under no-new-privileges, so a process that
       becomes another user has none; there is no network;

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.errors import ImageError
-from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
+from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, refuse_clashes, sandbox_provider
 
 
 @dataclass
@@ -67,6 +67,7 @@ class FakeSandbox(Sandbox):
     def run(self, spec: ContainerSpec) -> ContainerOutput:
         if self.images is not None and spec.image not in self.images:
             raise ImageError(f"image {spec.image} is missing")
+        refuse_clashes(spec)
         self.runs.append(spec)
         answer = self.handler(spec)
         if isinstance(answer, ContainerOutput):

@@ -60,7 +60,8 @@ def test_a_language_example_is_valid_test_by_test(language_grader, task_id):
 def test_every_later_run_imports_the_supervisor_from_bytecode(language_grader):
     """Each image's first run (above) compiled the supervisor on its interpreter, or said which
     one it is; every run since imports it from that bytecode (box/bytecode.py): 3.9 and
-    3.13 here, the same verdict."""
+    3.13 here, the same verdict. Each imports it before its own files come (the sandbox's
+    `preload`), warm or cold."""
     reports = []
     run = language_grader.sandbox.run
 
@@ -76,5 +77,7 @@ def test_every_later_run_imports_the_supervisor_from_bytecode(language_grader):
     finally:
         del language_grader.sandbox.run
     assert [r["bytecode"]["loaded"] for r in reports] == [True] * len(reports), reports
+    # and each was imported by its container before the run's order came (the sandbox's preload)
+    assert [r["preloaded"] for r in reports] == [True] * len(reports), reports
     assert not [r for r in reports if "compiled" in r or "compile" in r["durations"]]
     assert len({r["bytecode"]["magic"] for r in reports}) >= 2

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from grader.errors import ImageError
+from grader.errors import ImageError, SandboxError
 from grader.sandbox import ContainerSpec, Limits, Sandbox, get_sandbox, provider_names
 from grader.sandbox.fake import FakeRun
 
@@ -179,13 +179,88 @@ def test_env_and_workdir_are_the_specs(probe):
         assert probe.sandbox.runs[-1].env == {"GRADER_PROBE": "x y", "TZ": "UTC"}
 
 
-# --- isolation: a real container's promises -----------------------------------------------------------
-
 STATUS = (
     "import ctypes, re\n"  # no-new-privileges from prctl: gVisor's /proc/self/status has no NoNewPrivs line
     "caps = re.search(r'CapEff:\\s*(\\w+)', open('/proc/self/status').read()).group(1)\n"
     "print(int(caps, 16), ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0))\n"
 )
+
+
+# A zip application run as ["python3", "-I", ZIP] from the early files: its module `early`
+# notes, when imported, whether the run's own file was there yet; its __main__ prints what
+# the command would see (argv, sys.path[0], its module's name and file, its standard input,
+# its identity) and exits with its own status.
+ZIP = "/opt/grader/run/app.zip"
+EARLY = "import os\nSAW_RUN_FILE = os.path.exists('/opt/grader/run/order.json')\n"
+ZIP_MAIN = (
+    "import os, sys\n"
+    "import early\n"
+    "print(sys.argv, sys.path[0], __name__, __file__)\n"
+    "print(early.SAW_RUN_FILE, repr(os.read(0, 10)), os.getpid(), os.getcwd(), os.environ.get('GRADER_PROBE'))\n"
+    "print(open('/opt/grader/run/order.json').read(), oct(os.stat('/opt/grader/run/app.zip').st_mode & 0o777))\n"
+    + STATUS.replace("print(", "print('caps', ", 1)
+    + "sys.exit(7)\n"
+)
+
+
+def app_zip() -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("__main__.py", ZIP_MAIN)
+        z.writestr("early.py", EARLY)
+    return buf.getvalue()
+
+
+def run_app(probe: Probe, preload: tuple[str, ...], fake: bytes) -> tuple[list[str], int | None]:
+    out = probe.run(
+        ["python3", "-I", ZIP],
+        files={"run/order.json": b'{"run": 1}'},
+        early_files={"run/app.zip": app_zip()},
+        preload=preload,
+        env={"GRADER_PROBE": "env"},
+        fake=FakeRun(stdout=fake, exit_code=7),
+    )
+    if not probe.real:
+        assert probe.sandbox.runs[-1].early_files == {"run/app.zip": app_zip()}
+        assert probe.sandbox.runs[-1].preload == preload
+    return out.stdout.decode().splitlines(), out.exit_code
+
+
+def as_its_command(probe: Probe, lines: list[str], status: int | None, saw_run_file: bool) -> None:
+    """What `python3 -I ZIP` would see, run as the command: whether `early` was imported
+    before the run's files arrived is the one thing a preload may change."""
+    assert status == 7, lines
+    assert lines[0] == f"['{ZIP}'] {ZIP} __main__ {ZIP}/__main__.py"
+    assert lines[1] == f"{saw_run_file} b'' 1 /work/repo env"  # stdin is /dev/null; PID 1
+    assert lines[2] == '{"run": 1} 0o600'
+    if probe.real:
+        assert lines[3] == f"caps {SUPERVISOR_CAPS} 1"  # the supervisor's capabilities, no-new-privileges
+
+
+def test_preloaded_modules_are_imported_before_the_runs_files_and_the_zip_runs_as_its_command(probe):
+    fake = f"['{ZIP}'] {ZIP} __main__ {ZIP}/__main__.py\nFalse b'' 1 /work/repo env\n{{\"run\": 1}} 0o600\n"
+    lines, status = run_app(probe, ("early",), fake.encode())
+    as_its_command(probe, lines, status, saw_run_file=False)
+
+
+def test_without_a_preload_or_when_one_fails_the_command_starts_afresh(probe):
+    probe.only_in_a_container("when a real interpreter imports a module")
+    for preload in [(), ("early", "no_such_module")]:
+        lines, status = run_app(probe, preload, b"")
+        as_its_command(probe, lines, status, saw_run_file=True)
+
+
+def test_a_path_both_early_and_the_runs_own_is_refused(probe):
+    spec = probe.spec(["true"], files={"run/a": b"1"}, early_files={"run/a": b"2"})
+    with pytest.raises(SandboxError, match="run/a"):
+        probe.sandbox.run(spec)
+    assert left_behind(probe) == []
+
+
+# --- isolation: a real container's promises -----------------------------------------------------------
 
 
 def test_the_command_runs_as_root_with_only_the_supervisors_capabilities(probe):

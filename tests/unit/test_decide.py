@@ -780,7 +780,11 @@ def test_the_run_spec_carries_the_supervisor_the_job_and_the_patch(tasks, cache,
     assert spec.image == IMAGE and spec.files_root == "/opt/grader" and spec.workdir == "/work/repo"
     assert spec.command == ["python3", "-I", "/opt/grader/run/box.zip"]
     assert spec.files["run/submission.patch"] == gold
-    assert spec.files["run/box.zip"] == archive() and archive().startswith(b"PK")
+    # the archive is the shape's, the same for every run on the image: a container started
+    # ahead holds it, and its supervisor and the check's runner imported, before the run
+    assert sorted(spec.files) == ["run/order.json", "run/submission.patch"]
+    assert spec.early_files == {"run/box.zip": archive()} and archive().startswith(b"PK")
+    assert spec.preload == ("grader_box.supervisor", "grader_box.runners.pytest")
     assert Order.from_json(spec.files["run/order.json"]).check.kind == "pytest"
     assert (spec.limits.memory, spec.limits.pids, spec.timeout) == ("256m", 64, 20)
     assert spec.env["TZ"] == "UTC" and spec.labels == {"grader.task": "d-pytest"}

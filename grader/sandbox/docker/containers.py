@@ -15,20 +15,22 @@ gVisor's runsc ("gvisor") as its runtime.
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import os
 import socket
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
 
 from grader.errors import ImageError, SandboxError
-from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, sandbox_provider
-from grader.sandbox.docker.delivery import MAGIC, bundle, write_stdin
+from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, refuse_clashes, sandbox_provider
+from grader.sandbox.docker.delivery import MAGIC, Stdin, bundle
 from grader.sandbox.docker.engine import DockerEngine
 from grader.sandbox.docker.memory import MemoryWatch
 
@@ -47,6 +49,7 @@ OWNER_LABEL = "grader.owner"
 #   KILL          kill every process the user left behind, before reading the tree
 # Not FOWNER: it only chmods files it created. Not SYS_PTRACE, NET_*, SYS_ADMIN or MKNOD.
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
+WANTED_KEPT = 256  # shapes whose last early files a sandbox remembers (container_shape's per task)
 # Under gVisor the host's pids cgroup counts the sandbox kernel's threads, not the run's
 # processes: an idle sandbox holds about 40, and each process inside it about 10 more
 # (measured with runsc 20221219, ptrace platform). When the cgroup is full the sandbox
@@ -69,46 +72,71 @@ RUNSC_MEMORY_PER_PROCESS = 4 * 1024**2
 # command. Starting it is the slow part of a run, so it can happen ahead of demand.
 #
 # The files come on its standard input, written by the host through the engine's attach
-# stream (delivery.py says why not a copy into the container, nor a mount): one bundle,
-# a header line, one line per file ("SIZE PATH"), an empty line, then the files' bytes.
-# The loop blocks in a read until they come, so an idle container costs no CPU and wakes
-# as the first byte arrives (no signal, no poll). It writes each file under files_root
-# (argv[1]) as root, directories 0700 and files 0600, then puts /dev/null on its
-# standard input, closing the stream, and becomes the run's command (argv[2:]): the run
-# inherits nothing of the delivery. A stream that ends early is the loop's exit, status
-# 1 with the reason on stderr, before anything of the run has started.
+# stream (delivery.py says why not a copy into the container, nor a mount), as two
+# bundles: the shape's early files at the start, the run's files when a run takes the
+# container. A bundle is a header line, one line per file ("SIZE PATH"), an empty line,
+# then the files' bytes. The loop blocks in a read until they come, so an idle container
+# costs no CPU and wakes as the first byte arrives (no signal, no poll). It writes each
+# file under files_root (argv[1]) as root, directories 0700 and files 0600.
+#
+# Between the bundles it imports the modules argv[2] names (comma-separated), when the
+# command (argv[3:]) is `python3 -I ZIP`: this loop runs under `python3 -I` too, so once
+# the run's files are written it runs ZIP in this interpreter as that command would (a
+# fresh `__main__`, sys.argv [ZIP], the zip first on sys.path), its modules already
+# loaded. An import that fails there leaves it to the command, started afresh. Either
+# way it then puts /dev/null on its standard input, closing the stream, so the run
+# inherits nothing of the delivery. A stream that ends early is the loop's exit, status 1
+# with the reason on stderr, before anything of the run has started.
 BOOT = (
     "import os, sys\n"
     "src = sys.stdin.buffer\n"
-    f"if src.readline() != {MAGIC!r}:\n"
-    "    sys.exit('grader: the run files did not come as a bundle')\n"
-    "listed = []\n"
-    "while True:\n"
-    "    line = src.readline()\n"
-    "    if not line.endswith(b'\\n'):\n"
-    "        sys.exit('grader: the run files ended in their header')\n"
-    "    if line == b'\\n':\n"
-    "        break\n"
-    "    size, rel = line[:-1].decode().split(' ', 1)\n"
-    "    listed.append((int(size), rel.split('/')))\n"
-    "for size, parts in listed:\n"
-    "    data = src.read(size)\n"
-    "    if len(data) != size:\n"
-    "        sys.exit('grader: the run files ended early')\n"
-    "    d = sys.argv[1]\n"
-    "    for part in parts[:-1]:\n"
-    "        d = os.path.join(d, part)\n"
-    "        try:\n"
-    "            os.mkdir(d, 0o700)\n"
-    "        except FileExistsError:\n"
-    "            pass\n"
-    "    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW\n"
-    "    with open(os.open(os.path.join(d, parts[-1]), flags, 0o600), 'wb') as f:\n"
-    "        f.write(data)\n"
+    "def take():\n"
+    f"    if src.readline() != {MAGIC!r}:\n"
+    "        sys.exit('grader: the run files did not come as a bundle')\n"
+    "    listed = []\n"
+    "    while True:\n"
+    "        line = src.readline()\n"
+    "        if not line.endswith(b'\\n'):\n"
+    "            sys.exit('grader: the run files ended in their header')\n"
+    "        if line == b'\\n':\n"
+    "            break\n"
+    "        size, rel = line[:-1].decode().split(' ', 1)\n"
+    "        listed.append((int(size), rel.split('/')))\n"
+    "    for size, parts in listed:\n"
+    "        data = src.read(size)\n"
+    "        if len(data) != size:\n"
+    "            sys.exit('grader: the run files ended early')\n"
+    "        d = sys.argv[1]\n"
+    "        for part in parts[:-1]:\n"
+    "            d = os.path.join(d, part)\n"
+    "            try:\n"
+    "                os.mkdir(d, 0o700)\n"
+    "            except FileExistsError:\n"
+    "                pass\n"
+    "        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW\n"
+    "        with open(os.open(os.path.join(d, parts[-1]), flags, 0o600), 'wb') as f:\n"
+    "            f.write(data)\n"
+    "take()\n"
+    "command = sys.argv[3:]\n"
+    "preload = [m for m in sys.argv[2].split(',') if m]\n"
+    "here = bool(preload) and len(command) == 3 and command[:2] == ['python3', '-I']\n"
+    "if here:\n"
+    "    try:\n"
+    "        import runpy\n"
+    "        sys.path.insert(0, command[2])\n"
+    "        for name in preload:\n"
+    "            __import__(name)\n"
+    "    except Exception:\n"
+    "        here = False\n"
+    "take()\n"
     "null = os.open('/dev/null', os.O_RDONLY)\n"
     "os.dup2(null, 0)\n"
     "os.close(null)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "if not here:\n"
+    "    os.execvp(command[0], command)\n"
+    "del take, src, null\n"
+    "sys.argv = command[2:]\n"
+    "runpy.run_path(command[2], run_name='__main__')\n"
 )
 
 
@@ -120,9 +148,23 @@ def _parse_size(text: str) -> int:
     return int(text)
 
 
+@functools.lru_cache(maxsize=16)
+def _digest(data: bytes) -> bytes:
+    """An early file's digest, for its shape: the same archive object comes with every run
+    (bytes keep their hash, so a hit costs no pass over them)."""
+    return hashlib.sha256(data).digest()
+
+
 def _cid(container: Container) -> str:
     """A container's id: the SDK's type allows None, which a created container never has."""
     return cast(str, container.id)
+
+
+class Warm(NamedTuple):
+    """A started container and its standard input, open until a run sends its files."""
+
+    container: Container
+    stdin: Stdin
 
 
 def _owner() -> str:
@@ -145,7 +187,8 @@ class DockerSandbox(Sandbox):
     ):
         self.engine = engine or DockerEngine()
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
-        self._warm: dict[tuple[Any, ...], Container] = {}
+        self._warm: dict[tuple[Any, ...], Warm] = {}
+        self._wanted: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # a shape but its early files -> the last asked for
         self._unremoved: list[Container] = []  # containers the engine could not remove when asked
         self._cleaner: threading.Thread | None = None
         self._in_flight: set[str] = set()
@@ -224,7 +267,8 @@ class DockerSandbox(Sandbox):
     # --- containers started ahead of demand ------------------------------------------
     @staticmethod
     def _shape(spec: ContainerSpec) -> tuple[Any, ...]:
-        """What a container is fixed to at creation: runs of one shape can share a pool."""
+        """What a container is fixed to at creation: runs of one shape can share a pool. The
+        digests of its early files come last."""
         return (
             spec.image,
             tuple(spec.command),
@@ -233,13 +277,16 @@ class DockerSandbox(Sandbox):
             spec.limits,
             spec.files_root,
             tuple(sorted(spec.labels.items())),
+            spec.preload,
+            tuple(sorted((path, _digest(data)) for path, data in spec.early_files.items())),
         )
 
-    def _start_new(self, spec: ContainerSpec) -> Container:
-        """Create and start a container that idles until its run's files arrive."""
+    def _start_new(self, spec: ContainerSpec) -> Warm:
+        """Create and start a container that idles until its run's files arrive, and give
+        it its shape's early files (the stream stays open for the run's)."""
         client = self.engine.client
         kwargs = self._create_kwargs(spec)
-        kwargs["command"] = ["python3", "-I", "-c", BOOT, spec.files_root, *spec.command]
+        kwargs["command"] = ["python3", "-I", "-c", BOOT, spec.files_root, ",".join(spec.preload), *spec.command]
         try:
             container = client.containers.create(**kwargs)
         except docker.errors.ImageNotFound as exc:
@@ -249,38 +296,54 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot create the container: {exc}") from exc
         try:
             container.start()
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            stdin = Stdin(client.api, _cid(container))
+        except (docker.errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
             self._fault = True
             self._remove(container)
             raise SandboxError(f"cannot start the container: {exc}") from exc
-        return container
+        try:
+            stdin.send(bundle(spec.early_files))
+        except OSError as exc:
+            stdin.close()
+            self._fault = True
+            self._remove(container)
+            raise SandboxError(f"cannot give the container its files: {exc}") from exc
+        return Warm(container, stdin)
 
-    def _take_warm(self, spec: ContainerSpec) -> Container | None:
+    def _take_warm(self, spec: ContainerSpec) -> Warm | None:
         with self._lock:
             return self._warm.pop(self._shape(spec), None)
 
     def _refill(self, spec: ContainerSpec) -> None:
         """Start the next container of this shape in the background, keeping at most
-        `max_warm` shapes (the least recently used one is dropped)."""
+        `max_warm` shapes (the least recently used one is dropped). Shapes that differ only
+        in their early files (the supervisor's archive before and after its bytecode was
+        learnt) keep one container between them: the last asked for."""
         if not self.max_warm:
             return
+        key = self._shape(spec)
+        with self._lock:
+            self._wanted.pop(key[:-1], None)
+            self._wanted[key[:-1]] = key
+            while len(self._wanted) > WANTED_KEPT:
+                self._wanted.pop(next(iter(self._wanted)))
 
         def work() -> None:
             try:
-                container = self._start_new(spec)
+                warm = self._start_new(spec)
             except Exception:  # noqa: BLE001 - a failed refill only means the next run starts cold
                 self._fault = True
                 return
-            key = self._shape(spec)
             with self._lock:
-                old = self._warm.pop(key, None)
-                self._warm[key] = container
-                evicted = []
+                if self._wanted.get(key[:-1]) != key:
+                    evicted = [warm]  # its early files were replaced while it started
+                else:
+                    evicted = [self._warm.pop(k) for k in [k for k in self._warm if k[:-1] == key[:-1]]]
+                    self._warm[key] = warm
                 while len(self._warm) > self.max_warm:
                     evicted.append(self._warm.pop(next(iter(self._warm))))
-            for c in [old, *evicted]:
-                if c is not None:
-                    self._remove(c)
+            for w in evicted:
+                self._put_away(w)
 
         thread = threading.Thread(target=work, name="grader-prewarm", daemon=True)
         thread.start()
@@ -309,9 +372,14 @@ class DockerSandbox(Sandbox):
             t.join(30)
         with self._lock:
             idle, self._warm = list(self._warm.values()), {}
-        for c in idle:
-            self._remove(c)
+        for w in idle:
+            self._put_away(w)
         self._remove_leftovers()
+
+    def _put_away(self, warm: Warm) -> None:
+        """Remove a container that no run took."""
+        warm.stdin.close()
+        self._remove(warm.container)
 
     def _remove(self, container: Container) -> float:
         """Remove a container; if the engine cannot answer now (dockerd restarting), keep
@@ -365,7 +433,7 @@ class DockerSandbox(Sandbox):
         known: set[str] = set()
         for sandbox in list(DockerSandbox._instances):
             with sandbox._lock:
-                known |= {_cid(c) for c in sandbox._warm.values()} | set(sandbox._in_flight)
+                known |= {_cid(w.container) for w in sandbox._warm.values()} | set(sandbox._in_flight)
                 known |= {_cid(c) for c in sandbox._unremoved}
         try:
             mine = self.engine.client.containers.list(
@@ -386,27 +454,31 @@ class DockerSandbox(Sandbox):
             self._reap_strays()
         client = self.engine.client
         durations: dict[str, float] = {}
+        refuse_clashes(spec)
         files = bundle(spec.files)
         t = time.monotonic()
-        container = self._take_warm(spec)
-        durations["warm"] = 1.0 if container is not None else 0.0
-        if container is not None:
+        warm = self._take_warm(spec)
+        durations["warm"] = 1.0 if warm is not None else 0.0
+        container = None
+        if warm is not None:
             durations["start"] = time.monotonic() - t
             t = time.monotonic()
             try:  # a warm container can have died meanwhile (dockerd restarted): then start cold
-                write_stdin(client.api, _cid(container), files)
-            except (docker.errors.DockerException, OSError):  # requests' errors are OSErrors
-                self._remove(container)
-                container, durations["warm"] = None, 0.0
+                warm.stdin.finish(files)
+                container = warm.container
+            except OSError:  # requests' errors are OSErrors
+                self._put_away(warm)
+                durations["warm"] = 0.0
             durations["deliver"] = time.monotonic() - t
         if container is None:
             t = time.monotonic()
-            container = self._start_new(spec)
+            warm = self._start_new(spec)
+            container = warm.container
             durations["start"] = time.monotonic() - t
             t = time.monotonic()
             try:
-                write_stdin(client.api, _cid(container), files)
-            except (docker.errors.DockerException, OSError) as exc:
+                warm.stdin.finish(files)
+            except OSError as exc:
                 self._fault = True
                 self._remove(container)
                 raise SandboxError(f"cannot give the container its files: {exc}") from exc
@@ -493,7 +565,7 @@ class DockerSandbox(Sandbox):
         for sandbox in list(DockerSandbox._instances):
             sandbox.settle()
             with sandbox._lock:
-                idle |= {_cid(c) for c in sandbox._warm.values()}
+                idle |= {_cid(w.container) for w in sandbox._warm.values()}
         mine = self.engine._call(
             self.engine.client.containers.list,
             all=True,

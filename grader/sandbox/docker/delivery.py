@@ -13,11 +13,15 @@ after it was sent under runsc (median 40 ms; runc 30 ms), and a byte written to 
 standard input 2 to 66 ms after (median 7 ms under both).
 
 So every grading container is created with its standard input open, and the host
-writes the run's files there as one bundle through the engine's attach stream (the
-Docker API only: a worker in a container reaches it through the socket like any other
-call). The container's BOOT loop (containers.py) reads exactly the bundle, writes each
-file as root, puts /dev/null on its standard input and becomes the run's command. Only a
-client of the engine can attach: the submission's processes never hold the stream.
+writes the files there through the engine's attach stream (the Docker API only: a worker
+in a container reaches it through the socket like any other call), as two bundles on one
+stream: at the container's start, the files of its shape (`ContainerSpec.early_files`,
+the supervisor's archive), and when a run takes it, the run's own (its order and patch).
+The host holds the stream open in between (`Stdin`). The container's BOOT loop
+(containers.py) reads exactly each bundle and writes each file as root; between the two
+it imports the modules the spec names for preloading; after the second it puts /dev/null
+on its standard input and becomes the run's command. Only a client of the engine can
+attach: the submission's processes never hold the stream.
 """
 
 from __future__ import annotations
@@ -42,18 +46,33 @@ def bundle(files: dict[str, bytes]) -> bytes:
     return b"".join(lines) + b"\n" + b"".join(files.values())
 
 
-def write_stdin(api: Any, container_id: str, data: bytes) -> None:
-    """Write `data` to a running container's standard input (the engine's attach stream,
-    standard input only; no terminal, so the engine copies the bytes as they are and no
-    detach sequence is looked for)."""
-    stream = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
-    raw: socket.socket = getattr(stream, "_sock", stream)  # the socket under the SDK's SocketIO
-    try:
-        raw.sendall(data)
+class Stdin:
+    """A running container's standard input, held open from its start to its run: the
+    engine's attach stream, standard input only (no terminal, so the engine copies the
+    bytes as they are and no detach sequence is looked for). The engine closes the
+    container's standard input when this stream ends (StdinOnce)."""
+
+    def __init__(self, api: Any, container_id: str):
+        self._stream = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+        self._raw: socket.socket = getattr(self._stream, "_sock", self._stream)  # the socket under the SDK's SocketIO
+
+    def send(self, data: bytes) -> None:
+        self._raw.sendall(data)
+
+    def finish(self, data: bytes) -> None:
+        """Send the last bytes and end the stream (the container then reads end of file)."""
         try:
-            raw.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # the engine closed it first: what was sent is sent
-    finally:
-        stream.close()
-        raw.close()
+            self._raw.sendall(data)
+            try:
+                self._raw.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the engine closed it first: what was sent is sent
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for part in (self._stream, self._raw):
+            try:
+                part.close()
+            except OSError:
+                pass
