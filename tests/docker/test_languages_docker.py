@@ -81,3 +81,55 @@ def test_every_later_run_imports_the_supervisor_from_bytecode(language_grader):
     assert [r["preloaded"] for r in reports] == [True] * len(reports), reports
     assert not [r for r in reports if "compiled" in r or "compile" in r["durations"]]
     assert len({r["bytecode"]["magic"] for r in reports}) >= 2
+
+
+# In the image's own interpreter: bytecode.place_for_pytest's file for a plugin (here a pyc
+# that claims the plugin's source but says "bytecode"), then the image's pytest loading it
+# with -p, its own trace on: whether it took the file or rewrote the source, and what ran.
+PLACED_FOR_PYTEST = """\
+import os, subprocess, sys
+sys.path.insert(0, "/opt/grader/run/box.zip")
+from grader_box import bytecode
+says = "import sys\\nsys.stderr.write('PLUGIN %s ' + (lambda: 0).__code__.co_filename + '\\\\n')\\n"
+source = (says % "source").encode()
+os.makedirs("/tmp/plugins")
+with open("/tmp/plugins/grader_report_x.py", "wb") as f:
+    f.write(source)
+compiled = bytecode.pyc((says % "bytecode").encode(), "elsewhere.py")
+bytecode.resource = lambda rel: compiled[:8] + __import__("importlib.util").util.source_hash(source) + compiled[16:]
+print(bytecode.place_for_pytest("reporters/pytest_plugin.py", "/tmp/plugins/grader_report_x.py", "/tmp/cache"))
+os.makedirs("/tmp/t")
+with open("/tmp/t/test_one.py", "w") as f:
+    f.write("def test_one():\\n    pass\\n")
+env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/cache", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH="/tmp/plugins",
+           PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTEST_DEBUG="1")
+argv = ["python", "-m", "pytest", "-p", "grader_report_x", "-p", "no:cacheprovider", "-q", "/tmp/t"]
+out = subprocess.run(argv, env=env, capture_output=True, text=True, cwd="/tmp")
+print("cached" if "found cached rewritten pyc for /tmp/plugins/grader_report_x.py" in out.stderr else "rewritten")
+print([line for line in out.stderr.splitlines() if line.startswith("PLUGIN")], out.returncode)
+"""
+
+
+def test_the_images_pytest_loads_the_report_plugin_from_the_pyc_placed_for_it(language_grader):
+    """The environment's pytest (8.3.3: pycs checked by mtime and size) takes the file
+    bytecode.place_for_pytest writes instead of rewriting the plugin's source, and the code
+    it runs names the plugin's own file."""
+    from grader.grading import ship
+    from grader.sandbox import ContainerSpec, Limits
+
+    image, _ = language_grader.images.instance_image(LANGUAGES.get("py313-median-even"))
+    spec = ContainerSpec(
+        image=image,
+        command=["python3", "-I", "-c", PLACED_FOR_PYTEST],
+        early_files={"run/box.zip": ship.archive()},
+        workdir="/work/repo",
+        limits=Limits(memory="512m", pids=64),
+        timeout=60.0,
+    )
+    out = language_grader.sandbox.run(spec)
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout.decode().splitlines() == [
+        "True",
+        "cached",
+        "['PLUGIN bytecode /tmp/plugins/grader_report_x.py'] 0",
+    ], out.stdout

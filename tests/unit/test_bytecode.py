@@ -214,3 +214,101 @@ def test_a_cache_that_cannot_be_written_only_costs_the_compile(tmp_path, monkeyp
     monkeypatch.setattr(bytecode, "resource", lambda rel: pyc)
     (tmp_path / "file").write_text("")
     assert not bytecode.place("reporters/pytest_plugin.py", str(tmp_path / "p.py"), str(tmp_path / "file"))
+
+
+# --- the report plugin's bytecode where pytest reads it ---------------------------------------------
+
+# What the plugin's code says when it runs: which text it was compiled from, and the file its
+# functions' code names (pytest's rewriter does not rename code it reads from its own pyc).
+SAYS = "import sys\nsys.stderr.write('PLUGIN {} ' + (lambda: 0).__code__.co_filename + '\\n')\n"
+
+
+def _pytest_with_placed(tmp_path: Path, monkeypatch, pyc: bytes | None, *, touch: bool = False) -> tuple[bool, str]:
+    """bytecode.place_for_pytest's file for a plugin whose source says "source", then a
+    pytest run that loads it with -p (PYTHONPYCACHEPREFIX as the check sets it; pytest's own
+    trace on): what the plugin said, and whether pytest took its cached pyc."""
+    source = SAYS.format("source").encode()
+    plugins, cache, tests = tmp_path / "plugins", tmp_path / "pycache", tmp_path / "tests"
+    for d in (plugins, tests):
+        d.mkdir(parents=True)
+    plugin = plugins / "grader_report_x.py"
+    plugin.write_bytes(source)
+    (tests / "test_one.py").write_text("def test_one():\n    pass\n")
+    monkeypatch.setattr(bytecode, "resource", lambda rel: pyc if pyc is not None else b"")
+    placed = bytecode.place_for_pytest("reporters/pytest_plugin.py", str(plugin), str(cache))
+    if touch:  # the plugin's file written again after its bytecode was placed (another size)
+        plugin.write_bytes(source + b"\n")
+    env = {
+        "PYTHONPYCACHEPREFIX": str(cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": str(plugins),
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTEST_DEBUG": "1",
+    }
+    argv = [sys.executable, "-m", "pytest", "-p", "grader_report_x", "-p", "no:cacheprovider", "-q", str(tests)]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
+    said = [line for line in out.stderr.splitlines() if line.startswith("PLUGIN ")]
+    cached = f"found cached rewritten pyc for {plugin}" in out.stderr
+    assert out.returncode == 0 and len(said) == 1, out.stderr[-2000:]
+    return placed, said[0] + (" cached" if cached else "")
+
+
+def test_pytest_loads_the_placed_plugin_from_its_own_pyc_naming_the_plugins_file(tmp_path, monkeypatch):
+    """A pyc claiming the plugin's source (here running other code, to show it is the one
+    loaded): pytest takes it instead of rewriting the source, and its code names the file."""
+    source = SAYS.format("source").encode()
+    said = _pytest_with_placed(tmp_path, monkeypatch, _pyc_of(SAYS.format("bytecode").encode(), source))
+    assert said == (True, f"PLUGIN bytecode {tmp_path / 'plugins' / 'grader_report_x.py'} cached")
+
+
+def test_no_pytest_pyc_is_made_from_bytecode_of_another_source(tmp_path, monkeypatch):
+    other = _pyc_of(SAYS.format("bytecode").encode(), b"print('other')\n")
+    placed, said = _pytest_with_placed(tmp_path, monkeypatch, other)
+    assert not placed and said.startswith("PLUGIN source ") and not said.endswith("cached")
+    unchecked = _pyc_of(SAYS.format("bytecode").encode(), SAYS.format("source").encode())
+    unchecked = unchecked[:4] + bytes(4) + unchecked[8:]  # right hash, but not a checked-hash pyc
+    placed, said = _pytest_with_placed(tmp_path / "b", monkeypatch, unchecked)
+    assert not placed and said.startswith("PLUGIN source ")
+
+
+def test_a_plugin_file_changed_after_its_pyc_was_placed_is_rewritten_from_its_source(tmp_path, monkeypatch):
+    """pytest checks its pyc against the source's size and mtime: a plugin file that is not
+    the one whose bytecode was placed runs as written."""
+    source = SAYS.format("source").encode()
+    pyc = _pyc_of(SAYS.format("bytecode").encode(), source)
+    placed, said = _pytest_with_placed(tmp_path, monkeypatch, pyc, touch=True)
+    assert placed and said.startswith("PLUGIN source ") and not said.endswith("cached")
+
+
+def test_without_pytest_beside_the_interpreter_nothing_is_placed(tmp_path, monkeypatch):
+    (tmp_path / "p.py").write_bytes(b"x = 1\n")
+    monkeypatch.setattr(bytecode, "resource", lambda rel: _pyc_of(b"x = 1\n", b"x = 1\n"))
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert not bytecode.place_for_pytest("reporters/pytest_plugin.py", str(tmp_path / "p.py"), str(tmp_path / "c"))
+    assert not (tmp_path / "c").exists()
+
+
+def test_for_a_pytest_that_checks_mtime_and_size_the_header_holds_them(tmp_path, monkeypatch):
+    """pytest before 9 reads its pycs by the source's mtime and size (flags 0): the file is
+    written so, under that version's name (the docker tier runs pytest 8.3.3 on it)."""
+    site = tmp_path / "site"
+    (site / "_pytest" / "assertion").mkdir(parents=True)
+    (site / "_pytest" / "assertion" / "rewrite.py").write_text("def _read_pyc(source, pyc): ...  # mtime and size\n")
+    (site / "pytest-8.3.3.dist-info").mkdir()
+    source = b"x = 1\n"
+    (tmp_path / "p.py").write_bytes(source)
+    monkeypatch.setattr(bytecode, "resource", lambda rel: _pyc_of(b"x = 2\n", source))
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert bytecode.place_for_pytest("reporters/pytest_plugin.py", str(tmp_path / "p.py"), str(tmp_path / "c"))
+    (placed,) = (tmp_path / "c").rglob("*.pyc")
+    assert placed.name == f"p.{sys.implementation.cache_tag}-pytest-8.3.3.pyc"
+    st = (tmp_path / "p.py").stat()
+    data = placed.read_bytes()
+    assert data[:16] == importlib.util.MAGIC_NUMBER + bytes(4) + int(st.st_mtime).to_bytes(4, "little") + (6).to_bytes(
+        4, "little"
+    )
+    code = marshal.loads(data[16:])
+    assert code.co_filename == str(tmp_path / "p.py")
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    assert namespace["x"] == 2  # the archive's code, as given
