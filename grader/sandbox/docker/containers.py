@@ -50,6 +50,7 @@ OWNER_LABEL = "grader.owner"
 # Not FOWNER: it only chmods files it created. Not SYS_PTRACE, NET_*, SYS_ADMIN or MKNOD.
 SUPERVISOR_CAPS = ["CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID", "KILL"]
 WANTED_KEPT = 256  # shapes whose last early files a sandbox remembers (container_shape's per task)
+STARTING_WAIT = 30.0  # at most this long a run waits for a container of its shape being started
 # Under gVisor the host's pids cgroup counts the sandbox kernel's threads, not the run's
 # processes: an idle sandbox holds about 40, and each process inside it about 10 more
 # (measured with runsc 20221219, ptrace platform). When the cgroup is full the sandbox
@@ -189,6 +190,7 @@ class DockerSandbox(Sandbox):
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
         self._warm: dict[tuple[Any, ...], Warm] = {}
         self._wanted: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # a shape but its early files -> the last asked for
+        self._starting: dict[tuple[Any, ...], threading.Event] = {}  # shapes whose container is being started
         self._unremoved: list[Container] = []  # containers the engine could not remove when asked
         self._cleaner: threading.Thread | None = None
         self._in_flight: set[str] = set()
@@ -311,14 +313,23 @@ class DockerSandbox(Sandbox):
         return Warm(container, stdin)
 
     def _take_warm(self, spec: ContainerSpec) -> Warm | None:
+        """The idle container of this shape; if one is being started, it once started (a
+        start under way is nearer its end than a new one would be)."""
+        key = self._shape(spec)
         with self._lock:
-            return self._warm.pop(self._shape(spec), None)
+            warm, started = self._warm.pop(key, None), self._starting.get(key)
+        if warm is not None or started is None:
+            return warm
+        started.wait(min(spec.timeout, STARTING_WAIT))
+        with self._lock:
+            return self._warm.pop(key, None)
 
     def _refill(self, spec: ContainerSpec) -> None:
-        """Start the next container of this shape in the background, keeping at most
-        `max_warm` shapes (the least recently used one is dropped). Shapes that differ only
-        in their early files (the supervisor's archive before and after its bytecode was
-        learnt) keep one container between them: the last asked for."""
+        """Start the next container of this shape in the background, unless one is idle or
+        being started already, keeping at most `max_warm` shapes (the least recently used
+        one is dropped). Shapes that differ only in their early files (the supervisor's
+        archive before and after its bytecode was learnt) keep one container between them:
+        the last asked for."""
         if not self.max_warm:
             return
         key = self._shape(spec)
@@ -327,14 +338,21 @@ class DockerSandbox(Sandbox):
             self._wanted[key[:-1]] = key
             while len(self._wanted) > WANTED_KEPT:
                 self._wanted.pop(next(iter(self._wanted)))
+            if key in self._warm or key in self._starting:
+                return  # one is there, or on its way: a second would only be put away
+            started = self._starting[key] = threading.Event()
 
         def work() -> None:
             try:
                 warm = self._start_new(spec)
             except Exception:  # noqa: BLE001 - a failed refill only means the next run starts cold
                 self._fault = True
+                with self._lock:
+                    self._starting.pop(key, None)
+                started.set()
                 return
             with self._lock:
+                self._starting.pop(key, None)
                 if self._wanted.get(key[:-1]) != key:
                     evicted = [warm]  # its early files were replaced while it started
                 else:
@@ -342,6 +360,7 @@ class DockerSandbox(Sandbox):
                     self._warm[key] = warm
                 while len(self._warm) > self.max_warm:
                     evicted.append(self._warm.pop(next(iter(self._warm))))
+            started.set()
             for w in evicted:
                 self._put_away(w)
 
@@ -351,8 +370,10 @@ class DockerSandbox(Sandbox):
         self._refills = [t for t in self._refills if t.is_alive()]
 
     def is_warm(self, spec: ContainerSpec) -> bool:
+        """Whether a container of `spec`'s shape is idle here, or being started."""
+        key = self._shape(spec)
         with self._lock:
-            return self._shape(spec) in self._warm
+            return key in self._warm or key in self._starting
 
     def settle(self, timeout: float = 60.0) -> None:
         """Wait for the containers being started ahead of demand to be ready (a benchmark
