@@ -231,10 +231,11 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def machine_cpu() -> float:
-    """Busy CPU seconds of the whole machine since boot, every core summed (not idle, not
-    waiting for I/O)."""
+    """Busy CPU seconds of the whole machine since boot, every core summed: user, nice,
+    system, irq and softirq (not idle, not waiting for I/O, and not steal: the time a
+    virtual machine's host gave to its other guests, which no process here spent)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:3]) + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
 
 
 # --- the deployment as shipped: nginx in front ------------------------------------------------------
