@@ -198,3 +198,60 @@ def test_a_delivery_cut_short_runs_nothing(grader, mini_set, monkeypatch):
     assert (out.exit_code, out.stdout, out.timed_out) == (1, b"", False), out
     assert b"the run files ended early" in out.stderr
     assert grader.sandbox.busy_containers() == []
+
+
+def _counting_starts(sandbox, monkeypatch) -> list[bytes]:
+    """Every container the sandbox starts, by the early files it was given."""
+    started: list[bytes] = []
+    start = sandbox._start_new
+
+    def counted(spec):
+        started.append(spec.early_files.get("run/app", b""))
+        return start(spec)
+
+    monkeypatch.setattr(sandbox, "_start_new", counted)
+    return started
+
+
+def _spec(image: str, early: bytes) -> ContainerSpec:
+    return ContainerSpec(
+        image=image,
+        command=["sh", "-c", "cat /opt/grader/run/app"],
+        early_files={"run/app": early},
+        limits=Limits(memory="256m", pids=64),
+        timeout=30.0,
+        labels={"grader.task": "pool"},
+    )
+
+
+def test_a_run_takes_the_container_being_started_for_it_and_none_is_started_twice(grader, mini_set, monkeypatch):
+    """A run that comes while its shape's container is still starting waits for it rather
+    than start another (which the refill would then replace, unused); a start asked for
+    while one is under way starts none."""
+    image, _ = grader.images.instance_image(mini_set.get("mini"))
+    started = _counting_starts(grader.sandbox, monkeypatch)
+    spec = _spec(image, b"one")
+    grader.sandbox.prewarm(spec)
+    grader.sandbox.prewarm(spec)  # under way: nothing more
+    assert grader.sandbox.is_warm(spec)
+    out = grader.sandbox.run(spec)  # at once: the start above is not finished
+    assert (out.exit_code, out.stdout, out.durations["warm"]) == (0, b"one", 1.0), out
+    grader.sandbox.busy_containers()  # the refill after the run has landed
+    assert started == [b"one", b"one"]  # the one asked for ahead, the refill: no cold start
+    assert grader.sandbox.busy_containers() == []
+
+
+def test_new_early_files_replace_a_shapes_idle_container(grader, mini_set, monkeypatch):
+    """The supervisor's archive changes once its bytecode is learnt: a shape keeps one idle
+    container, the one with the files last asked for, even when the older start lands last."""
+    image, _ = grader.images.instance_image(mini_set.get("mini"))
+    old, new = _spec(image, b"old"), _spec(image, b"new")
+    grader.sandbox.prewarm(old)
+    grader.sandbox.prewarm(new)
+    grader.sandbox.busy_containers()
+    assert grader.sandbox.is_warm(new) and not grader.sandbox.is_warm(old)
+    started = _counting_starts(grader.sandbox, monkeypatch)
+    out = grader.sandbox.run(new)
+    assert (out.stdout, out.durations["warm"]) == (b"new", 1.0)
+    grader.sandbox.busy_containers()
+    assert started == [b"new"]  # only the refill
