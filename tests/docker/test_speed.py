@@ -58,5 +58,6 @@ def test_speed_grades_every_submission_and_prints_a_positive_ratio_and_a_budget(
         assert {"claim", "load", "grade", "finish", "notify", "job"} <= set(stages), stages
         assert {"container_wait", "supervisor", "check", "cpu", "cpu_boot", "cpu_check"} <= set(g["durations"])
     assert f["cpu_per_grade"]["measured_in_container"] == 6 and f["cpu_per_grade"]["ratio"] > 0
-    for name in ("database: claim", "file delivery (put_archive + wake)", "supervisor: the tests' run (check)"):
+    delivery = "file delivery (the order and patch on the container's stdin)"
+    for name in ("database: claim", delivery, "supervisor: the tests' run (check)"):
         assert name in budget["stages"] and name in run.stdout
