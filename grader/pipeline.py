@@ -157,10 +157,11 @@ class Grader:
             )
             if result.verdict is not Verdict.ERROR:
                 self._remember(read_at_base, out.stdout, config=order.check.base_config is None)
-                if self._archives.for_image(image_id) is not archive:
+                learnt = self._archives.for_image(image_id)
+                if learnt is not archive:
                     # its bytecode learnt: the container started after this run holds the
                     # archive without it, so one with it is started for the next
-                    self.sandbox.prewarm(container_shape(task, image_id, self._archives.for_image(image_id)))
+                    self.sandbox.prewarm(container_shape(task, image_id, learnt))
         except GraderError as exc:
             log.warning("grading %s failed in the machinery: %s", task.id, exc)
             self._images.pop((task.id, provenance.task_hash or ""), None)

@@ -9,7 +9,7 @@ from typing import Any
 
 from grader.box import paths
 from grader.box.order import Order, ProtectSpec
-from grader.box.runners import runner
+from grader.box.runners import RUNNERS, runner
 from grader.box.runners.common import test_file
 from grader.patch import PatchInfo
 from grader.sandbox import ContainerSpec, Limits
@@ -137,7 +137,7 @@ def container_shape(task: Task, image_id: str, archive: bytes) -> ContainerSpec:
         timeout=task.limits.timeout,
         labels={"grader.task": task.id},
         early_files={paths.ARCHIVE.removeprefix(paths.GRADER_DIR + "/"): archive},
-        preload=(f"{box}.supervisor", f"{box}.runners.{runner(runner_name(task)).__name__.rsplit('.', 1)[1]}"),
+        preload=(f"{box}.supervisor", f"{box}.runners.{RUNNERS[runner_name(task)]}"),
     )
 
 
