@@ -1,6 +1,7 @@
 """benchmarks/container_cost.py run for real: it measures a container's life in the shape the
 sandbox gives a grade, beside the same container on the host's network and the kernel's own
-namespaces, in one run. What it asserts is that it measured, never a figure."""
+namespaces, in one run, or refuses a measurement the machine's other work spoiled. What it
+asserts is how the benchmark behaves, never a figure's size."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ SCRIPT = ROOT / "benchmarks" / "container_cost.py"
 
 
 @pytest.mark.docker
-def test_the_benchmark_measures_a_grading_containers_life(tmp_path):
+def test_the_benchmark_measures_a_grading_containers_life_or_refuses_to(tmp_path):
+    """It measures the whole machine's CPU, so the tier's other workers weigh on it: a figure
+    at or below the machine's idle CPU then makes it refuse (exit 2, a message, no figure, no
+    file), which is what it must do rather than print one. Either way it never crashes and
+    never prints a figure that is not above zero."""
     out = tmp_path / "cost.json"
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--rounds", "2", "--json", str(out)],
@@ -24,8 +29,12 @@ def test_the_benchmark_measures_a_grading_containers_life(tmp_path):
         text=True,
         timeout=600,
     )
+    names = ["as a grade's (--network=none)", "on the host's network (comparison only)", "the kernel alone (unshare)"]
+    if run.returncode == 2:
+        assert "broken measurement" in run.stderr and "ms of the machine's CPU" not in run.stdout
+        assert not out.exists()
+        return
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads(out.read_text())
-    names = ["as a grade's (--network=none)", "on the host's network (comparison only)", "the kernel alone (unshare)"]
     assert all(figures[name] > 0 for name in names), figures
-    assert "the network namespace Docker makes" in run.stdout
+    assert all(name in run.stdout for name in names) and "the network namespace Docker makes" in run.stdout
