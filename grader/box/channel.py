@@ -153,9 +153,7 @@ def write_plugin(order: Order) -> tuple[str, str]:
                 os.fchmod(f.fileno(), 0o444)
         except OSError:
             continue
-        # compiled once, not by every test process: pytest reads its own pyc of a -p plugin
-        bytecode.place(PLUGIN, path, order.pycache)
-        bytecode.place_for_pytest(PLUGIN, path, order.pycache)
+        bytecode.place_for_pytest(PLUGIN, path, order.pycache)  # compiled once, not by every test process
     return d, module
 
 
