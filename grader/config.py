@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         description="a worker starts a container for the task of the next job in its queue while it grades "
         "(a suite of many tasks otherwise starts each grade's container cold)",
     )
+    network_lanes: bool = Field(
+        True,
+        description="a worker's grading containers join network namespaces it made once, one run in each at a "
+        "time, instead of Docker making one per container (grader/sandbox/docker/lanes.py; docs/security.md)",
+    )
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
     audit: Literal["flag", "fail"] = Field(
         "flag",

@@ -81,6 +81,7 @@ class Grader:
                 storage_size=s.storage_size,
                 file_size_limit=s.file_size_limit,
                 max_warm=s.prewarm,
+                network_lanes=s.network_lanes,
             )
             # containers of graders on this host that died mid-run go first; housekeeping
             # that fails (the engine is away) leaves the grade to find out for itself

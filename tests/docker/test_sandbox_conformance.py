@@ -11,7 +11,9 @@ it raises, what it was asked for); a promise that only a real container can keep
 The Docker providers are marked `docker` (and `gvisor`) like the other engine tests, and
 run in CI. Each is checked twice: cold (every run creates and starts its container) and
 warm (every run takes a container started ahead of demand, whose files arrive after its
-start: the path a worker's grades take).
+start: the path a worker's grades take). Both join network lanes (lanes.py), as a worker's
+containers do by default; runc is checked once more with a network namespace of each
+container's own (`network_lanes=False`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from grader.sandbox.fake import FakeRun
 
 FAKE_IMAGE = "sha256:" + "fa" * 32
 MARKS = {"fake": [], "docker": [pytest.mark.docker], "gvisor": [pytest.mark.docker, pytest.mark.gvisor]}
-# param id -> (provider, runs take a container started ahead of demand)
+# param id -> (provider, runs take a container started ahead of demand, network lanes)
 VARIANTS = {
-    "fake": ("fake", False),
-    "docker": ("docker", False),
-    "docker-warm": ("docker", True),
-    "gvisor": ("gvisor", False),
-    "gvisor-warm": ("gvisor", True),
+    "fake": ("fake", False, False),
+    "docker": ("docker", False, True),
+    "docker-warm": ("docker", True, True),
+    "docker-own-netns": ("docker", False, False),
+    "gvisor": ("gvisor", False, True),
+    "gvisor-warm": ("gvisor", True, True),
 }
 # What the interface promises about capabilities: the in-container supervisor's five
 # (CHOWN 0, DAC_OVERRIDE 1, KILL 5, SETGID 6, SETUID 7) and nothing else.
@@ -82,12 +85,12 @@ class Probe:
 
 @pytest.fixture(scope="module", params=[pytest.param(v, id=v, marks=MARKS[VARIANTS[v][0]]) for v in sorted(VARIANTS)])
 def probe(request) -> Probe:
-    name, warm = VARIANTS[request.param]
+    name, warm, lanes = VARIANTS[request.param]
     if name == "fake":
         return Probe(name, get_sandbox("fake", images={FAKE_IMAGE: FAKE_IMAGE}), FAKE_IMAGE)
     grader = request.getfixturevalue("grader")
     image, _ = grader.images.instance_image(request.getfixturevalue("mini_set").get("mini"))
-    sandbox = get_sandbox(name, max_warm=4 if warm else 0)
+    sandbox = get_sandbox(name, max_warm=4 if warm else 0, network_lanes=lanes)
     if name == "gvisor" and "runsc" not in sandbox.engine.runtimes():
         pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
     request.addfinalizer(sandbox.close)

@@ -1,7 +1,9 @@
 """Grading runs in Docker: one hardened container per run, with runc ("docker") or
 gVisor's runsc ("gvisor") as its runtime.
 
-- no network, all capabilities dropped but the supervisor's five, no-new-privileges;
+- no network: only a loopback, in a network lane (lanes.py) that one run at a time is in,
+  or (`network_lanes=False`) a namespace of the container's own; all capabilities dropped
+  but the supervisor's five, no-new-privileges;
 - memory (with no extra swap), CPU and pids limits, a size-capped tmpfs /tmp, a file
   size rlimit, a writable-layer cap where the storage driver supports it;
 - containers started ahead of demand, idling until the run's files arrive on their
@@ -32,6 +34,7 @@ from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, Sandbox, refuse_clashes, sandbox_provider
 from grader.sandbox.docker.delivery import MAGIC, Stdin, bundle
 from grader.sandbox.docker.engine import DockerEngine
+from grader.sandbox.docker.lanes import Lane, Lanes
 from grader.sandbox.docker.memory import MemoryWatch
 
 if TYPE_CHECKING:
@@ -162,10 +165,12 @@ def _cid(container: Container) -> str:
 
 
 class Warm(NamedTuple):
-    """A started container and its standard input, open until a run sends its files."""
+    """A started container and its standard input, open until a run sends its files, and
+    the network lane it joined (lanes.py), if the sandbox has lanes."""
 
     container: Container
     stdin: Stdin
+    lane: Lane | None = None
 
 
 def _owner() -> str:
@@ -185,8 +190,11 @@ class DockerSandbox(Sandbox):
         storage_size: str | None = "2G",
         file_size_limit: int = 256 * 1024 * 1024,
         max_warm: int = 4,
+        network_lanes: bool = True,
     ):
         self.engine = engine or DockerEngine()
+        # runs take turns in network namespaces made once (lanes.py), or each has its own
+        self._lanes = Lanes(self.engine, lambda: {LABEL: "1", OWNER_LABEL: _owner()}) if network_lanes else None
         self.max_warm = max_warm  # shapes kept started ahead of demand, one container each; 0 turns it off
         self._warm: dict[tuple[Any, ...], Warm] = {}
         self._wanted: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # a shape but its early files -> the last asked for
@@ -226,7 +234,7 @@ class DockerSandbox(Sandbox):
         self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
         self._checked = True
 
-    def _create_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
+    def _create_kwargs(self, spec: ContainerSpec, lane: Lane | None = None) -> dict[str, Any]:
         memory = _parse_size(spec.limits.memory)
         host_memory, host_pids = self._host_limits(memory, spec.limits.pids)
         kwargs = dict(
@@ -235,7 +243,7 @@ class DockerSandbox(Sandbox):
             user="0:0",
             working_dir=spec.workdir,
             environment=spec.env,
-            network_mode="none",
+            network_mode=lane.network_mode if lane is not None else "none",
             cap_drop=["ALL"],
             cap_add=SUPERVISOR_CAPS,
             security_opt=["no-new-privileges:true"],
@@ -283,11 +291,38 @@ class DockerSandbox(Sandbox):
             tuple(sorted((path, _digest(data)) for path, data in spec.early_files.items())),
         )
 
-    def _start_new(self, spec: ContainerSpec) -> Warm:
+    def _start_new(self, spec: ContainerSpec, *, for_run: bool = False) -> Warm:
         """Create and start a container that idles until its run's files arrive, and give
-        it its shape's early files (the stream stays open for the run's)."""
+        it its shape's early files (the stream stays open for the run's). With lanes, it
+        joins one: for a run about to be given it (`for_run`), a lane no run is in, taken
+        for that run; else any (lanes.py). When the lane's holder is gone (someone removed
+        it, dockerd restarted), the lane is retired and the start tried once more in another."""
+        for attempt in (1, 2):
+            lane = None
+            if self._lanes is not None:
+                lane = self._lanes.take_free(spec.image) if for_run else self._lanes.for_idle(spec.image)
+            try:
+                return self._start_in(spec, lane)
+            except Exception as exc:
+                if lane is None or self._lanes is None:
+                    raise
+                if for_run:
+                    self._lanes.give_back(lane, clean=True)  # the container was removed, or never ran
+                if not isinstance(exc, SandboxError) or attempt == 2 or self._lanes.holder_alive(lane):
+                    raise
+                self._lanes.retire(lane)
+                self._sweep_lanes()
+        raise AssertionError("unreachable")
+
+    def _sweep_lanes(self) -> None:
+        """Remove the holders of retired lanes no run is in."""
+        if self._lanes is not None:
+            for lane in self._lanes.sweep():
+                self._remove(lane.holder)
+
+    def _start_in(self, spec: ContainerSpec, lane: Lane | None) -> Warm:
         client = self.engine.client
-        kwargs = self._create_kwargs(spec)
+        kwargs = self._create_kwargs(spec, lane)
         kwargs["command"] = ["python3", "-I", "-c", BOOT, spec.files_root, ",".join(spec.preload), *spec.command]
         try:
             container = client.containers.create(**kwargs)
@@ -310,7 +345,7 @@ class DockerSandbox(Sandbox):
             self._fault = True
             self._remove(container)
             raise SandboxError(f"cannot give the container its files: {exc}") from exc
-        return Warm(container, stdin)
+        return Warm(container, stdin, lane)
 
     def _take_warm(self, spec: ContainerSpec) -> Warm | None:
         """The idle container of this shape; if one is being started, it once started (a
@@ -395,6 +430,9 @@ class DockerSandbox(Sandbox):
             idle, self._warm = list(self._warm.values()), {}
         for w in idle:
             self._put_away(w)
+        if self._lanes is not None:
+            for lane in self._lanes.close():
+                self._remove(lane.holder)
         self._remove_leftovers()
 
     def _put_away(self, warm: Warm) -> None:
@@ -402,10 +440,10 @@ class DockerSandbox(Sandbox):
         warm.stdin.close()
         self._remove(warm.container)
 
-    def _remove(self, container: Container) -> float:
-        """Remove a container; if the engine cannot answer now (dockerd restarting), keep
-        it to remove at the next run: the reaper spares a live owner's containers."""
-        t = time.monotonic()
+    def _remove(self, container: Container) -> bool:
+        """Remove a container (whether it is gone); if the engine cannot answer now (dockerd
+        restarting), keep it to remove at the next run: the reaper spares a live owner's
+        containers."""
         try:
             container.remove(force=True)
         except docker.errors.NotFound:
@@ -417,7 +455,8 @@ class DockerSandbox(Sandbox):
                 if self._cleaner is None or not self._cleaner.is_alive():
                     self._cleaner = threading.Thread(target=self._clean_until_done, name="grader-cleanup", daemon=True)
                     self._cleaner.start()
-        return time.monotonic() - t
+            return False
+        return True
 
     def _clean_until_done(self) -> None:
         """Retry what the engine could not remove, with backoff, until it is all gone."""
@@ -456,6 +495,8 @@ class DockerSandbox(Sandbox):
             with sandbox._lock:
                 known |= {_cid(w.container) for w in sandbox._warm.values()} | set(sandbox._in_flight)
                 known |= {_cid(c) for c in sandbox._unremoved}
+            if sandbox._lanes is not None:
+                known |= sandbox._lanes.ids()
         try:
             mine = self.engine.client.containers.list(
                 all=True, ignore_removed=True, filters={"label": [LABEL, f"{OWNER_LABEL}={_owner()}"]}
@@ -473,35 +514,43 @@ class DockerSandbox(Sandbox):
         if self._fault:
             self._fault = False
             self._reap_strays()
+        self._sweep_lanes()
         client = self.engine.client
         durations: dict[str, float] = {}
         refuse_clashes(spec)
         files = bundle(spec.files)
         t = time.monotonic()
         warm = self._take_warm(spec)
+        if warm is not None and warm.lane is not None and self._lanes is not None and not self._lanes.take(warm.lane):
+            if warm.lane.retired:
+                self._put_away(warm)
+            else:
+                self._keep_idle(spec, warm)  # another run is in its lane: this one starts in a free lane
+            warm = None
         durations["warm"] = 1.0 if warm is not None else 0.0
-        container = None
+        container, lane = None, None
         if warm is not None:
             durations["start"] = time.monotonic() - t
             t = time.monotonic()
             try:  # a warm container can have died meanwhile (dockerd restarted): then start cold
                 warm.stdin.finish(files)
-                container = warm.container
+                container, lane = warm.container, warm.lane
             except OSError:  # requests' errors are OSErrors
-                self._put_away(warm)
+                warm.stdin.close()
+                self._give_back(warm.lane, clean=self._remove(warm.container))
                 durations["warm"] = 0.0
             durations["deliver"] = time.monotonic() - t
         if container is None:
             t = time.monotonic()
-            warm = self._start_new(spec)
-            container = warm.container
+            warm = self._start_new(spec, for_run=True)
+            container, lane = warm.container, warm.lane
             durations["start"] = time.monotonic() - t
             t = time.monotonic()
             try:
                 warm.stdin.finish(files)
             except OSError as exc:
                 self._fault = True
-                self._remove(container)
+                self._give_back(warm.lane, clean=self._remove(container))
                 raise SandboxError(f"cannot give the container its files: {exc}") from exc
             durations["deliver"] = time.monotonic() - t
         timed_out = False
@@ -534,7 +583,10 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"the container failed to run: {exc}") from exc
         finally:
             memory.stop()
-            durations["remove"] = self._remove(container)
+            t = time.monotonic()
+            gone = self._remove(container)
+            durations["remove"] = time.monotonic() - t
+            self._give_back(lane, clean=gone)  # every process of the run is dead: its sockets too
             with self._lock:
                 self._in_flight.discard(_cid(container))
             self._refill(spec)
@@ -549,6 +601,21 @@ class DockerSandbox(Sandbox):
             runtime=self.runtime,
             durations=durations,
         )
+
+    def _give_back(self, lane: Lane | None, *, clean: bool) -> None:
+        """The run in `lane` is over; a lane whose run's container may still be there is
+        never given out again."""
+        if lane is not None and self._lanes is not None:
+            self._lanes.give_back(lane, clean=clean)
+
+    def _keep_idle(self, spec: ContainerSpec, warm: Warm) -> None:
+        """Put an idle container back for a later run of its shape, unless one is there."""
+        with self._lock:
+            key = self._shape(spec)
+            if key not in self._warm:
+                self._warm[key] = warm
+                return
+        self._put_away(warm)
 
     def reap_orphans(self) -> int:
         """Remove grading containers whose owning process on this host is gone."""
@@ -587,6 +654,8 @@ class DockerSandbox(Sandbox):
             sandbox.settle()
             with sandbox._lock:
                 idle |= {_cid(w.container) for w in sandbox._warm.values()}
+            if sandbox._lanes is not None:
+                idle |= sandbox._lanes.ids()  # the holders of its network lanes
         mine = self.engine._call(
             self.engine.client.containers.list,
             all=True,
