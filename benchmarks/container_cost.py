@@ -7,10 +7,13 @@ container costs elsewhere (runc, the shims, the kernel, the engine's short-lived
 processes) shows there only as the machine's unnamed rest. This measures it directly: the
 machine's CPU (/proc/stat, less this process's own) over each container's whole life, with
 nothing run inside but `sleep`, in the shape the sandbox gives a grade (its own creation
-arguments), and in the same run, each round in turns:
+arguments, in a network lane: grader/sandbox/docker/lanes.py), and in the same run, each
+round in turns:
 
-- the same container on the host's network instead of `--network=none` (for comparison
-  only: a grade never runs so), which shows what the network namespace Docker makes costs;
+- the same container with a network namespace of its own (`--network=none`, what each
+  container had before lanes, and has with GRADER_NETWORK_LANES=false);
+- the same container on the host's network (for comparison only: a grade never runs so),
+  which shows what the network namespace Docker makes costs;
 - the kernel alone creating and destroying the namespaces a container has (`unshare`), the
   floor any per-grade sandbox pays.
 
@@ -44,6 +47,8 @@ from grader.sandbox.docker.containers import DockerSandbox  # noqa: E402
 
 SETTLE = 0.5  # seconds after each life, so asynchronous clean-up (the kernel's, the engine's) lands in it
 BUSY = 0.1  # the share of one core the machine may spend on other work meanwhile, or nothing is measured
+GRADE = "as a grade's (in a network lane)"
+OWN = "a namespace of its own (--network=none)"
 UNSHARE = ["unshare", "--net", "--mount", "--pid", "--fork", "--ipc", "--uts", "true"]
 
 
@@ -81,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     image = args.image or example_image()
     spec = ContainerSpec(image=image, command=["sleep", "30"], limits=Limits(memory="256m", pids=64), timeout=60)
     sandbox._check_engine()
-    grading = sandbox._create_kwargs(spec)
+    assert sandbox._lanes is not None
+    lane = sandbox._lanes.for_idle(image)
+    grading = sandbox._create_kwargs(spec, lane)
+    own = sandbox._create_kwargs(spec)
     client = sandbox.engine.client
 
     def life(kwargs: dict[str, Any]) -> None:
@@ -90,9 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         c.remove(force=True)
 
     shapes = {
-        "as a grade's (--network=none)": grading,
-        "on the host's network (comparison only)": {**grading, "network_mode": "host"},
+        GRADE: grading,
+        OWN: own,
+        "on the host's network (comparison only)": {**own, "network_mode": "host"},
     }
+    try:
+        return measure(args, shapes, life)
+    finally:
+        sandbox.close()  # the lane's holder too
+
+
+def measure(args: argparse.Namespace, shapes: dict[str, dict[str, Any]], life: Callable[[dict[str, Any]], None]) -> int:
     idle = statistics.median(measured(lambda: None) for _ in range(5))
     if idle > BUSY * SETTLE:
         print(
@@ -114,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broken measurement: {broken} at or below the machine's idle CPU; nothing printed", file=sys.stderr)
         return 2
     print(f"{args.runtime}, {args.rounds} rounds, machine idle {idle * 1000:.1f} ms per {SETTLE} s taken off")
-    grade, host = figures["as a grade's (--network=none)"], figures["on the host's network (comparison only)"]
+    grade, own, host = figures[GRADE], figures[OWN], figures["on the host's network (comparison only)"]
     for name, v in figures.items():
-        print(f"  {name:42} {v * 1000:7.1f} ms of the machine's CPU a container's life ({v / grade:.0%})")
-    print(f"  the network namespace Docker makes for --network=none: {(grade - host) * 1000:.1f} ms a container")
+        print(f"  {name:46} {v * 1000:7.1f} ms of the machine's CPU a container's life ({v / grade:.0%})")
+    print(f"  the network namespace Docker makes for --network=none: {(own - host) * 1000:.1f} ms a container")
+    print(f"  a network lane instead of it: {(own - grade) * 1000:.1f} ms less a container ({grade / own:.0%} of it)")
     if args.json:
         args.json.write_text(json.dumps({"runtime": args.runtime, "rounds": args.rounds, "idle": idle, **figures}))
     return 0

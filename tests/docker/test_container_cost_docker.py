@@ -1,7 +1,8 @@
 """benchmarks/container_cost.py run for real: it measures a container's life in the shape the
-sandbox gives a grade, beside the same container on the host's network and the kernel's own
-namespaces, in one run, or refuses a measurement the machine's other work spoiled. What it
-asserts is how the benchmark behaves, never a figure's size."""
+sandbox gives a grade (in a network lane), beside the same container with a namespace of its
+own, on the host's network, and the kernel's own namespaces, in one run, or refuses a
+measurement the machine's other work spoiled. What it asserts is how the benchmark behaves,
+never a figure's size."""
 
 from __future__ import annotations
 
@@ -29,7 +30,12 @@ def test_the_benchmark_measures_a_grading_containers_life_or_refuses_to(tmp_path
         text=True,
         timeout=600,
     )
-    names = ["as a grade's (--network=none)", "on the host's network (comparison only)", "the kernel alone (unshare)"]
+    names = [
+        "as a grade's (in a network lane)",
+        "a namespace of its own (--network=none)",
+        "on the host's network (comparison only)",
+        "the kernel alone (unshare)",
+    ]
     if run.returncode == 2:
         assert "broken measurement" in run.stderr and "ms of the machine's CPU" not in run.stdout
         assert not out.exists()
@@ -38,3 +44,4 @@ def test_the_benchmark_measures_a_grading_containers_life_or_refuses_to(tmp_path
     figures = json.loads(out.read_text())
     assert all(figures[name] > 0 for name in names), figures
     assert all(name in run.stdout for name in names) and "the network namespace Docker makes" in run.stdout
+    assert "a network lane instead of it" in run.stdout
