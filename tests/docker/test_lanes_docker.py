@@ -157,6 +157,18 @@ def test_a_daemon_left_by_a_run_is_gone_with_its_sockets_before_the_next(sandbox
         assert lo_packets(look) > 0, "the second run was not in the first one's lane"
 
 
+def test_a_run_killed_at_its_time_limit_leaves_its_lane_clean(sandbox, image):
+    box = sandbox(max_warm=1)
+    hang = "import socket, time\nt = socket.socket(); t.bind(('127.0.0.1', 7001)); t.listen()\ntime.sleep(600)\n"
+    stuck = box.run(spec(image, hang, timeout=3))
+    assert stuck.timed_out
+    look = box.run(spec(image, LOOK))
+    text = look.stdout.decode()
+    assert lo_packets(look) > 0, "the next run was not in the killed run's lane"
+    assert "tcp refused" in text and "tcp 0" in text, text
+    assert box.busy_containers() == []
+
+
 @pytest.mark.parametrize("name", ["docker", pytest.param("gvisor", marks=pytest.mark.gvisor)])
 def test_two_runs_at_once_never_share_a_lane(sandbox, image, name):
     box = sandbox(name, max_warm=2)
