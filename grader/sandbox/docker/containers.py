@@ -325,7 +325,7 @@ class DockerSandbox(Sandbox):
         kwargs = self._create_kwargs(spec, lane)
         kwargs["command"] = ["python3", "-I", "-c", BOOT, spec.files_root, ",".join(spec.preload), *spec.command]
         try:
-            container = client.containers.create(**kwargs)
+            container = self.engine.create_container(kwargs)
         except docker.errors.ImageNotFound as exc:
             raise ImageError(f"image {spec.image} is missing: {exc.explanation}") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -574,9 +574,9 @@ class DockerSandbox(Sandbox):
                 durations["wait"] = time.monotonic() - t
                 limit_hit = memory.stop()
                 t = time.monotonic()
-                stdout = container.logs(stdout=True, stderr=False)
-                stderr = container.logs(stdout=False, stderr=True, tail=200)
-                state = client.api.inspect_container(_cid(container))["State"]
+                stdout, stderr = self.engine.output(_cid(container), stderr_lines=200)
+                facts = client.api.inspect_container(_cid(container))
+                state = facts["State"]
                 durations["collect"] = time.monotonic() - t
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
                 self._fault = True
@@ -597,7 +597,7 @@ class DockerSandbox(Sandbox):
             timed_out=timed_out,
             # the engine's flag, or the kernel's word: killed (137, not by us) after its usage hit the limit
             oom_killed=bool(state.get("OOMKilled")) or (limit_hit and exit_code == 137 and not timed_out),
-            image_id=container.attrs.get("Image", ""),
+            image_id=facts.get("Image", ""),
             runtime=self.runtime,
             durations=durations,
         )
