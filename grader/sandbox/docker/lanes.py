@@ -2,9 +2,9 @@
 to one run at a time, instead of a new one for every container.
 
 With `--network=none` Docker makes each container its own namespace holding only a
-loopback interface, and that costs the machine about 180 ms of CPU a container (measured
+loopback interface, and that costs the machine 115 to 145 ms of CPU a container (measured
 by benchmarks/container_cost.py: dockerd's network sandbox, not the kernel, which makes and
-destroys the same namespaces in 10 ms). A lane is a namespace of the same kind, held by an
+destroys all of a container's namespaces in 10 ms). A lane is a namespace of the same kind, held by an
 idle container of its own (the "holder": `sleep`, no capabilities, nobody, read-only, a
 few MiB), that grading containers join (`network_mode=container:<holder>`).
 
