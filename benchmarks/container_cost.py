@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _service import machine_cpu  # noqa: E402 - the machine's busy CPU, as speed.py counts it
 from grader.sandbox import ContainerSpec, Limits, get_sandbox  # noqa: E402
 from grader.sandbox.docker.containers import DockerSandbox  # noqa: E402
 
@@ -50,13 +50,6 @@ BUSY = 0.1  # the share of one core the machine may spend on other work meanwhil
 GRADE = "as a grade's (in a network lane)"
 OWN = "a namespace of its own (--network=none)"
 UNSHARE = ["unshare", "--net", "--mount", "--pid", "--fork", "--ipc", "--uts", "true"]
-
-
-def machine_cpu() -> float:
-    """As benchmarks/_service.py counts it (user, nice, system, irq, softirq; not steal)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:3]) + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
 
 
 def own_cpu() -> float:
