@@ -163,17 +163,30 @@ class Lanes:
             security_opt=["no-new-privileges:true"],
             read_only=True,
             mem_limit=32 * 1024**2,
-            pids_limit=4,
+            # room for runc's own init (a Go process whose threads the pids cgroup counts
+            # while it starts the container): at 4, under load, it died before `sleep` ran
+            pids_limit=32,
             ipc_mode="private",
             log_config={"type": "none", "config": {}},
             labels={**self.labels(), LANE_LABEL: "1"},
             auto_remove=True,  # a holder stopped by anyone (dockerd's restart too) removes itself
-            detach=True,
         )
-        try:
-            holder = self.engine.client.containers.run(**kwargs)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise SandboxError(f"cannot start a network lane: {exc}") from exc
+        holder = None
+        for attempt in (1, 2):  # a start that fails is removed and tried once more
+            try:
+                holder = self.engine.client.containers.create(**kwargs)
+                holder.start()
+                break
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                if holder is not None:
+                    try:
+                        holder.remove(force=True)
+                    except (docker.errors.DockerException, requests.exceptions.RequestException):
+                        pass  # the reaper takes a stopped container of ours
+                    holder = None
+                if attempt == 2:
+                    raise SandboxError(f"cannot start a network lane: {exc}") from exc
+        assert holder is not None
         lane = Lane(holder)
         lane.busy = busy
         with self._lock:
