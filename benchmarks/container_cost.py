@@ -15,7 +15,18 @@ round in turns:
 - the same container on the host's network (for comparison only: a grade never runs so),
   which shows what the network namespace Docker makes costs;
 - the kernel alone creating and destroying the namespaces a container has (`unshare`), the
-  floor any per-grade sandbox pays.
+  floor any per-grade sandbox pays;
+- a run's own namespaces made inside one long-lived container instead of a container per
+  run (`unshare` of user, mount, pid, IPC and network namespaces, a private /tmp and the
+  repository as a fresh overlay on the image's, then torn down): the floor of the design
+  issue 21 names and this repository has not built (a long-lived container per environment
+  whose runs are each sandboxed by namespaces). Docker's default seccomp profile refuses
+  `unshare` and its masked /proc paths refuse a new /proc, so that container is started
+  with both turned off: a measuring container that runs only this loop, never a grade's
+  shape. Measured as the difference between two loops of LOOP runs in that container, each
+  one `docker exec`, so the exec's own cost is the same on both sides and cancels; the
+  processes a run starts here (unshare, sh, mount) are counted in it. Under runc only: gVisor
+  (20221219) refuses it ("unshare: cannot change root filesystem propagation").
 
 The machine's idle CPU over the same time is measured first and taken off each figure. A
 machine busy with other work (more than a tenth of a core), or a figure that comes out at or
@@ -50,6 +61,15 @@ BUSY = 0.1  # the share of one core the machine may spend on other work meanwhil
 GRADE = "as a grade's (in a network lane)"
 OWN = "a namespace of its own (--network=none)"
 UNSHARE = ["unshare", "--net", "--mount", "--pid", "--fork", "--ipc", "--uts", "true"]
+KERNEL = "the kernel alone (unshare)"
+NESTED = "a run's namespaces in a long-lived container"
+LOOP = 20  # runs in each of the nested row's two loops
+# one run of the nested row: its namespaces, a private /tmp, the repository as an overlay
+NESTED_RUN = (
+    "unshare --user --map-root-user --mount --pid --ipc --net --uts --fork --mount-proc sh -c "
+    "'mount -t tmpfs tmp /tmp && mkdir /tmp/u /tmp/w && "
+    'mount -t overlay run -o lowerdir="$0",upperdir=/tmp/u,workdir=/tmp/w "$0" && touch "$0"/.x\' "$0"'
+)
 
 
 def own_cpu() -> float:
@@ -95,13 +115,44 @@ def main(argv: list[str] | None = None) -> int:
         OWN: own,
         "on the host's network (comparison only)": {**own, "network_mode": "host"},
     }
+    keeper = None
+    if args.runtime == "runc":  # gVisor 20221219 refuses it: "cannot change root filesystem propagation"
+        # the nested row's container: the run's image, seccomp's and /proc's masks off (docstring)
+        host_config = client.api.create_host_config(network_mode="none", security_opt=["seccomp=unconfined"])
+        host_config.update(MaskedPaths=[], ReadonlyPaths=[])  # the CLI's --security-opt systempaths=unconfined
+        keeper = client.containers.get(
+            client.api.create_container(
+                image, command=["sleep", "600"], labels=own.get("labels", {}), host_config=host_config
+            )["Id"]
+        )
     try:
-        return measure(args, shapes, life)
+        nested = None
+        if keeper is not None:
+            keeper.start()
+            repo = client.api.inspect_image(image)["Config"]["WorkingDir"] or "/"
+
+            def loop(run: str) -> None:
+                assert keeper is not None
+                code, out = keeper.exec_run(["sh", "-c", f"for i in $(seq {LOOP}); do {run} || exit 1; done", repo])
+                if code != 0:
+                    raise SystemExit(f"the nested row's loop failed ({code}): {out.decode(errors='replace')[-500:]}")
+
+            def nested() -> float:
+                return (measured(lambda: loop(NESTED_RUN)) - measured(lambda: loop("sh -c true"))) / LOOP
+
+        return measure(args, shapes, life, nested)
     finally:
+        if keeper is not None:
+            keeper.remove(force=True)
         sandbox.close()  # the lane's holder too
 
 
-def measure(args: argparse.Namespace, shapes: dict[str, dict[str, Any]], life: Callable[[dict[str, Any]], None]) -> int:
+def measure(
+    args: argparse.Namespace,
+    shapes: dict[str, dict[str, Any]],
+    life: Callable[[dict[str, Any]], None],
+    nested: Callable[[], float] | None,
+) -> int:
     idle = statistics.median(measured(lambda: None) for _ in range(5))
     if idle > BUSY * SETTLE:
         print(
@@ -110,13 +161,13 @@ def measure(args: argparse.Namespace, shapes: dict[str, dict[str, Any]], life: C
             file=sys.stderr,
         )
         return 2
-    rows: dict[str, list[float]] = {name: [] for name in [*shapes, "the kernel alone (unshare)"]}
+    rows: dict[str, list[float]] = {name: [] for name in [*shapes, KERNEL, *([NESTED] if nested else [])]}
     for _ in range(args.rounds):
         for name, kwargs in shapes.items():
             rows[name].append(measured(functools.partial(life, kwargs)) - idle)
-        rows["the kernel alone (unshare)"].append(
-            measured(lambda: subprocess.run(UNSHARE, check=True), own_counts=True) - idle
-        )
+        rows[KERNEL].append(measured(lambda: subprocess.run(UNSHARE, check=True), own_counts=True) - idle)
+        if nested is not None:
+            rows[NESTED].append(nested())  # a difference of two loops: the idle cancels
     figures = {name: statistics.median(v) for name, v in rows.items()}
     broken = [name for name, v in figures.items() if v <= 0]
     if broken:
@@ -125,9 +176,15 @@ def measure(args: argparse.Namespace, shapes: dict[str, dict[str, Any]], life: C
     print(f"{args.runtime}, {args.rounds} rounds, machine idle {idle * 1000:.1f} ms per {SETTLE} s taken off")
     grade, own, host = figures[GRADE], figures[OWN], figures["on the host's network (comparison only)"]
     for name, v in figures.items():
-        print(f"  {name:46} {v * 1000:7.1f} ms of the machine's CPU a container's life ({v / grade:.0%})")
+        what = "a run, its container already running" if name == NESTED else "a container's life"
+        print(f"  {name:46} {v * 1000:7.1f} ms of the machine's CPU {what} ({v / grade:.0%})")
     print(f"  the network namespace Docker makes for --network=none: {(own - host) * 1000:.1f} ms a container")
     print(f"  a network lane instead of it: {(own - grade) * 1000:.1f} ms less a container ({grade / own:.0%} of it)")
+    if NESTED in figures:
+        print(
+            f"  a run's namespaces in a long-lived container instead of a container per run: "
+            f"{(grade - figures[NESTED]) * 1000:.1f} ms less a run"
+        )
     if args.json:
         args.json.write_text(json.dumps({"runtime": args.runtime, "rounds": args.rounds, "idle": idle, **figures}))
     return 0

@@ -1,6 +1,7 @@
 """benchmarks/container_cost.py run for real: it measures a container's life in the shape the
 sandbox gives a grade (in a network lane), beside the same container with a namespace of its
-own, on the host's network, and the kernel's own namespaces, in one run, or refuses a
+own, on the host's network, the kernel's own namespaces, and a run's namespaces made inside a
+long-lived container (the floor of a sandbox without a container per run), in one run, or refuses a
 measurement the machine's other work spoiled. What it asserts is how the benchmark behaves,
 never a figure's size."""
 
@@ -35,6 +36,7 @@ def test_the_benchmark_measures_a_grading_containers_life_or_refuses_to(tmp_path
         "a namespace of its own (--network=none)",
         "on the host's network (comparison only)",
         "the kernel alone (unshare)",
+        "a run's namespaces in a long-lived container",
     ]
     if run.returncode == 2:
         assert "broken measurement" in run.stderr and "ms of the machine's CPU" not in run.stdout
@@ -45,3 +47,4 @@ def test_the_benchmark_measures_a_grading_containers_life_or_refuses_to(tmp_path
     assert all(figures[name] > 0 for name in names), figures
     assert all(name in run.stdout for name in names) and "the network namespace Docker makes" in run.stdout
     assert "a network lane instead of it" in run.stdout
+    assert "instead of a container per run" in run.stdout
