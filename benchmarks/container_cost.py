@@ -17,7 +17,7 @@ round in turns:
 - the kernel alone creating and destroying the namespaces a container has (`unshare`), the
   floor any per-grade sandbox pays;
 - a run's own namespaces made inside one long-lived container instead of a container per
-  run (`unshare` of user, mount, pid, IPC and network namespaces, a private /tmp and the
+  run (`unshare` of user, mount, PID, IPC, UTS and network namespaces, a private /tmp and the
   repository as a fresh overlay on the image's, then torn down): the floor of the design
   issue 21 names and this repository has not built (a long-lived container per environment
   whose runs are each sandboxed by namespaces). Docker's default seccomp profile refuses
