@@ -116,35 +116,46 @@ def main(argv: list[str] | None = None) -> int:
         "on the host's network (comparison only)": {**own, "network_mode": "host"},
     }
     keeper = None
-    if args.runtime == "runc":  # gVisor 20221219 refuses it: "cannot change root filesystem propagation"
-        # the nested row's container: the run's image, seccomp's and /proc's masks off (docstring)
-        host_config = client.api.create_host_config(network_mode="none", security_opt=["seccomp=unconfined"])
-        host_config.update(MaskedPaths=[], ReadonlyPaths=[])  # the CLI's --security-opt systempaths=unconfined
-        keeper = client.containers.get(
-            client.api.create_container(
-                image, command=["sleep", "600"], labels=own.get("labels", {}), host_config=host_config
-            )["Id"]
-        )
     try:
         nested = None
-        if keeper is not None:
-            keeper.start()
-            repo = client.api.inspect_image(image)["Config"]["WorkingDir"] or "/"
-
-            def loop(run: str) -> None:
-                assert keeper is not None
-                code, out = keeper.exec_run(["sh", "-c", f"for i in $(seq {LOOP}); do {run} || exit 1; done", repo])
-                if code != 0:
-                    raise SystemExit(f"the nested row's loop failed ({code}): {out.decode(errors='replace')[-500:]}")
-
-            def nested() -> float:
-                return (measured(lambda: loop(NESTED_RUN)) - measured(lambda: loop("sh -c true"))) / LOOP
-
+        if args.runtime == "runc":  # gVisor 20221219 refuses it: "cannot change root filesystem propagation"
+            keeper = nested_keeper(client, image, own.get("labels", {}))
+            nested = functools.partial(
+                nested_cost, keeper, client.api.inspect_image(image)["Config"]["WorkingDir"] or "/"
+            )
         return measure(args, shapes, life, nested)
     finally:
         if keeper is not None:
             keeper.remove(force=True)
         sandbox.close()  # the lane's holder too
+
+
+def nested_keeper(client: Any, image: str, labels: dict[str, str]) -> Any:
+    """The nested row's container, started: the run's image, seccomp's and /proc's masks off
+    (the docstring says why), labelled as the sandbox's so that a reaper takes it if this dies."""
+    host_config = client.api.create_host_config(network_mode="none", security_opt=["seccomp=unconfined"])
+    host_config.update(MaskedPaths=[], ReadonlyPaths=[])  # the CLI's --security-opt systempaths=unconfined
+    keeper = client.containers.get(
+        client.api.create_container(image, command=["sleep", "600"], labels=labels, host_config=host_config)["Id"]
+    )
+    try:
+        keeper.start()
+    except BaseException:
+        keeper.remove(force=True)
+        raise
+    return keeper
+
+
+def nested_cost(keeper: Any, repo: str) -> float:
+    """The machine's CPU a nested run costs: a loop of LOOP of them less a loop of as many
+    empty runs, each loop one `docker exec` (so the exec's own cost and the idle cancel)."""
+
+    def loop(run: str) -> None:
+        code, out = keeper.exec_run(["sh", "-c", f"for i in $(seq {LOOP}); do {run} || exit 1; done", repo])
+        if code != 0:
+            raise SystemExit(f"the nested row's loop failed ({code}): {out.decode(errors='replace')[-500:]}")
+
+    return (measured(lambda: loop(NESTED_RUN)) - measured(lambda: loop("sh -c true"))) / LOOP
 
 
 def measure(
