@@ -15,9 +15,14 @@ from grader.errors import GraderError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, Limits, Sandbox, registered, sandbox_provider
 
 # The module that registers each built-in provider.
-BUILTIN = {"docker": "grader.sandbox.docker", "gvisor": "grader.sandbox.docker", "fake": "grader.sandbox.fake"}
+BUILTIN = {
+    "docker": "grader.sandbox.docker",
+    "gvisor": "grader.sandbox.docker",
+    "fake": "grader.sandbox.fake",
+    "pool": "grader.sandbox.docker.pool",
+}
 # settings.runtime (GRADER_RUNTIME, --runtime) names an OCI runtime; each known one is a provider.
-RUNTIME_PROVIDERS = {"runc": "docker", "runsc": "gvisor"}
+RUNTIME_PROVIDERS = {"runc": "docker", "runsc": "gvisor", "pool": "pool"}
 
 
 def provider_names() -> list[str]:

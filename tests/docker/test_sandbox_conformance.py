@@ -28,7 +28,12 @@ from grader.sandbox import ContainerSpec, Limits, Sandbox, get_sandbox, provider
 from grader.sandbox.fake import FakeRun
 
 FAKE_IMAGE = "sha256:" + "fa" * 32
-MARKS = {"fake": [], "docker": [pytest.mark.docker], "gvisor": [pytest.mark.docker, pytest.mark.gvisor]}
+MARKS = {
+    "fake": [],
+    "docker": [pytest.mark.docker],
+    "gvisor": [pytest.mark.docker, pytest.mark.gvisor],
+    "pool": [pytest.mark.docker],
+}
 # param id -> (provider, runs take a container started ahead of demand, network lanes)
 VARIANTS = {
     "fake": ("fake", False, False),
@@ -37,6 +42,7 @@ VARIANTS = {
     "docker-own-netns": ("docker", False, False),
     "gvisor": ("gvisor", False, True),
     "gvisor-warm": ("gvisor", True, True),
+    "pool": ("pool", False, False),
 }
 # What the interface promises about capabilities: the in-container supervisor's five
 # (CHOWN 0, DAC_OVERRIDE 1, KILL 5, SETGID 6, SETUID 7) and nothing else.

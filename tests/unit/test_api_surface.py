@@ -42,4 +42,9 @@ def test_only_the_docker_module_imports_the_sdk():
         for p in root.rglob("*.py")
         if re.search(r"^\s*(import docker|from docker)", p.read_text(), re.M)
     )
-    assert importers == ["sandbox/docker/containers.py", "sandbox/docker/engine.py", "sandbox/docker/lanes.py"]
+    assert importers == [
+        "sandbox/docker/containers.py",
+        "sandbox/docker/engine.py",
+        "sandbox/docker/lanes.py",
+        "sandbox/docker/pool.py",
+    ]

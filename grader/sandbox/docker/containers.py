@@ -208,7 +208,8 @@ class DockerSandbox(Sandbox):
         self.private_kernel = runtime == "runsc"
         atexit.register(self.close)
         DockerSandbox._instances.add(self)
-        self.runtime = runtime
+        self.runtime = runtime  # what a result's provenance says
+        self.oci_runtime = runtime  # the engine's runtime its containers run under
         self.tmpfs_size = tmpfs_size
         self.storage_size = storage_size
         self.file_size_limit = file_size_limit
@@ -229,8 +230,8 @@ class DockerSandbox(Sandbox):
     def _check_engine(self) -> None:
         if self._checked:
             return
-        if self.runtime != "runc" and self.runtime not in self.engine.runtimes():
-            raise SandboxError(f"the Docker engine has no {self.runtime!r} runtime (see scripts/setup.sh)")
+        if self.oci_runtime != "runc" and self.oci_runtime not in self.engine.runtimes():
+            raise SandboxError(f"the Docker engine has no {self.oci_runtime!r} runtime (see scripts/setup.sh)")
         self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
         self._checked = True
 
@@ -268,8 +269,8 @@ class DockerSandbox(Sandbox):
             stdin_open=True,
             detach=False,
         )
-        if self.runtime != "runc":
-            kwargs["runtime"] = self.runtime
+        if self.oci_runtime != "runc":
+            kwargs["runtime"] = self.oci_runtime
         if self._storage_cap:
             kwargs["storage_opt"] = {"size": self.storage_size}
         return kwargs
@@ -445,7 +446,7 @@ class DockerSandbox(Sandbox):
         restarting), keep it to remove at the next run: the reaper spares a live owner's
         containers."""
         try:
-            container.remove(force=True)
+            container.remove(force=True, v=True)  # its anonymous volumes too (a pool keeper has one)
         except docker.errors.NotFound:
             pass
         except (docker.errors.DockerException, requests.exceptions.RequestException):
@@ -468,7 +469,7 @@ class DockerSandbox(Sandbox):
             still = []
             for c in pending:
                 try:
-                    c.remove(force=True)
+                    c.remove(force=True, v=True)
                 except docker.errors.NotFound:
                     pass
                 except (docker.errors.DockerException, requests.exceptions.RequestException):
@@ -495,6 +496,7 @@ class DockerSandbox(Sandbox):
             with sandbox._lock:
                 known |= {_cid(w.container) for w in sandbox._warm.values()} | set(sandbox._in_flight)
                 known |= {_cid(c) for c in sandbox._unremoved}
+            known |= sandbox._idle_ids()
             if sandbox._lanes is not None:
                 known |= sandbox._lanes.ids()
         try:
@@ -632,7 +634,7 @@ class DockerSandbox(Sandbox):
             if int(pid) == os.getpid() or _alive(int(pid)):
                 continue  # a live grader's container (ours included) is not an orphan
             try:
-                c.remove(force=True)
+                c.remove(force=True, v=True)  # a keeper's volume with it
                 removed += 1
             except docker.errors.DockerException:
                 pass
@@ -645,6 +647,10 @@ class DockerSandbox(Sandbox):
         )
         return [_cid(c) for c in containers]
 
+    def _idle_ids(self) -> set[str]:
+        """Containers of this sandbox's own kind, idle between runs (the pool's keepers)."""
+        return set()
+
     def busy_containers(self) -> list[str]:
         """This process's grading containers that are not idle in one of its sandboxes,
         once every refill has settled: after a run, this is what was left behind. (Other
@@ -656,6 +662,7 @@ class DockerSandbox(Sandbox):
                 idle |= {_cid(w.container) for w in sandbox._warm.values()}
             if sandbox._lanes is not None:
                 idle |= sandbox._lanes.ids()  # the holders of its network lanes
+            idle |= sandbox._idle_ids()  # a provider's own idle containers (the pool's keepers)
         mine = self.engine._call(
             self.engine.client.containers.list,
             all=True,
