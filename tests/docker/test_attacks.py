@@ -148,7 +148,7 @@ def _write_tasks(tasks: Path, mini, hidden_test: str) -> None:
         (d / "expected.txt").write_text(EXPECTED_OUTPUT)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc"])
+@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
 def env(request, tmp_path_factory, redis_server, settings, mini):
     """The service on one runtime, with the attack tasks beside the mini ones."""
     runtime = request.param

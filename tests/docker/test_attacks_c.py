@@ -220,7 +220,7 @@ def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC, mini_am: Mi
     return tasks
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc"])
+@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
 def c_grader(request: pytest.FixtureRequest, c_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Grader:
     settings = get_settings(
         tasks_dir=c_tasks, environments_dir=ROOT / "environments", cache_dir=tmp_path_factory.mktemp("cache")

@@ -34,7 +34,7 @@ def node_set(tmp_path_factory, node_mini) -> TaskSet:
     return TaskSet(tasks)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc"])
+@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
 def node_grader(request, node_set, tmp_path_factory) -> Grader:
     settings = get_settings(
         tasks_dir=node_set.dir,
