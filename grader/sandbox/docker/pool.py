@@ -217,6 +217,15 @@ class PoolSandbox(DockerSandbox):
             raise SandboxError(f"cannot start a keeper: {exc}") from exc
         return Keeper(container, sock, image_id)
 
+    def _last_words(self, keeper: Keeper) -> str:
+        """The last lines of a failed keeper's standard error, for the fault's message."""
+        try:
+            _, err = self.engine.output(_cid(keeper.container), stderr_lines=5)
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            return ""
+        text = err.decode(errors="replace").strip()
+        return f" (it said: {text[-800:]})" if text else ""
+
     def _drop(self, keeper: Keeper) -> None:
         try:
             keeper.sock.close()
@@ -252,8 +261,9 @@ class PoolSandbox(DockerSandbox):
             keeper.sock.sendall(files)
             code, timed_out, oom, out, err = keeper.read_result(time.monotonic() + spec.timeout + FRAME_GRACE)
         except (OSError, SandboxError) as exc:
+            said = self._last_words(keeper)
             self._drop(keeper)
-            raise SandboxError(f"the keeper failed: {exc}") from exc
+            raise SandboxError(f"the keeper failed: {exc}{said}") from exc
         finally:
             with self._lock:
                 self._in_flight.discard(cid)

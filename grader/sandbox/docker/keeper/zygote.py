@@ -34,7 +34,7 @@ from typing import Any
 
 _Popen = subprocess.Popen
 WRITABLE: list[str] = []
-DROP: list[str] = []  # sys.path entries of the keeper's own, not a new interpreter's
+DROP: list[str] = []  # the supervisor's archive and the keeper's: sys.path entries a new interpreter lacks
 APPLIED = {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"}
 SUFFIXES = tuple(importlib.machinery.all_suffixes())
 # what the supervisor's runner passes subprocess.Popen (proc.run_as_user); anything else is left to it
@@ -108,10 +108,11 @@ def _names_in(directory: str) -> set[str]:
     return out
 
 
-def _own(name: str) -> bool:
-    """The supervisor's modules and the keeper's: loaded from the files' root, left out of a
-    forked pytest's modules."""
-    return name == "__main__" or name.partition(".")[0] in ("grader_box", "grader_keeper")
+def _own(name: str, module: object) -> bool:
+    """The supervisor's modules and the keeper's (loaded from their archives, DROP), left
+    out of a forked pytest's modules."""
+    path = getattr(module, "__file__", None)
+    return name == "__main__" or (isinstance(path, str) and _under(path, DROP))
 
 
 def why_not(cwd: str, env: dict[str, str], uid: int) -> str | None:
@@ -122,7 +123,7 @@ def why_not(cwd: str, env: dict[str, str], uid: int) -> str | None:
     loaded: dict[str, str] = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if not isinstance(path, str) or _own(name):
+        if not isinstance(path, str) or _own(name, module):
             continue
         if _under(os.path.realpath(path), WRITABLE) or _under(path, WRITABLE):
             return f"{name} was loaded from {path}, which a run can change"
@@ -187,7 +188,7 @@ def popen(argv: Any, **kw: Any) -> Any:
         sys.pycache_prefix = env.get("PYTHONPYCACHEPREFIX") or None
         sys.path[:] = [p for p in sys.path if p not in DROP]
         sys.path[:0] = [cwd, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-        for name in [n for n in sys.modules if _own(n)]:
+        for name in [n for n, m in sys.modules.items() if _own(n, m)]:
             del sys.modules[name]  # the supervisor's and the keeper's, not a new interpreter's
         import pytest
 
