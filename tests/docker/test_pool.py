@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.pipeline import Grader
 from grader.sandbox import ContainerSpec, Limits, get_sandbox
-from grader.verdict import Verdict
-from helpers.mini import FIXED
 
 PY = ["python3", "-I", "-c"]
 
