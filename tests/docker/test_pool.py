@@ -195,11 +195,12 @@ def test_an_honest_run_keeps_loopback_subprocesses_and_its_writes(pool):
 
 # A zip application run as the supervisor is (["python3", "-I", ZIP], a module preloaded whose
 # name ends in .runners.pytest, which imports `secrets` as the real runner's channel does): it
-# starts `python -m pytest` as the real runner does (proc.run_as_user) three times and prints
-# what each test process saw. A forked one is isolated (-I, as the keeper), a new one is not.
+# starts `python -m pytest` as the real runner does (proc.run_as_user) four times and prints
+# what each test process saw: how its interpreter was started (a forked one's is the
+# keeper's, `python3 -s -c ...`; a new one's `python -m pytest`), and where `secrets` is from.
 ZIP = "/opt/grader/run/app.zip"
 RUNNER = "import secrets\n"
-TEST = "import secrets, sys\n\ndef test_where():\n    print('SAW', sys.flags.isolated, secrets.__file__)\n"
+TEST = "import secrets, sys\n\ndef test_where():\n    print('SAW', sys.orig_argv[1], sys.flags.hash_randomization, secrets.__file__)\n"
 MAIN = """
 import os, subprocess, sys
 os.makedirs("/tmp/t", exist_ok=True)
@@ -222,7 +223,8 @@ def start(env):
     said = [line for line in out.decode().splitlines() if line.startswith("SAW")]
     print(said[0] if said else out.decode()[-500:], p.returncode)
 start({})
-start({"PYTHONHASHSEED": "0"})
+start({"PYTHONHASHSEED": "1"})
+start({"PYTHONWARNINGS": "error"})
 open("/work/repo/secrets.py", "w").write("TOKEN = 'the repository'\\n")
 start({})
 """.replace("TEST", repr(TEST))
@@ -244,15 +246,16 @@ def app() -> bytes:
 def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool):
     """Honest: a repository whose own top-level module is named like one the keeper loaded
     (a base commit may have one: the submission cannot add one, the supervisor restores such
-    a file) has it imported, as by a new interpreter; so does a run whose environment sets
-    what an interpreter reads at its start. Otherwise pytest is forked (isolated as the
-    keeper is)."""
+    a file) has it imported, as by a new interpreter; so does a run whose environment asks
+    for another start than the keeper's (another hash seed, warnings as errors). Otherwise
+    pytest is forked, its hash seed the shape's (PYTHONHASHSEED=0, as the grader's)."""
     sandbox, image = pool
     spec = ContainerSpec(
         image=image,
         command=["python3", "-I", ZIP],
         workdir="/work/repo",
         early_files={"run/app.zip": app()},
+        env={"PYTHONHASHSEED": "0"},
         preload=("fake.runners.pytest",),
         limits=Limits(memory="512m", cpus=1.0, pids=64),
         timeout=60.0,
@@ -260,7 +263,8 @@ def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool
     for _ in range(2):  # and the repository's module went with the first run
         out = sandbox.run(spec)
         assert out.exit_code == 0, out.stderr
-        forked, hashseed, shadowed = out.stdout.decode().splitlines()
-        assert forked.startswith("SAW 1 /usr/") and forked.endswith("/secrets.py 0"), forked
-        assert hashseed.startswith("SAW 0 /usr/") and hashseed.endswith(" 0"), hashseed
-        assert shadowed == "SAW 0 /work/repo/secrets.py 0", shadowed
+        forked, hashseed, warnings, shadowed = out.stdout.decode().splitlines()
+        assert forked.startswith("SAW -s 0 /usr/") and forked.endswith("/secrets.py 0"), forked
+        assert hashseed.startswith("SAW -m 1 /usr/") and hashseed.endswith("/secrets.py 0"), hashseed
+        assert warnings.startswith("SAW -m 0 /usr/"), warnings
+        assert shadowed == "SAW -m 0 /work/repo/secrets.py 0", shadowed

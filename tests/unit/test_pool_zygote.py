@@ -20,6 +20,8 @@ def repo(tmp_path, monkeypatch):
     repo.mkdir()
     monkeypatch.setattr(zygote, "WRITABLE", [str(repo), str(tmp_path / "tmp")])
     monkeypatch.setattr(zygote, "DROP", [str(tmp_path / "box.zip")])
+    for name in [n for n in os.environ if n.startswith("PYTHON")]:
+        monkeypatch.delenv(name)  # the keeper's start here: this process's, as if with none
     return repo
 
 
@@ -32,6 +34,15 @@ def test_a_plain_repository_is_forked(repo, tmp_path):
     (repo / "calc" / "__init__.py").write_text("")
     (repo / "tests").mkdir()
     assert zygote.why_not(str(repo), env(tmp_path, PYTHONDONTWRITEBYTECODE="1"), os.getuid()) is None
+
+
+def test_the_keepers_own_start_is_forked(repo, tmp_path, monkeypatch):
+    """The keeper started with the shape's PYTHONHASHSEED: a run with the same is forked; one
+    without it (a new interpreter would draw a seed) is not."""
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    assert zygote.why_not(str(repo), env(tmp_path, PYTHONHASHSEED="0"), os.getuid()) is None
+    reason = zygote.why_not(str(repo), env(tmp_path), os.getuid())
+    assert reason is not None and "PYTHONHASHSEED" in reason
 
 
 @pytest.mark.parametrize("name", ["PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONSAFEPATH", "PYTHONUTF8"])

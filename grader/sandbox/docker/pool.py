@@ -47,7 +47,10 @@ SCRATCH = ["/run", "/tmp", "/var/tmp", "/dev/shm"]  # keeper/ns.py's
 # The keeper's first code: the shape's files (the first bundle) placed as a container's
 # BOOT places them, then keeper/server.py's serve().
 BOOT = r"""
-import os, sys
+import sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # -c put the working directory (the repository) first: nothing is imported from it
+import os
 src = open(0, "rb", buffering=0, closefd=False)  # unbuffered: the runs' bundles are read from fd 0 after this one
 def exact(n):
     got = bytearray()
@@ -163,8 +166,10 @@ class PoolSandbox(DockerSandbox):
         memory = _parse_size(spec.limits.memory)
         tmp_bytes = min(_parse_size(self.tmpfs_size), memory // 2)
         kwargs["command"] = [
+            # not isolated (-I): the keeper starts as the shape's environment says (its
+            # PYTHONHASHSEED, ...), as a forked pytest's new interpreter would; -s: no user site
             "python3",
-            "-I",
+            "-s",
             "-c",
             BOOT,
             spec.files_root,

@@ -13,8 +13,9 @@ of other code. So the fork is taken only when:
 - no directory a new interpreter would search first (the working directory, PYTHONPATH's,
   the user's site-packages) holds a module or package named like a loaded one: a
   repository with its own `packaging` or `pluggy` is imported by a new interpreter;
-- the environment sets no variable a new interpreter reads at its start (PYTHON*, beyond
-  PYTHONPATH, PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX, which are applied here).
+- every variable a new interpreter reads at its start (PYTHON*: PYTHONHASHSEED, ...) is as
+  this one started with, the keeper's (PYTHONPATH, PYTHONDONTWRITEBYTECODE and
+  PYTHONPYCACHEPREFIX are applied to the fork).
 
 Otherwise the child execs the command, as subprocess would. The child takes the same
 credentials, descriptors, session, umask, directory and environment as subprocess gives an
@@ -117,9 +118,11 @@ def _own(name: str, module: object) -> bool:
 
 def why_not(cwd: str, env: dict[str, str], uid: int) -> str | None:
     """Why a forked pytest would not be the one `python -m pytest` runs here, or None."""
-    for name in env:
-        if name.startswith("PYTHON") and name not in APPLIED:
-            return f"{name} is read at an interpreter's start"
+    for name in {*env, *os.environ}:
+        if not name.startswith("PYTHON") or name in APPLIED:
+            continue
+        if sys.flags.ignore_environment or env.get(name) != os.environ.get(name):
+            return f"{name} is read at an interpreter's start, and this one started otherwise"
     loaded: dict[str, str] = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
