@@ -200,7 +200,11 @@ def test_an_honest_run_keeps_loopback_subprocesses_and_its_writes(pool):
 # keeper's, `python3 -s -c ...`; a new one's `python -m pytest`), and where `secrets` is from.
 ZIP = "/opt/grader/run/app.zip"
 RUNNER = "import secrets\n"
-TEST = "import secrets, sys\n\ndef test_where():\n    print('SAW', sys.orig_argv[1], sys.flags.hash_randomization, secrets.__file__)\n"
+TEST = (
+    "import secrets, sys\n\n"
+    "def test_where():\n"
+    "    print('SAW', sys.orig_argv[1], sys.flags.hash_randomization, secrets.__file__)\n"
+)
 MAIN = """
 import os, subprocess, sys
 os.makedirs("/tmp/t", exist_ok=True)
