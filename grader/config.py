@@ -73,6 +73,12 @@ class Settings(BaseSettings):
         description="a worker's grading containers join network namespaces it made once, one run in each at a "
         "time, instead of Docker making one per container (grader/sandbox/docker/lanes.py; docs/security.md)",
     )
+    pool_fork: bool = Field(
+        True,
+        description="under the pool provider (GRADER_RUNTIME=pool), a check's `python -m pytest` is forked from a "
+        "pytest loaded once per keeper; the test process then starts as a copy of the supervisor's memory "
+        "(docs/security.md, the pool provider)",
+    )
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
     audit: Literal["flag", "fail"] = Field(
         "flag",

@@ -148,14 +148,14 @@ class Keeper:
 class PoolSandbox(DockerSandbox):
     name = "pool"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, fork: bool = True, **kwargs: Any) -> None:
         kwargs["network_lanes"] = False  # a keeper has no network; each run makes its own loopback
         kwargs["max_warm"] = 0  # keepers stay warm of themselves
         super().__init__("runc", **kwargs)
         self._keepers: dict[tuple[Any, ...], list[Keeper]] = {}
         self._pool_lock = threading.Lock()
         self.runtime = "pool"  # what a result's provenance says; its containers run under runc
-        self.zygote = True  # `python -m pytest` forked from a loaded pytest (keeper/zygote.py)
+        self.fork = fork  # `python -m pytest` forked from a loaded pytest (keeper/zygote.py)
 
     def _keeper_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
         kwargs = self._create_kwargs(spec)
@@ -177,7 +177,7 @@ class PoolSandbox(DockerSandbox):
             str(spec.timeout),
             str(tmp_bytes),
             ",".join(spec.preload),
-            "1" if self.zygote else "0",
+            "1" if self.fork else "0",
             *spec.command,
         ]
         return kwargs
