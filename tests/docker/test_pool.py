@@ -272,3 +272,20 @@ def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool
         assert hashseed.startswith("SAW -m 1 /usr/") and hashseed.endswith("/secrets.py 0"), hashseed
         assert warnings.startswith("SAW -m 0 /usr/"), warnings
         assert shadowed == "SAW -m 0 /work/repo/secrets.py 0", shadowed
+
+
+def test_idle_keepers_are_bounded_the_least_recently_used_removed(grader, mini_set):
+    """A worker grading many tasks keeps GRADER_PREWARM's count of keepers, not one a task."""
+    image, _ = grader.images.instance_image(mini_set.get("mini"))
+    sandbox = get_sandbox("pool", max_warm=1)
+    try:
+        ids = []
+        for shape in ("a", "b"):
+            spec = ContainerSpec(image=image, command=["true"], workdir="/work/repo", labels={"grader.task": shape})
+            assert sandbox.run(spec).exit_code == 0
+            ids.append(sandbox._idle_ids())
+        assert len(ids[0]) == len(ids[1]) == 1 and ids[0] != ids[1]
+        assert sandbox.engine.client.containers.list(all=True, filters={"id": list(ids[0])[0]}) == []
+        assert sandbox.busy_containers() == []
+    finally:
+        sandbox.close()

@@ -150,7 +150,10 @@ class PoolSandbox(DockerSandbox):
 
     def __init__(self, *, fork: bool = True, **kwargs: Any) -> None:
         kwargs["network_lanes"] = False  # a keeper has no network; each run makes its own loopback
-        kwargs["max_warm"] = 0  # keepers stay warm of themselves
+        # idle keepers kept, the least recently used removed beyond it (GRADER_PREWARM's count
+        # of shapes; at least one: a keeper is what makes the next run fast)
+        self.max_idle = max(1, int(kwargs.get("max_warm", 4)))
+        kwargs["max_warm"] = 0  # the base's containers started ahead of demand: none, keepers stay warm
         super().__init__("runc", **kwargs)
         self._keepers: dict[tuple[Any, ...], list[Keeper]] = {}
         self._pool_lock = threading.Lock()
@@ -186,9 +189,7 @@ class PoolSandbox(DockerSandbox):
         """A keeper for the shape, started now if none is idle."""
         if self.is_warm(spec):
             return
-        keeper = self._start_keeper(spec)
-        with self._pool_lock:
-            self._keepers.setdefault(self._shape(spec), []).append(keeper)
+        self._idle(self._shape(spec), self._start_keeper(spec))
 
     def is_warm(self, spec: ContainerSpec) -> bool:
         with self._pool_lock:
@@ -275,8 +276,7 @@ class PoolSandbox(DockerSandbox):
         durations["wait"] = time.monotonic() - t
         keeper.runs += 1
         if keeper.runs < KEEPER_RUNS:
-            with self._pool_lock:
-                self._keepers.setdefault(key, []).append(keeper)
+            self._idle(key, keeper)
         else:
             self._drop(keeper)
         return ContainerOutput(
@@ -289,6 +289,26 @@ class PoolSandbox(DockerSandbox):
             runtime=self.runtime,
             durations=durations,
         )
+
+    def _idle(self, key: tuple[Any, ...], keeper: Keeper) -> None:
+        """`keeper` idle for its shape; the least recently used idle keepers beyond
+        `max_idle` removed (a worker that grades many tasks keeps a few warm, not all)."""
+        with self._pool_lock:
+            self._keepers.setdefault(key, []).append(keeper)
+            self._keepers[key] = self._keepers.pop(key)  # the most recently used shape last
+            surplus = sum(len(ks) for ks in self._keepers.values()) - self.max_idle
+            evicted = []
+            for shape in list(self._keepers):
+                while surplus > 0 and self._keepers[shape] and shape != key:
+                    evicted.append(self._keepers[shape].pop(0))
+                    surplus -= 1
+                if not self._keepers[shape]:
+                    del self._keepers[shape]
+            while surplus > 0 and len(self._keepers.get(key, [])) > 1:
+                evicted.append(self._keepers[key].pop(0))
+                surplus -= 1
+        for old in evicted:
+            self._drop(old)
 
     def _idle_ids(self) -> set[str]:
         with self._pool_lock:
