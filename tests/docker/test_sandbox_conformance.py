@@ -43,6 +43,7 @@ VARIANTS = {
     "gvisor": ("gvisor", False, True),
     "gvisor-warm": ("gvisor", True, True),
     "pool": ("pool", False, False),
+    "pool-warm": ("pool", True, False),
 }
 # What the interface promises about capabilities: the in-container supervisor's five
 # (CHOWN 0, DAC_OVERRIDE 1, KILL 5, SETGID 6, SETUID 7) and nothing else.

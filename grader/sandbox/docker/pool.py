@@ -39,6 +39,7 @@ KEEPER_DIR = Path(__file__).with_name("keeper")
 SECCOMP = KEEPER_DIR / "seccomp.json"
 FRAME = b"grader-result 2"
 KEEPER_RUNS = 200  # runs a keeper grades before it is replaced
+KEEPER_START_WAIT = 60.0  # seconds a run waits for its shape's keeper being started ahead of it
 FRAME_GRACE = 30.0  # seconds past a run's timeout before its keeper counts as failed
 STDERR_LINES = 200  # as a container's: the last lines of its standard error
 OWN = ".pool/keeper.zip"  # the keeper's own code, under files_root (root's, 0700)
@@ -156,6 +157,7 @@ class PoolSandbox(DockerSandbox):
         kwargs["max_warm"] = 0  # the base's containers started ahead of demand: none, keepers stay warm
         super().__init__("runc", **kwargs)
         self._keepers: dict[tuple[Any, ...], list[Keeper]] = {}
+        self._starting: dict[tuple[Any, ...], threading.Event] = {}  # shapes whose keeper is being started
         self._pool_lock = threading.Lock()
         self.runtime = "pool"  # what a result's provenance says; its containers run under runc
         self.fork = fork  # `python -m pytest` forked from a loaded pytest (keeper/zygote.py)
@@ -186,10 +188,39 @@ class PoolSandbox(DockerSandbox):
         return kwargs
 
     def prewarm(self, spec: ContainerSpec) -> None:
-        """A keeper for the shape, started now if none is idle."""
-        if self.is_warm(spec):
-            return
-        self._idle(self._shape(spec), self._start_keeper(spec))
+        """A keeper for the shape, started in the background unless one is idle or on its way
+        (a run of the shape meanwhile waits for it rather than start another)."""
+        self._check_engine()
+        key = self._shape(spec)
+        with self._pool_lock:
+            if self._keepers.get(key) or key in self._starting:
+                return
+            started = self._starting[key] = threading.Event()
+
+        def work() -> None:
+            try:
+                self._idle(key, self._start_keeper(spec))
+            except Exception:  # noqa: BLE001 - a failed start ahead of demand only means the run starts one
+                self._fault = True
+            finally:
+                with self._pool_lock:
+                    self._starting.pop(key, None)
+                started.set()
+
+        thread = threading.Thread(target=work, name="grader-pool-prewarm", daemon=True)
+        self._refills.append(thread)
+        self._refills = [t for t in self._refills if t.is_alive() or t is thread]
+        thread.start()
+
+    def _take(self, key: tuple[Any, ...]) -> Keeper | None:
+        """An idle keeper of the shape, waiting for one being started for it."""
+        with self._pool_lock:
+            started = self._starting.get(key)
+        if started is not None:
+            started.wait(KEEPER_START_WAIT)
+        with self._pool_lock:
+            idle = self._keepers.get(key) or []
+            return idle.pop() if idle else None
 
     def is_warm(self, spec: ContainerSpec) -> bool:
         with self._pool_lock:
@@ -252,9 +283,7 @@ class PoolSandbox(DockerSandbox):
         key = self._shape(spec)
         durations: dict[str, float] = {}
         t = time.monotonic()
-        with self._pool_lock:
-            idle = self._keepers.get(key) or []
-            keeper = idle.pop() if idle else None
+        keeper = self._take(key)
         durations["warm"] = 1.0 if keeper is not None else 0.0
         if keeper is None:
             keeper = self._start_keeper(spec)
@@ -294,10 +323,16 @@ class PoolSandbox(DockerSandbox):
         """`keeper` idle for its shape; the least recently used idle keepers beyond
         `max_idle` removed (a worker that grades many tasks keeps a few warm, not all)."""
         with self._pool_lock:
+            # a shape whose early files changed (the supervisor's archive with its bytecode
+            # learnt) keeps the keepers of the last asked for only
+            evicted = [
+                k
+                for other in [o for o in self._keepers if o[:-1] == key[:-1] and o != key]
+                for k in self._keepers.pop(other)
+            ]
             self._keepers.setdefault(key, []).append(keeper)
             self._keepers[key] = self._keepers.pop(key)  # the most recently used shape last
             surplus = sum(len(ks) for ks in self._keepers.values()) - self.max_idle
-            evicted = []
             for shape in list(self._keepers):
                 while surplus > 0 and self._keepers[shape] and shape != key:
                     evicted.append(self._keepers[shape].pop(0))
@@ -315,6 +350,8 @@ class PoolSandbox(DockerSandbox):
             return {_cid(k.container) for ks in self._keepers.values() for k in ks}
 
     def close(self) -> None:
+        for thread in list(self._refills):
+            thread.join(KEEPER_START_WAIT)
         with self._pool_lock:
             keepers = [k for ks in self._keepers.values() for k in ks]
             self._keepers.clear()
