@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         "pytest loaded once per keeper; the test process then starts as a copy of the supervisor's memory "
         "(docs/security.md, the pool provider)",
     )
+    pool_keepers: int = Field(
+        32,
+        ge=1,
+        description="under the pool provider, the idle keepers (long-lived containers, one a task shape) a worker "
+        "process keeps for its next grades, the least recently used removed beyond it",
+    )
     build_missing_images: bool = Field(True, description="build a task's instance image on demand when it is missing")
     audit: Literal["flag", "fail"] = Field(
         "flag",

@@ -82,7 +82,7 @@ class Grader:
                 file_size_limit=s.file_size_limit,
                 max_warm=s.prewarm,
                 network_lanes=s.network_lanes,
-                **({"fork": s.pool_fork} if self.runtime == "pool" else {}),
+                **({"fork": s.pool_fork, "keepers": s.pool_keepers} if self.runtime == "pool" else {}),
             )
             # containers of graders on this host that died mid-run go first; housekeeping
             # that fails (the engine is away) leaves the grade to find out for itself

@@ -275,9 +275,9 @@ def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool
 
 
 def test_idle_keepers_are_bounded_the_least_recently_used_removed(grader, mini_set):
-    """A worker grading many tasks keeps GRADER_PREWARM's count of keepers, not one a task."""
+    """A worker grading many tasks keeps GRADER_POOL_KEEPERS idle keepers, not one a task."""
     image, _ = grader.images.instance_image(mini_set.get("mini"))
-    sandbox = get_sandbox("pool", max_warm=1)
+    sandbox = get_sandbox("pool", keepers=1)
     try:
         ids = []
         for shape in ("a", "b"):

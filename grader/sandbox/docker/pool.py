@@ -149,11 +149,11 @@ class Keeper:
 class PoolSandbox(DockerSandbox):
     name = "pool"
 
-    def __init__(self, *, fork: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, fork: bool = True, keepers: int = 32, **kwargs: Any) -> None:
         kwargs["network_lanes"] = False  # a keeper has no network; each run makes its own loopback
-        # idle keepers kept, the least recently used removed beyond it (GRADER_PREWARM's count
-        # of shapes; at least one: a keeper is what makes the next run fast)
-        self.max_idle = max(1, int(kwargs.get("max_warm", 4)))
+        # idle keepers kept, the least recently used removed beyond it (GRADER_POOL_KEEPERS;
+        # at least one: a keeper is what makes the next run fast)
+        self.max_idle = max(1, keepers)
         kwargs["max_warm"] = 0  # the base's containers started ahead of demand: none, keepers stay warm
         super().__init__("runc", **kwargs)
         self._keepers: dict[tuple[Any, ...], list[Keeper]] = {}
