@@ -201,9 +201,19 @@ def test_an_honest_run_keeps_loopback_subprocesses_and_its_writes(pool):
 ZIP = "/opt/grader/run/app.zip"
 RUNNER = "import secrets\n"
 TEST = (
-    "import secrets, sys\n\n"
+    "import fnmatch, secrets, sys\n\n"
     "def test_where():\n"
-    "    print('SAW', sys.orig_argv[1], sys.flags.hash_randomization, secrets.__file__)\n"
+    "    print('SAW', sys.orig_argv[1], sys.flags.hash_randomization, secrets.__file__, fnmatch.__file__)\n"
+)
+# a repository's own `fnmatch` (pytest imports the standard library's as it loads): the real
+# one's names, as a new interpreter's pytest imports it in its place
+FNMATCH = (
+    "import importlib.util, os, sysconfig\n"
+    "path = os.path.join(sysconfig.get_paths()['stdlib'], 'fnmatch.py')\n"
+    "spec = importlib.util.spec_from_file_location('_std', path)\n"
+    "std = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(std)\n"
+    "globals().update({k: v for k, v in vars(std).items() if not k.startswith('__')})\n"
 )
 MAIN = """
 import os, subprocess, sys
@@ -231,7 +241,9 @@ start({"PYTHONHASHSEED": "1"})
 start({"PYTHONWARNINGS": "error"})
 open("/work/repo/secrets.py", "w").write("TOKEN = 'the repository'\\n")
 start({})
-""".replace("TEST", repr(TEST))
+open("/work/repo/fnmatch.py", "w").write(FNMATCH)
+start({})
+""".replace("TEST", repr(TEST)).replace("FNMATCH", repr(FNMATCH))
 
 
 def app() -> bytes:
@@ -248,11 +260,12 @@ def app() -> bytes:
 
 
 def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool):
-    """Honest: a repository whose own top-level module is named like one the keeper loaded
-    (a base commit may have one: the submission cannot add one, the supervisor restores such
-    a file) has it imported, as by a new interpreter; so does a run whose environment asks
-    for another start than the keeper's (another hash seed, warnings as errors). Otherwise
-    pytest is forked, its hash seed the shape's (PYTHONHASHSEED=0, as the grader's)."""
+    """Honest: a repository whose own top-level module is named like one pytest loaded (a
+    base commit may have one: the submission cannot add one, the supervisor restores such a
+    file) has it imported, by a new interpreter; so does a run whose environment asks for
+    another start than the keeper's (another hash seed, warnings as errors). Otherwise
+    pytest is forked, its hash seed the shape's (PYTHONHASHSEED=0, as the grader's), and a
+    module the supervisor alone had loaded (`secrets`) imported anew: the repository's."""
     sandbox, image = pool
     spec = ContainerSpec(
         image=image,
@@ -267,11 +280,13 @@ def test_pytest_is_forked_only_when_a_new_interpreter_would_import_the_same(pool
     for _ in range(2):  # and the repository's module went with the first run
         out = sandbox.run(spec)
         assert out.exit_code == 0, out.stderr
-        forked, hashseed, warnings, shadowed = out.stdout.decode().splitlines()
-        assert forked.startswith("SAW -s 0 /usr/") and forked.endswith("/secrets.py 0"), forked
-        assert hashseed.startswith("SAW -m 1 /usr/") and hashseed.endswith("/secrets.py 0"), hashseed
-        assert warnings.startswith("SAW -m 0 /usr/"), warnings
-        assert shadowed == "SAW -m 0 /work/repo/secrets.py 0", shadowed
+        forked, hashseed, warnings, own_secrets, own_fnmatch = out.stdout.decode().splitlines()
+        std = "/usr/lib/python3.11"
+        assert forked == f"SAW -s 0 {std}/secrets.py {std}/fnmatch.py 0", forked
+        assert hashseed == f"SAW -m 1 {std}/secrets.py {std}/fnmatch.py 0", hashseed
+        assert warnings.startswith("SAW -m 0 "), warnings
+        assert own_secrets == f"SAW -s 0 /work/repo/secrets.py {std}/fnmatch.py 0", own_secrets
+        assert own_fnmatch == "SAW -m 0 /work/repo/secrets.py /work/repo/fnmatch.py 0", own_fnmatch
 
 
 def test_idle_keepers_are_bounded_the_least_recently_used_removed(grader, mini_set):

@@ -287,6 +287,14 @@ def serve(shape: Shape, preload: list[str], zygote_writable: list[str] | None) -
     `zygote_writable`: when given (and pytest is among what the command runs), each run's
     `python -m pytest` is forked from this process's loaded pytest (zygote.py), unless a
     fresh interpreter would import something else; the list names the trees a run can write."""
+    if shape.preloaded and zygote_writable is not None and any(n.endswith(".runners.pytest") for n in preload):
+        from . import zygote
+
+        own = __file__.rsplit("/grader_keeper/", 1)[0]  # the keeper's archive
+        try:
+            zygote.install(zygote_writable, drop=[shape.command[2], own])  # pytest first, alone
+        except Exception as exc:  # noqa: BLE001 - each check's pytest then starts anew
+            print(f"grader pool: pytest cannot be loaded here ({exc}): each check starts it", file=sys.stderr)
     if shape.preloaded:
         sys.path.insert(0, shape.command[2])
         try:
@@ -295,12 +303,6 @@ def serve(shape: Shape, preload: list[str], zygote_writable: list[str] | None) -
         except Exception as exc:  # noqa: BLE001 - as a container's BOOT: the command then starts afresh
             print(f"grader pool: preloading {name} failed ({exc}): each run starts its command", file=sys.stderr)
             shape.preloaded = False
-    if shape.preloaded:
-        if zygote_writable is not None and any(name.endswith(".runners.pytest") for name in preload):
-            from . import zygote
-
-            own = __file__.rsplit("/grader_keeper/", 1)[0]  # the keeper's archive
-            zygote.install(zygote_writable, drop=[shape.command[2], own])
     results = os.dup(1)  # the frames' channel; this process's own prints go to standard error
     os.dup2(2, 1)
     src = Source(0)

@@ -35,6 +35,7 @@ from typing import Any
 
 _Popen = subprocess.Popen
 WRITABLE: list[str] = []
+KEEP: set[str] = set()  # the modules the interpreter's start and `import pytest` loaded: a fork keeps these only
 DROP: list[str] = []  # the supervisor's archive and the keeper's: sys.path entries a new interpreter lacks
 APPLIED = {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"}
 SUFFIXES = tuple(importlib.machinery.all_suffixes())
@@ -110,10 +111,15 @@ def _names_in(directory: str) -> set[str]:
 
 
 def _own(name: str, module: object) -> bool:
-    """The supervisor's modules and the keeper's (loaded from their archives, DROP), left
-    out of a forked pytest's modules."""
+    """What a forked pytest leaves out of its modules, to be imported anew if it asks: the
+    supervisor's and the keeper's (loaded from their archives, DROP), and whatever the
+    interpreter's start and `import pytest` did not load (the supervisor's own imports of
+    the standard library: `secrets`, `hmac`, ..., which a repository's `pythonpath` may
+    name otherwise)."""
     path = getattr(module, "__file__", None)
-    return name == "__main__" or (isinstance(path, str) and _under(path, DROP))
+    if name == "__main__" or (isinstance(path, str) and _under(path, DROP)):
+        return True
+    return bool(KEEP) and name not in KEEP
 
 
 def why_not(cwd: str, env: dict[str, str], uid: int) -> str | None:
@@ -211,9 +217,12 @@ def popen(argv: Any, **kw: Any) -> Any:
 
 
 def install(writable: list[str], drop: list[str]) -> None:
-    """Import pytest now, before any run, and start `python -m pytest` through `popen`."""
+    """Import pytest now, before the supervisor and any run, note what that loaded (a
+    fork keeps those modules only), and start `python -m pytest` through `popen`."""
     import pytest  # noqa: F401 - imported once, before any run
 
+    KEEP.clear()
+    KEEP.update(sys.modules)
     WRITABLE[:] = writable
     DROP[:] = drop
     subprocess.Popen = popen  # type: ignore[misc,assignment]
