@@ -235,6 +235,11 @@ class DockerSandbox(Sandbox):
         self._storage_cap = bool(self.storage_size) and self.engine.supports_storage_cap()
         self._checked = True
 
+    def _tmp_bytes(self, spec: ContainerSpec) -> int:
+        """The size of a run's /tmp. tmpfs pages are charged to the memory cgroup: /tmp is kept
+        to half the limit, so filling it fails with ENOSPC instead of killing the test runner."""
+        return min(_parse_size(self.tmpfs_size), _parse_size(spec.limits.memory) // 2)
+
     def _create_kwargs(self, spec: ContainerSpec, lane: Lane | None = None) -> dict[str, Any]:
         memory = _parse_size(spec.limits.memory)
         host_memory, host_pids = self._host_limits(memory, spec.limits.pids)
@@ -252,9 +257,7 @@ class DockerSandbox(Sandbox):
             memswap_limit=host_memory,
             nano_cpus=int(spec.limits.cpus * 1e9),
             pids_limit=host_pids,
-            # tmpfs pages are charged to the memory cgroup: keep /tmp to half the limit, so
-            # filling it fails with ENOSPC instead of killing the test runner.
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={min(_parse_size(self.tmpfs_size), memory // 2)},mode=1777"},
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={self._tmp_bytes(spec)},mode=1777"},
             ulimits=[
                 Ulimit(name="fsize", soft=self.file_size_limit, hard=self.file_size_limit),
                 Ulimit(name="core", soft=0, hard=0),
@@ -510,12 +513,17 @@ class DockerSandbox(Sandbox):
             if c.id not in known and c.status != "running":
                 self._remove(c)
 
-    def run(self, spec: ContainerSpec) -> ContainerOutput:
+    def _before_run(self) -> None:
+        """What every run starts with: the engine checked, what it could not remove earlier
+        removed, and after an engine fault this process's containers nobody knows reaped."""
         self._check_engine()
         self._remove_leftovers()
         if self._fault:
             self._fault = False
             self._reap_strays()
+
+    def run(self, spec: ContainerSpec) -> ContainerOutput:
+        self._before_run()
         self._sweep_lanes()
         client = self.engine.client
         durations: dict[str, float] = {}

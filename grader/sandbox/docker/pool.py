@@ -32,7 +32,7 @@ import requests.exceptions
 
 from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, refuse_clashes, sandbox_provider
-from grader.sandbox.docker.containers import DockerSandbox, _cid, _parse_size
+from grader.sandbox.docker.containers import DockerSandbox, _cid
 from grader.sandbox.docker.delivery import bundle
 
 KEEPER_DIR = Path(__file__).with_name("keeper")
@@ -86,6 +86,12 @@ shape = server.Shape(root, workdir, float(timeout), int(tmp_bytes), command, pre
 writable = [workdir, root, "/run", "/tmp", "/var/tmp", "/dev/shm"]
 sys.exit(server.serve(shape, [m for m in preload.split(",") if m], writable if zygote == "1" else None))
 """
+
+
+@functools.cache
+def keeper_seccomp() -> str:
+    """The keeper's seccomp profile, read once."""
+    return SECCOMP.read_text()
 
 
 @functools.cache
@@ -167,9 +173,7 @@ class PoolSandbox(DockerSandbox):
         kwargs["network_mode"] = "none"
         kwargs["mounts"] = [docker.types.Mount(target=VOLUME, source=None, type="volume")]
         kwargs["cap_add"] = [*kwargs["cap_add"], "SETFCAP"]
-        kwargs["security_opt"] = [*kwargs["security_opt"], f"seccomp={SECCOMP.read_text()}"]
-        memory = _parse_size(spec.limits.memory)
-        tmp_bytes = min(_parse_size(self.tmpfs_size), memory // 2)
+        kwargs["security_opt"] = [*kwargs["security_opt"], f"seccomp={keeper_seccomp()}"]
         kwargs["command"] = [
             # not isolated (-I): the keeper starts as the shape's environment says (its
             # PYTHONHASHSEED, ...), as a forked pytest's new interpreter would; -s: no user site
@@ -180,7 +184,7 @@ class PoolSandbox(DockerSandbox):
             spec.files_root,
             spec.workdir,
             str(spec.timeout),
-            str(tmp_bytes),
+            str(self._tmp_bytes(spec)),
             ",".join(spec.preload),
             "1" if self.fork else "0",
             *spec.command,
@@ -271,11 +275,7 @@ class PoolSandbox(DockerSandbox):
         self._remove(keeper.container)
 
     def run(self, spec: ContainerSpec) -> ContainerOutput:
-        self._check_engine()
-        self._remove_leftovers()
-        if self._fault:
-            self._fault = False
-            self._reap_strays()
+        self._before_run()
         refuse_clashes(spec)
         if OWN in spec.files:
             raise SandboxError(f"a run's files hold {OWN}, the keeper's own")
