@@ -203,3 +203,61 @@ def test_names_the_submission_touched_are_never_drawn_and_never_kept(tmp_path):
     every, outside = names_in_tree(tree, {"tests/test_mean.py"}, {"tests/test_basic.py"})
     assert {"test_one", "test_empty", "test_helper"} <= every
     assert "test_one" not in outside and "test_empty" not in outside and "test_helper" in outside
+
+
+RENAMING = textwrap.dedent('''\
+    import pytest
+
+
+    class TestMean:
+        """test_two is named here, in a string: it keeps its name."""
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_one(self, n):
+            # test_three in a comment, at the method's own indentation
+            assert n in (1, 2)
+    # test_three in a comment at the margin, inside the class
+            assert self.test_three is not None
+
+        def test_three(self):
+            x = (1,
+    2)
+            assert x == (1, 2)
+
+
+    def test_four():
+        value = f"{1} test_four"
+        assert value.endswith("test_four")
+
+
+    def test_five():
+        assert test_four is not None
+''')
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_twins_renamed_alone_read_as_the_whole_module_renamed(seed, monkeypatch):
+    """The module's lines are renamed by the tokens already read and each placed block by
+    its own: the text must be the one renaming the whole module again gives (a block that
+    does not tokenize alone falls back to that)."""
+    import grader.box.clones as clones
+
+    module = ast.parse(RENAMING)
+    targets = {"x.py::TestMean::test_one", "x.py::TestMean::test_three", "x.py::test_four"}
+
+    def rewrite():
+        return _rewrite("x.py", RENAMING, module, random.Random(seed), ["alpha", "beta", "gamma"], targets, 8)
+
+    alone = []
+    real = clones._renamed_block
+    monkeypatch.setattr(clones, "_renamed_block", lambda text, rename: alone.append(real(text, rename)) or alone[-1])
+    fast = rewrite()
+    assert alone and None not in alone  # every block read alone, the method's too
+    monkeypatch.setattr(clones, "_renamed_block", lambda text, rename: None)
+    assert rewrite() == fast
+    text = fast[0]
+    compile(text, "x.py", "exec")
+    for old in ("test_one", "test_five"):  # renamed, their twins too
+        assert f"def {old}(" not in text
+    assert "def test_three(" in text and "def test_four(" in text  # named as an attribute, in a string: kept
+    assert "test_two is named here" in text and "# test_three in a comment" in text  # strings, comments kept
