@@ -5,7 +5,7 @@
 #
 #   unit     tests/unit      needs nothing; runs first, with -x: a failure stops the whole run there
 #   service  tests/service   Redis, PostgreSQL, gunicorn; three pytest-xdist workers, a file to a worker
-#   docker   tests/docker    the Docker engine, gVisor included; four workers (GRADER_TEST_DOCKER_WORKERS=0: serial)
+#   docker   tests/docker    the Docker engine, gVisor included; three workers (GRADER_TEST_DOCKER_WORKERS=0: serial)
 #   browser  tests/browser   headless Chromium; two workers
 #   the disruptive tests alone, last (marked `disruptive`: they restart what the others use, dockerd)
 #
@@ -71,7 +71,7 @@ wait "$prebuild" || echo "scripts/test.sh: building the images in the background
 echo "scripts/test.sh: the images were ready $((SECONDS - start)) s after the tiers before them" >&2
 grep '^prebuild:' "$prebuild_log" >&2 || tail -20 "$prebuild_log" >&2
 # the files longest first (tests/docker/conftest.py), not by their number of tests
-step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" || true
+step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@" || true
 step "the browser tier (tests/browser)" tests/browser -n 2 --dist loadfile "$@" || true
 step "the disruptive tests, alone, after the others" --disruptive "$@" || true
 
