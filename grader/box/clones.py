@@ -485,7 +485,7 @@ def _rewrite(
     original). `taken` holds the names in use elsewhere (the repository's, the names
     drawn for the run): a drawn name is none of them, and is added to it."""
     taken = set() if taken is None else taken
-    lines = source.splitlines(keepends=True)
+    lines = _lines(source)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     tests = _tests_in(module)
@@ -620,7 +620,7 @@ def _rewrite(
         lines[after:after] = [text]
     text = "".join(lines)
     if whole:
-        text = "".join(_renamed(text, rename, text.splitlines(keepends=True)))
+        text = "".join(_renamed(text, rename, _lines(text)))
     return text, {v: k for k, v in rename.items()}, pairs, copies
 
 
@@ -648,6 +648,14 @@ def _name_tokens(source: str) -> tuple[tuple[str, tuple[int, int], bool], ...] |
         if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
             prev = tok
     return tuple(out)
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of a module as the parser and the tokenizer number them: ended by a newline
+    alone (str.splitlines also ends one at a form feed, which source files hold as page
+    breaks, and the line numbers of every later statement would miss by one)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _renamed(source: str, rename: dict[str, str], lines: list[str]) -> list[str]:
@@ -678,7 +686,7 @@ def _renamed_block(text: str, rename: dict[str, str]) -> str | None:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return None
-    lines = body.splitlines(keepends=True)
+    lines = _lines(body)
     for tok in reversed(tokens):
         new = rename.get(tok.string) if tok.type == tokenize.NAME else None
         if new is not None:

@@ -261,3 +261,19 @@ def test_the_twins_renamed_alone_read_as_the_whole_module_renamed(seed, monkeypa
         assert f"def {old}(" not in text
     assert "def test_three(" in text and "def test_four(" in text  # named as an attribute, in a string: kept
     assert "test_two is named here" in text and "# test_three in a comment" in text  # strings, comments kept
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_module_with_page_breaks_keeps_its_lines(seed):
+    """A form feed (a page break, as some projects' sources hold) ends no line for the parser
+    or the tokenizer: the lines the twins are cut from and renamed in are counted the same
+    way (str.splitlines counted one more line at each, and the rewritten module did not
+    compile)."""
+    source = "import pytest\n\x0c\n\ndef test_alpha():\n    assert 1 == 1\n\n\x0c\ndef test_beta():\n    x = 'a\x0cb'\n    assert x\n"
+    module = ast.parse(source)
+    text, names, pairs, _ = _rewrite(
+        "x.py", source, module, random.Random(seed), ["one", "two"], {"x.py::test_alpha", "x.py::test_beta"}, 8
+    )
+    compile(text, "x.py", "exec")
+    assert pairs and sorted(names.values()) == ["test_alpha", "test_beta"]
+    assert "def test_alpha(" not in text and "'a\x0cb'" in text
