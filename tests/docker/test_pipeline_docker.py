@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import textwrap
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.sandbox.docker import DockerEngine, DockerSandbox
+from grader.tasks.loader import TaskSet
 from grader.verdict import Verdict
 from helpers.mini import FIXED
 
@@ -58,6 +60,27 @@ def test_empty_patch_fails(grader, mini_set):
     assert result.apply.method == "empty"
     assert result.tests.fail_to_pass["failure"] == ["tests/test_mean.py::test_empty"]
     assert result.tests.all["tests/test_mean.py::test_empty"] == "failed"
+
+
+def test_hidden_tests_with_page_breaks_grade_as_they_should(mini_set, settings, tmp_path):
+    """A hidden test module with form feeds (page breaks, as some projects' sources hold):
+    its twins are cut and its tests renamed on the lines the parser counts, so the gold
+    patch passes with every twin in place and the empty patch fails on the listed test."""
+    tasks = tmp_path / "tasks"
+    shutil.copytree(settings.tasks_dir, tasks, ignore=shutil.ignore_patterns("mini-nolist"))
+    hidden = tasks / "mini" / "test_mean.py"
+    text = hidden.read_text()
+    assert "\n\n\ndef test_two" in text
+    hidden.write_text("\x0c\n" + text.replace("\n\n\ndef test_two", "\n\n\x0c\ndef test_two"))
+    paged = TaskSet(tasks)
+    g = Grader(get_settings(tasks_dir=tasks, environments_dir=settings.environments_dir, cache_dir=tmp_path / "cache"))
+    gold = grade(g, paged, mini_set.get("mini").gold_patch_text())
+    assert gold.verdict is Verdict.PASS, gold.to_json()
+    assert gold.protections.canaries.must_fail > 0 and gold.protections.canaries.wrong == 0, gold.to_json()  # twins ran
+    empty = grade(g, paged, b"")
+    assert empty.verdict is Verdict.FAIL, empty.to_json()
+    assert empty.tests.fail_to_pass["failure"] == ["tests/test_mean.py::test_empty"]
+    assert empty.tests.all["tests/test_mean.py::test_two"] == "passed"
 
 
 def test_no_lists_means_the_command_must_succeed(grader, mini_set):
