@@ -345,7 +345,9 @@ def make_clone_canaries(check: CheckSpec, tree: Tree) -> dict[str, Any] | None:
         if data is None:
             continue
         try:
-            source = data.decode("utf-8")
+            # newlines as Python reads a source file (\r\n and \r are \n): the lines, the
+            # syntax tree and the tokens are then numbered alike
+            source = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
             module = ast.parse(source)
         except (SyntaxError, ValueError, UnicodeDecodeError):
             continue

@@ -277,3 +277,28 @@ def test_a_module_with_page_breaks_keeps_its_lines(seed):
     compile(text, "x.py", "exec")
     assert pairs and sorted(names.values()) == ["test_alpha", "test_beta"]
     assert "def test_alpha(" not in text and "'a\x0cb'" in text
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_a_module_with_other_newlines_is_read_as_python_reads_it(newline, tmp_path):
+    """Windows newlines, and old Macintosh ones: Python reads both as \\n, so the hidden
+    module's lines, its syntax tree and its tokens are numbered from that text, and the
+    module written back compiles with every test renamed and its twins in place."""
+    import os
+
+    from grader.box.clones import make_clone_canaries
+    from grader.box.order import CheckSpec
+    from grader.box.tree import Tree
+
+    source = "import pytest\n\n\ndef test_alpha():\n    assert 1 == 1\n\n\ndef test_beta():\n    x = '''a\nb'''\n    assert x == 'a\\nb'\n"
+    (tmp_path / "test_x.py").write_bytes(source.replace("\n", newline).encode())
+    tree = Tree(str(tmp_path), os.getuid(), os.getgid())
+    check = CheckSpec(
+        kind="pytest", canaries=True, canary_modules=["test_x.py"], canary_targets=["test_x.py::test_beta"]
+    )
+    canaries = make_clone_canaries(check, tree)
+    assert canaries is not None and canaries["pairs"]
+    text = (tmp_path / "test_x.py").read_text()
+    compile(text, "test_x.py", "exec")
+    assert "def test_alpha(" not in text and "def test_beta(" not in text
+    assert sorted(canaries["renamed"]["test_x.py"].values()) == ["test_alpha", "test_beta"]
