@@ -614,7 +614,7 @@ def _rewrite(
     alone = [_renamed_block(text, rename) for _, _, text in placed]
     whole = any(b is None for b in alone)
     if not whole:
-        lines = _renamed(source, rename, lines)
+        lines = _renamed(_name_tokens(source) or (), rename, lines)
         placed = [(after, cls, block or "") for (after, cls, _), block in zip(placed, alone)]  # noqa: B905 - Python 3.9
     # bottom up; where a class ends on the line a module-level twin follows, the class's
     # own twin goes first (inserted last at that line), inside the class
@@ -622,7 +622,7 @@ def _rewrite(
         lines[after:after] = [text]
     text = "".join(lines)
     if whole:
-        text = "".join(_renamed(text, rename, _lines(text)))
+        text = "".join(_renamed(_scan_names(text) or (), rename, _lines(text)))
     return text, {v: k for k, v in rename.items()}, pairs, copies
 
 
@@ -632,12 +632,12 @@ def _covers(old: str, new: str) -> bool:
     return bool(own) and own <= set(new.split("_")[1:])
 
 
-@functools.lru_cache(maxsize=16)
-def _name_tokens(source: str) -> tuple[tuple[str, tuple[int, int], bool], ...] | None:
+Names = tuple[tuple[str, tuple[int, int], bool], ...]
+
+
+def _scan_names(source: str) -> Names | None:
     """Each name in `source`: (name, its start, whether a dot comes before it); None if it
-    does not tokenize. Kept for the texts seen last: a hidden module is asked for three
-    times in a run, and the pure-Python tokenizer (before Python 3.12) is most of the
-    clones' cost (two thirds of 80 ms for parse's 1,200-line test module)."""
+    does not tokenize."""
     try:
         toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -652,6 +652,11 @@ def _name_tokens(source: str) -> tuple[tuple[str, tuple[int, int], bool], ...] |
     return tuple(out)
 
 
+# Kept for the texts seen last: a hidden module is asked for three times in a run, and the
+# pure-Python tokenizer (before Python 3.12) is most of the clones' cost.
+_name_tokens = functools.lru_cache(maxsize=16)(_scan_names)
+
+
 def _lines(text: str) -> list[str]:
     """The lines of a module as the parser and the tokenizer number them: ended by a newline
     alone (str.splitlines also ends one at a form feed, which source files hold as page
@@ -660,13 +665,12 @@ def _lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def _renamed(source: str, rename: dict[str, str], lines: list[str]) -> list[str]:
-    """`lines` (the lines of `source`) with every name token of `source` that `rename`
+def _renamed(tokens: Names, rename: dict[str, str], lines: list[str]) -> list[str]:
+    """`lines` with every name token (of the text they are the lines of) that `rename`
     maps replaced: the names in code, never those in strings or comments."""
     lines = list(lines)
     if not rename:
         return lines
-    tokens = _name_tokens(source) or ()
     for name, (row, col), _ in sorted(tokens, key=lambda t: t[1], reverse=True):
         new = rename.get(name)
         if new is None:
@@ -684,17 +688,10 @@ def _renamed_block(text: str, rename: dict[str, str]) -> str | None:
     # an indented block (a method) reads as the body of an `if`, one line down
     shift = 1 if body[:1] in (" ", "\t") else 0
     source = "if 1:\n" + body if shift else body
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    tokens = _scan_names(source)  # not kept: each block is read once
+    if tokens is None:
         return None
-    lines = _lines(body)
-    for tok in reversed(tokens):
-        new = rename.get(tok.string) if tok.type == tokenize.NAME else None
-        if new is not None:
-            row, col = tok.start[0] - 1 - shift, tok.start[1]
-            lines[row] = lines[row][:col] + new + lines[row][col + len(tok.string) :]
-    return lead + "".join(lines)
+    return lead + "".join(_renamed(tokens, rename, _lines(source))[shift:])
 
 
 @functools.lru_cache(maxsize=16)
