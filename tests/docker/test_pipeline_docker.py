@@ -62,7 +62,8 @@ def test_empty_patch_fails(grader, mini_set):
     assert result.tests.all["tests/test_mean.py::test_empty"] == "failed"
 
 
-def test_hidden_tests_with_page_breaks_grade_as_they_should(mini_set, settings, tmp_path):
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_hidden_tests_with_page_breaks_grade_as_they_should(runtime, mini_set, settings, tmp_path):
     """A hidden test module with form feeds (page breaks, as some projects' sources hold):
     its twins are cut and its tests renamed on the lines the parser counts, so the gold
     patch passes with every twin in place and the empty patch fails on the listed test."""
@@ -73,7 +74,10 @@ def test_hidden_tests_with_page_breaks_grade_as_they_should(mini_set, settings, 
     assert "\n\n\ndef test_two" in text
     hidden.write_text("\x0c\n" + text.replace("\n\n\ndef test_two", "\n\n\x0c\ndef test_two"))
     paged = TaskSet(tasks)
-    g = Grader(get_settings(tasks_dir=tasks, environments_dir=settings.environments_dir, cache_dir=tmp_path / "cache"))
+    g = Grader(
+        get_settings(tasks_dir=tasks, environments_dir=settings.environments_dir, cache_dir=tmp_path / "cache"),
+        runtime=runtime,
+    )
     gold = grade(g, paged, mini_set.get("mini").gold_patch_text())
     assert gold.verdict is Verdict.PASS, gold.to_json()
     assert gold.protections.canaries.must_fail > 0 and gold.protections.canaries.wrong == 0, gold.to_json()  # twins ran
