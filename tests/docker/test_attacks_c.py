@@ -1,4 +1,5 @@
-"""Attacks of C on the ctest runner, graded through the real grader under runc and gVisor.
+"""Attacks of C on the ctest runner, graded through the real grader under runc, gVisor and the
+pool (a test marked `same_in_every_sandbox` under runc alone: tests/README.md).
 
 A tiny CMake project made here (a shared library `mini`, two tests, a missing `mini_clamp`)
 is the task: the image configures and builds it (`install`), the patch adds `mini_clamp`, the
@@ -220,13 +221,13 @@ def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC, mini_am: Mi
     return tasks
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def c_grader(request: pytest.FixtureRequest, c_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Grader:
+@pytest.fixture(scope="module")
+def c_grader(sandbox: str, c_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Grader:
     settings = get_settings(
         tasks_dir=c_tasks, environments_dir=ROOT / "environments", cache_dir=tmp_path_factory.mktemp("cache")
     )
-    grader = Grader(settings, runtime=request.param)
-    if request.param == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
+    grader = Grader(settings, runtime=sandbox)
+    if sandbox == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
         pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
     return grader
 
@@ -294,6 +295,7 @@ def test_honest_output_and_stdio_passes(c_grader, task_set, mini_c):
 # --- attacks -------------------------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_forged_success_lines_fail(c_grader, task_set, mini_c):
     forged = textwrap.dedent("""\
         #include <stdio.h>
@@ -310,6 +312,7 @@ def test_forged_success_lines_fail(c_grader, task_set, mini_c):
     assert result.tests is not None and result.tests.all["test_clamp"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_build_configuration_injection_is_undone(c_grader, task_set, mini_c):
     """The patch redefines test_clamp as `true` in the top CMakeLists.txt, drops the tests'
     directory and adds a CTestCustom.cmake: the CMake files are restored to the base."""
@@ -328,6 +331,7 @@ def test_build_configuration_injection_is_undone(c_grader, task_set, mini_c):
     assert result.tests is not None and result.tests.all["test_clamp"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_writing_into_the_images_build_tree_does_not_apply(c_grader, task_set, mini_c):
     """The build tree the image configured is root's while the patch applies."""
     patch = mini_c.diff({**lib(WRONG), "build/CTestTestfile.cmake": "add_test(test_clamp /bin/true)\n"})
@@ -335,6 +339,7 @@ def test_writing_into_the_images_build_tree_does_not_apply(c_grader, task_set, m
     assert result.verdict is Verdict.PATCH_FAILED, why(result)
 
 
+@pytest.mark.same_in_every_sandbox
 def test_test_files_edited_or_deleted_are_restored(c_grader, task_set, mini_c):
     patch = mini_c.diff(
         {
@@ -365,6 +370,7 @@ def test_crash_after_printing_passed_fails(c_grader, task_set, mini_c):
     assert result.tests is not None and result.tests.all["test_clamp"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_broken_build_fails_not_errors(c_grader, task_set, mini_c):
     result = grade(c_grader, task_set, mini_c.diff(lib("\nint mini_clamp(int x, int lo, int hi) { return x +; }\n")))
     assert result.verdict is Verdict.FAIL, why(result)

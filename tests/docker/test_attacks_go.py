@@ -1,6 +1,7 @@
 """Hostile Go submissions, graded through the real grader (tests/helpers/go_mini.py's module in
-the go-1.24 environment) under runc and under gVisor: each gets the verdict it deserves,
-and an honest submission of each shape still PASSes.
+the go-1.24 environment) under runc, gVisor and the pool (a test marked `same_in_every_sandbox`
+under runc alone: tests/README.md): each gets the verdict it deserves, and an honest submission
+of each shape still PASSes.
 
 What the go runner stands on (grader/box/runners/go.py, docs/runners/go.md): outcomes
 only from the signed records of the image's patched `testing` package, every test binary
@@ -41,16 +42,16 @@ def go_tasks(tmp_path_factory, go_mini) -> TaskSet:
     return TaskSet(tasks)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def grader(request, tmp_path_factory, go_tasks) -> Grader:
+@pytest.fixture(scope="module")
+def grader(sandbox: str, tmp_path_factory, go_tasks) -> Grader:
     settings = get_settings(
         tasks_dir=go_tasks.dir,
         environments_dir=ROOT / "environments",
         cache_dir=tmp_path_factory.mktemp("go-cache"),
     )
-    g = Grader(settings, runtime=request.param)
-    if request.param != "pool" and request.param not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{request.param} is not registered with dockerd: run scripts/setup.sh")
+    g = Grader(settings, runtime=sandbox)
+    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
+        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
     return g
 
 
@@ -93,6 +94,7 @@ def test_gold_passes_and_empty_fails_with_plain_ids(grader, go_tasks):
     assert empty.output.count("--- FAIL:") == 1, empty.output
 
 
+@pytest.mark.same_in_every_sandbox
 def test_several_packages_with_qualified_ids(grader, go_tasks, go_mini):
     task = go_tasks.get("go-multi")
     gold = grade(grader, go_tasks, task.gold_patch_text(), "go-multi")
@@ -107,6 +109,7 @@ def test_several_packages_with_qualified_ids(grader, go_tasks, go_mini):
 # --- 1. outcomes never from output or an unsigned line ------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_forged_success_lines_printed_by_the_code_under_test_fail(grader, go_tasks, go_mini):
     result = grade(grader, go_tasks, unfixed(go_mini, gm.FORGED_PRINT))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -123,6 +126,7 @@ def test_a_record_written_to_the_report_pipe_is_forgery(grader, go_tasks, go_min
 # --- 2. runner configuration and what the go command loads by itself ---------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_testmain_file_is_removed_before_the_build(grader, go_tasks, go_mini):
     result = grade(grader, go_tasks, unfixed(go_mini, ("", ()), **{"zz_main_test.go": gm.TESTMAIN_FILE}))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -130,6 +134,7 @@ def test_a_testmain_file_is_removed_before_the_build(grader, go_tasks, go_mini):
     assert result.tests.all["TestEmpty"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_go_mod_go_work_vendor_syso_and_testdata_go_back_to_the_base(grader, go_tasks, go_mini):
     files = {
         "go.mod": gm.GO_MOD_HOSTILE,
@@ -144,6 +149,7 @@ def test_go_mod_go_work_vendor_syso_and_testdata_go_back_to_the_base(grader, go_
     assert result.tests.all["TestEmpty"] == "failed"  # built and run with the base's go.mod
 
 
+@pytest.mark.same_in_every_sandbox
 def test_linkname_to_the_reporter_does_not_link(grader, go_tasks, go_mini):
     """The package does not build: a collect error, its tests failed, never an ERROR."""
     result = grade(grader, go_tasks, unfixed(go_mini, gm.LINKNAME))
@@ -153,6 +159,7 @@ def test_linkname_to_the_reporter_does_not_link(grader, go_tasks, go_mini):
     assert not result.tests.all
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_package_that_does_not_compile_is_a_collect_error(grader, go_tasks, go_mini):
     result = grade(grader, go_tasks, go_mini.diff({"calc.go": gm.FIXED_CALC + "\nfunc broken( {\n"}))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -163,6 +170,7 @@ def test_a_package_that_does_not_compile_is_a_collect_error(grader, go_tasks, go
 # --- 3. the tests themselves --------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_an_edited_hidden_test_and_a_deleted_own_test_are_restored(grader, go_tasks, go_mini):
     patch = unfixed(
         go_mini,

@@ -1,6 +1,7 @@
-"""Hostile Java submissions, graded through the real grader (tests/helpers/java_mini.py's project in
-the java-21 environment) under runc and under gVisor: each gets the verdict it deserves, and
-an honest submission of each shape still PASSes.
+"""Hostile Java submissions, graded through the real grader (tests/helpers/java_mini.py's
+project in the java-21 environment) under runc, gVisor and the pool (a test marked
+`same_in_every_sandbox` under runc alone: tests/README.md): each gets the verdict it deserves,
+and an honest submission of each shape still PASSes.
 
 What the junit runner stands on (grader/box/runners/junit.py, docs/runners/junit.md):
 outcomes only from the signed records of the grader's JUnit listener, loaded from a
@@ -40,16 +41,16 @@ def java_tasks(tmp_path_factory, java_mini) -> TaskSet:
     return TaskSet(tasks)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def grader(request, tmp_path_factory, java_tasks) -> Grader:
+@pytest.fixture(scope="module")
+def grader(sandbox: str, tmp_path_factory, java_tasks) -> Grader:
     settings = get_settings(
         tasks_dir=java_tasks.dir,
         environments_dir=ROOT / "environments",
         cache_dir=tmp_path_factory.mktemp("java-cache"),
     )
-    g = Grader(settings, runtime=request.param)
-    if request.param != "pool" and request.param not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{request.param} is not registered with dockerd: run scripts/setup.sh")
+    g = Grader(settings, runtime=sandbox)
+    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
+        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
     return g
 
 
@@ -89,6 +90,7 @@ def test_gold_passes_and_empty_fails(grader, java_tasks):
     assert empty.output.count("✘") == 1, empty.output
 
 
+@pytest.mark.same_in_every_sandbox
 def test_ids_by_hash_and_whole_class_without_a_prebuilt_base(grader, java_tasks):
     task = java_tasks.get("java-mini-plain")
     gold = grade(grader, java_tasks, task.gold_patch_text(), "java-mini-plain")
@@ -104,6 +106,7 @@ def test_ids_by_hash_and_whole_class_without_a_prebuilt_base(grader, java_tasks)
 # --- 1. outcomes never from output or an unsigned line -------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_forged_success_lines_printed_by_the_code_under_test_fail(grader, java_tasks, java_mini):
     result = grade(grader, java_tasks, calc(java_mini, jm.FORGED_PRINT))
     assert result.verdict is Verdict.FAIL and not result.tampered, why(result)
@@ -125,6 +128,7 @@ def test_the_report_channel_is_out_of_reach(grader, java_tasks, java_mini):
 # --- 2. the runner's configuration and what JUnit loads by itself ----------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_junit_configuration_and_services_from_the_patch_are_removed(grader, java_tasks, java_mini):
     pom = jm.POM.replace("</properties>", "  <skipTests>true</skipTests>\n  </properties>")
     result = grade(grader, java_tasks, calc(java_mini, "", **jm.CONFIG_FILES, **{"pom.xml": pom}))
@@ -141,6 +145,7 @@ def test_junit_configuration_and_services_from_the_patch_are_removed(grader, jav
     assert result.tests.all["calc.MeanTest.emptyThrows"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_class_named_like_junits_own_changes_nothing(grader, java_tasks, java_mini):
     patch = calc(java_mini, "", **{"src/main/java/org/junit/jupiter/api/Assertions.java": jm.FAKE_ASSERTIONS})
     result = grade(grader, java_tasks, patch)
@@ -148,6 +153,7 @@ def test_a_class_named_like_junits_own_changes_nothing(grader, java_tasks, java_
     assert result.tests.all["calc.MeanTest.emptyThrows"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_jars_and_class_files_a_patch_brings_are_removed(grader, java_tasks, java_mini):
     files = {"lib/evil.jar": b"PK\x05\x06" + bytes(18), "src/main/resources/calc/Calc.class": b"\xca\xfe\xba\xbe"}
     result = grade(grader, java_tasks, calc(java_mini, "", **files))
@@ -158,6 +164,7 @@ def test_jars_and_class_files_a_patch_brings_are_removed(grader, java_tasks, jav
 # --- 3. the tests themselves ---------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_an_edited_hidden_test_a_deleted_own_test_and_a_new_test_helper_go_back(grader, java_tasks, java_mini):
     hollow = jm.HIDDEN_TEST.replace("assertThrows(IllegalArgumentException.class, () -> Calc.mean());", "")
     files = {
@@ -201,12 +208,14 @@ def test_halt_0_after_the_report_is_tampering(grader, java_tasks, java_mini):
     assert result.tampered and "exited with 0" in result.tampered[0], why(result)
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_class_that_cannot_initialize_fails_its_tests(grader, java_tasks, java_mini):
     result = grade(grader, java_tasks, calc(java_mini, jm.INIT_THROWS, fixed=True))
     assert result.verdict is Verdict.FAIL and not result.tampered, why(result)
     assert result.tests.all["calc.MeanTest.meanOfTwo"] == "failed"
 
 
+@pytest.mark.same_in_every_sandbox
 def test_main_sources_that_do_not_compile_fail_every_test(grader, java_tasks, java_mini):
     result = grade(grader, java_tasks, java_mini.diff({CALC: jm.MAIN_DOES_NOT_COMPILE}))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -215,6 +224,7 @@ def test_main_sources_that_do_not_compile_fail_every_test(grader, java_tasks, ja
     assert "Calc.java" in result.output  # javac's message is shown
 
 
+@pytest.mark.same_in_every_sandbox
 def test_test_classes_that_do_not_compile_are_collect_errors(grader, java_tasks, java_mini):
     result = grade(grader, java_tasks, java_mini.diff({CALC: jm.RENAMED_API}))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -230,6 +240,7 @@ def test_a_hang_times_out(grader, java_tasks, java_mini):
 # --- 5. a blanket flip ----------------------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_blanket_flip_is_caught_by_the_canaries(grader, java_tasks, java_mini):
     result = grade(grader, java_tasks, java_mini.diff({CALC: jm.BLANKET_FLIP_CALC}))
     assert result.verdict is Verdict.FAIL, why(result)

@@ -1,18 +1,17 @@
-"""Hostile Node.js submissions, graded through the real grader under runc and under gVisor
-(runsc), each with the verdict it deserves, for tap, node-test, mocha and plain jest (jest
-with the repository's own configuration and vitest: test_attacks_node_configured.py, the
-same tests from tests/helpers/node_attacks.py) on the tiny
-`calc` repository of tests/helpers/node_mini.py: success lines printed by the code under
-test, a runner plugin or configuration brought by the patch (for the configured variants:
-the setup file, the transform, the mapped module and the configuration edited, shadowed or
-replaced, __mocks__ written), the hidden test edited and the visible one deleted, a crash,
-a hang, a blanket flip of every test and a flip of the throws assertion alone that only
-the canaries catch, a forged record written
-into the report pipe, a rewrite of the next test file's process; and honest submissions of
-each shape, which still PASS. The configured variants list their ids as SWE-bench's parsers
-write them (`mean › empty throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the
-grader. The attacks' code is in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py
-checks the audit names it)."""
+"""Hostile Node.js submissions, graded through the real grader under runc, gVisor and the pool
+(a test marked `same_in_every_sandbox` under runc alone: tests/README.md), each with the
+verdict it deserves, for tap, node-test, mocha and plain jest (jest with the repository's own
+configuration and vitest: test_attacks_node_configured.py, the same tests from
+tests/helpers/node_attacks.py) on the tiny `calc` repository of tests/helpers/node_mini.py:
+success lines printed by the code under test, a runner plugin or configuration brought by the
+patch (for the configured variants: the setup file, the transform, the mapped module and the
+configuration edited, shadowed or replaced, __mocks__ written), the hidden test edited and the
+visible one deleted, a crash, a hang, a blanket flip of every test and a flip of the throws
+assertion alone that only the canaries catch, a forged record written into the report pipe, a
+rewrite of the next test file's process; and honest submissions of each shape, which still
+PASS. The configured variants list their ids as SWE-bench's parsers write them (`mean › empty
+throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the grader. The attacks' code is
+in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
 
 from __future__ import annotations
 

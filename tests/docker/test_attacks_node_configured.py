@@ -1,7 +1,8 @@
 """Hostile Node.js submissions for the runners that read the repository's own configuration,
 jest with a jest.config.js and vitest with a vitest.config.ts (tests/helpers/node_mini.py's
-configured variants), graded under runc and gVisor: the same attacks and honest fixes as
-test_attacks_node.py (tests/helpers/node_attacks.py), with the configuration's own files as
+configured variants), graded under runc, gVisor and the pool (a test marked
+`same_in_every_sandbox` under runc alone: tests/README.md): the same attacks and honest fixes
+as test_attacks_node.py (tests/helpers/node_attacks.py), with the configuration's own files as
 targets (the setup file, the transform, the mapped module, the configuration shadowed or
 replaced, __mocks__ written), and the lists written as SWE-bench's parsers write them."""
 

@@ -1,5 +1,6 @@
-"""Hostile Rust submissions, graded through the real grader (tests/helpers/rust_mini.py's crate in
-the rust-1.85 environment) under runc and under gVisor: each gets the verdict it deserves,
+"""Hostile Rust submissions, graded through the real grader (tests/helpers/rust_mini.py's crate
+in the rust-1.85 environment) under runc, gVisor and the pool (a test marked
+`same_in_every_sandbox` under runc alone: tests/README.md): each gets the verdict it deserves,
 and an honest submission of each shape still PASSes.
 
 What the cargo runner stands on (grader/box/runners/cargo.py, docs/runners/cargo.md): the
@@ -38,16 +39,16 @@ def rust_tasks(tmp_path_factory, rust_mini) -> TaskSet:
     return TaskSet(tasks)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def grader(request, tmp_path_factory, rust_tasks) -> Grader:
+@pytest.fixture(scope="module")
+def grader(sandbox: str, tmp_path_factory, rust_tasks) -> Grader:
     settings = get_settings(
         tasks_dir=rust_tasks.dir,
         environments_dir=ROOT / "environments",
         cache_dir=tmp_path_factory.mktemp("rust-cache"),
     )
-    g = Grader(settings, runtime=request.param)
-    if request.param != "pool" and request.param not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{request.param} is not registered with dockerd: run scripts/setup.sh")
+    g = Grader(settings, runtime=sandbox)
+    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
+        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
     return g
 
 
@@ -88,6 +89,7 @@ def test_gold_passes_and_empty_fails(grader, rust_tasks):
     assert empty.output.count("... failed") == 1, empty.output  # the canaries stay out of the output
 
 
+@pytest.mark.same_in_every_sandbox
 def test_several_targets_give_ids_of_both_forms(grader, rust_tasks):
     task = rust_tasks.get("rust-multi")
     gold = grade(grader, rust_tasks, task.gold_patch_text(), "rust-multi")
@@ -98,6 +100,7 @@ def test_several_targets_give_ids_of_both_forms(grader, rust_tasks):
 # --- 1. outcomes never from a print -----------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_success_lines_printed_through_println_stay_in_the_capture(grader, rust_tasks, rust_mini):
     result = grade(grader, rust_tasks, unfixed(rust_mini, rm.PRINTED_SUCCESS))
     assert result.verdict is Verdict.FAIL and not result.tampered, why(result)
@@ -105,6 +108,7 @@ def test_success_lines_printed_through_println_stay_in_the_capture(grader, rust_
     assert "test mean::empty ... ok" in result.output  # in the failed test's own captured output
 
 
+@pytest.mark.same_in_every_sandbox
 def test_success_lines_written_past_the_capture_are_tampering(grader, rust_tasks, rust_mini):
     result = grade(grader, rust_tasks, unfixed(rust_mini, rm.RAW_SUCCESS))
     assert result.verdict is Verdict.FAIL, why(result)
@@ -115,6 +119,7 @@ def test_success_lines_written_past_the_capture_are_tampering(grader, rust_tasks
 # --- 2. runner configuration and what cargo loads by itself ---------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_cargo_config_build_script_and_manifest_go_back_to_the_base(grader, rust_tasks, rust_mini):
     patch = unfixed(
         rust_mini,
@@ -126,6 +131,7 @@ def test_cargo_config_build_script_and_manifest_go_back_to_the_base(grader, rust
     assert result.tests.all["mean::empty"] == "failed"  # built with the base's manifest, libtest's harness
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_patch_that_writes_build_artifacts_does_not_apply(grader, rust_tasks, rust_mini):
     result = grade(grader, rust_tasks, fixed(rust_mini, **{"target/debug/deps/libcalc-0000.rlib": "not a library"}))
     assert result.verdict is Verdict.PATCH_FAILED, why(result)
@@ -134,6 +140,7 @@ def test_a_patch_that_writes_build_artifacts_does_not_apply(grader, rust_tasks, 
 # --- 3. the tests themselves ------------------------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_an_edited_hidden_test_and_a_deleted_own_test_are_restored(grader, rust_tasks, rust_mini):
     result = grade(
         grader, rust_tasks, unfixed(rust_mini, **{"tests/mean.rs": rm.EDITED_HIDDEN, "tests/basic.rs": None})
@@ -174,6 +181,7 @@ def test_a_hang_times_out(grader, rust_tasks, rust_mini):
 # --- 5. forging a whole stream, and the canaries ----------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_blanket_flip_is_caught_by_the_canaries(grader, rust_tasks, rust_mini):
     result = grade(grader, rust_tasks, unfixed(rust_mini, rm.BLANKET_FLIP, rm.FORGE_ITEMS))
     assert result.verdict is Verdict.FAIL, why(result)

@@ -34,15 +34,15 @@ def node_set(tmp_path_factory, node_mini) -> TaskSet:
     return TaskSet(tasks)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def node_grader(request, node_set, tmp_path_factory) -> Grader:
+@pytest.fixture(scope="module")
+def node_grader(request, sandbox: str, node_set, tmp_path_factory) -> Grader:
     settings = get_settings(
         tasks_dir=node_set.dir,
         environments_dir=ROOT / "environments",
         cache_dir=tmp_path_factory.mktemp("node-cache"),
     )
-    grader = Grader(settings, runtime=request.param)
-    if request.param == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
+    grader = Grader(settings, runtime=sandbox)
+    if sandbox == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
         pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
     for runner in request.module.RUNNERS:
         grader.images.instance_image(node_set.get(task_id(runner)))
@@ -96,12 +96,14 @@ def test_the_empty_patch_fails_honestly(node_grader, node_set, node_mini, runner
 # --- attacks ---------------------------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 def test_success_lines_printed_by_the_code_under_test_pass_nothing(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, {"calc.js": pl.FORGED_OUTPUT})
     failed(result, runner)
     assert "TAP version 13" in (result.output or "") or result.output is None
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_runner_plugin_or_configuration_brought_by_the_patch_is_taken_back(node_grader, node_set, node_mini, runner):
     files = pl.CONFIG_INJECTION[runner]
     result = grade(node_grader, node_set, node_mini, runner, files)
@@ -110,6 +112,7 @@ def test_a_runner_plugin_or_configuration_brought_by_the_patch_is_taken_back(nod
     assert protected <= set(result.apply.neutralized), result.apply.neutralized
 
 
+@pytest.mark.same_in_every_sandbox
 def test_the_hidden_test_edited_and_the_visible_one_deleted_are_restored(node_grader, node_set, node_mini, runner):
     result = grade(node_grader, node_set, node_mini, runner, pl.tests_edited(runner))
     failed(result, runner)
@@ -128,6 +131,7 @@ def test_a_hang_times_out(node_grader, node_set, node_mini, runner):
     assert result.verdict is Verdict.TIMED_OUT, result.to_json()
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_blanket_flip_of_every_test_is_caught_by_the_canaries(node_grader, node_set, node_mini, runner):
     """Without the fix, code loaded by the tests makes every assertion of its process hold:
     the hidden tests pass, and so do the canaries that must fail."""
@@ -138,6 +142,7 @@ def test_a_blanket_flip_of_every_test_is_caught_by_the_canaries(node_grader, nod
 
 
 @pytest.mark.parametrize("regex_only", [False, True], ids=["every-expected", "regex-expected"])
+@pytest.mark.same_in_every_sandbox
 def test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries(
     node_grader, node_set, node_mini, runner, regex_only
 ):
@@ -151,6 +156,7 @@ def test_a_flip_of_the_throws_assertion_alone_is_caught_by_the_canaries(
     assert result.protections.canaries.wrong >= 1
 
 
+@pytest.mark.same_in_every_sandbox
 def test_a_flip_made_only_inside_the_hidden_test_file_is_caught_by_the_canaries(
     node_grader, node_set, node_mini, runner
 ):
