@@ -57,6 +57,7 @@ BUILD = ROOT / "build" / "overhead"
 sys.path.insert(0, str(ROOT))
 
 from grader.box.paths import REPO_DIR, UID  # noqa: E402
+from grader.box.runners import junit  # noqa: E402
 from grader.box.runners.common import python_env as check_env  # noqa: E402
 from grader.config import get_settings  # noqa: E402
 from grader.grading.spec import CONTAINER_ENV  # noqa: E402
@@ -361,19 +362,19 @@ LANGUAGES = ROOT / "tasks" / "languages"
 # Java as a developer builds after an edit: one javac of the main sources that differ from
 # the base and the hidden test class, against the classes the image prebuilt (junit-run
 # --prebuild), then the JUnit console launcher on them: what the grade does (one javac of
-# what the patch changed and the tests); `junit-run` alone compiles every source.
-J = "/usr/share/java"
+# what the patch changed and the tests); `junit-run` alone compiles every source. Both JVMs
+# with the grade's options and the image's class-data-sharing archives (cds-train), as the
+# grade's are: the baseline gets every saving the grade gets.
+_JVM = [*junit.JVM_FAST, *junit.CDS_QUIET]
 JAVA_BARE = (
     "B=$(mktemp -d) && "
-    "javac -J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC -proc:none -nowarn -d $B "
-    f"-cp /opt/java-build/main:{J}/junit-jupiter-api.jar:{J}/apiguardian-api.jar:{J}/opentest4j.jar:"
-    f"{J}/junit-platform-commons.jar $(git diff --name-only HEAD -- src/main/java) "
-    "src/test/java/stats/MedianTest.java && "
-    f"java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp {J}/junit-platform-console.jar:"
-    f"{J}/junit-platform-launcher.jar:{J}/junit-platform-engine.jar:{J}/junit-platform-commons.jar:"
-    f"{J}/junit-platform-reporting.jar:{J}/junit-jupiter-engine.jar:{J}/junit-jupiter-api.jar:"
-    f"{J}/junit-jupiter-params.jar:{J}/opentest4j.jar:{J}/apiguardian-api.jar:{J}/picocli.jar:"
-    f"{J}/univocity-parsers.jar org.junit.platform.console.ConsoleLauncher execute --disable-banner "
+    f"javac {' '.join('-J' + o for o in _JVM)} -J-XX:SharedArchiveFile={junit.CDS}/javac.jsa -proc:none -nowarn "
+    "-d $B -cp "
+    + ":".join(["/opt/java-build/main", *(f"{junit.JAVA_SHARE}/{j}" for j in junit.API_JARS)])
+    + " $(git diff --name-only HEAD -- src/main/java) src/test/java/stats/MedianTest.java && "
+    f"java {' '.join(_JVM)} -XX:SharedArchiveFile={junit.CDS}/launcher.jsa -cp "
+    + ":".join(f"{junit.JAVA_SHARE}/{j}" for j in junit.RUNNER_JARS)
+    + " org.junit.platform.console.ConsoleLauncher execute --disable-banner "
     "--details=summary --class-path $B:/opt/java-build/main --select-class stats.MedianTest"
 )
 BARE: dict[str, str] = {

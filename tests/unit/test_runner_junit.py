@@ -574,3 +574,11 @@ def test_the_rules_stay_quiet_on_the_suites_gold_patches():
                             if any(p.search(line.value) for p in patterns):
                                 hits.append((rule, line.value.strip()))
         assert not hits, (tid, hits)
+
+
+def test_the_jvms_map_the_images_archives_only_where_it_has_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(junit, "CDS", str(tmp_path))
+    assert junit.cds("launcher") == []  # an image built before cds-train: the JVM as before
+    (tmp_path / "launcher.jsa").write_bytes(b"archive")
+    assert junit.cds("launcher") == [f"-XX:SharedArchiveFile={tmp_path}/launcher.jsa", *junit.CDS_QUIET]
+    assert junit.cds("javac") == []
