@@ -94,7 +94,6 @@ def test_gold_passes_and_empty_fails_with_plain_ids(grader, go_tasks):
     assert empty.output.count("--- FAIL:") == 1, empty.output
 
 
-@pytest.mark.same_in_every_sandbox
 def test_several_packages_with_qualified_ids(grader, go_tasks, go_mini):
     task = go_tasks.get("go-multi")
     gold = grade(grader, go_tasks, task.gold_patch_text(), "go-multi")

@@ -90,7 +90,6 @@ def test_gold_passes_and_empty_fails(grader, java_tasks):
     assert empty.output.count("✘") == 1, empty.output
 
 
-@pytest.mark.same_in_every_sandbox
 def test_ids_by_hash_and_whole_class_without_a_prebuilt_base(grader, java_tasks):
     task = java_tasks.get("java-mini-plain")
     gold = grade(grader, java_tasks, task.gold_patch_text(), "java-mini-plain")

@@ -89,7 +89,6 @@ def test_gold_passes_and_empty_fails(grader, rust_tasks):
     assert empty.output.count("... failed") == 1, empty.output  # the canaries stay out of the output
 
 
-@pytest.mark.same_in_every_sandbox
 def test_several_targets_give_ids_of_both_forms(grader, rust_tasks):
     task = rust_tasks.get("rust-multi")
     gold = grade(grader, rust_tasks, task.gold_patch_text(), "rust-multi")

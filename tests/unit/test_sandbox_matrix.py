@@ -4,6 +4,7 @@ collection of the Docker tier's files: collecting runs no fixture, so no Docker 
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -82,4 +83,14 @@ def test_every_sandbox_on_demand_grades_every_attack_under_all_three():
 
 
 def test_no_honest_gold_empty_or_hang_grade_is_marked(marked):
+    """By the test's name, and by what it grades: a task's gold patch or the empty patch."""
     assert not [name for name in marked if NEVER_ALONE.search(name + "_")], marked
+    for f in [*FILES, "tests/helpers/node_attacks.py"]:
+        for node in ast.parse((ROOT / f).read_text()).body:
+            if not isinstance(node, ast.FunctionDef) or not any(
+                "same_in_every_sandbox" in ast.unparse(d) for d in node.decorator_list
+            ):
+                continue
+            body = ast.unparse(node)
+            grades = "gold_patch_text(" in body or ", b'')" in body or ", b''," in body
+            assert not grades, f"{f}::{node.name} grades a gold or empty patch"

@@ -137,9 +137,10 @@ JVM_FAST = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"]
 # The environment's class-data-sharing archives (environments/java-21/cds-train): javac's and
 # the launcher's classes as the JVM maps them, not read and verified again from the jars
 # (javac 0.80 -> 0.50 s of CPU, the launcher 1.0 -> 0.7 s, in the java-mini image). Root's,
-# read-only, in the image; the JVM uses one only when its build and the class path match the
-# archive's, and reads the jars otherwise. Its messages about a mismatch are kept out of the
-# output. An image without them (built before) runs as before.
+# read-only, in the image; the JVM uses one only when its build and the start of its class
+# path are the archive's, and reads the jars otherwise. Its messages about a mismatch are kept
+# out of the output (they would land in the tests'). An image built before has none: its JVMs
+# run as before.
 CDS = REPORTER_JARS + "/cds"
 CDS_QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
