@@ -1,5 +1,6 @@
 """Hostile submissions against the unittest runner, graded by the real grader in real
-containers under runc and under gVisor (runsc), each getting the verdict it deserves.
+containers under runc, gVisor and the pool (a test marked `same_in_every_sandbox` under runc
+alone: tests/README.md), each getting the verdict it deserves.
 
 Two tiny tasks, written by this module, one per shape the runner takes:
 
@@ -213,16 +214,16 @@ def tasks(tmp_path_factory, repo: Repo) -> TaskSet:
     return TaskSet(d)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def grader(request, tasks, tmp_path_factory) -> Grader:
+@pytest.fixture(scope="module")
+def grader(sandbox: str, tasks, tmp_path_factory) -> Grader:
     settings = get_settings(
         tasks_dir=tasks.dir,
         environments_dir=ROOT / "environments",
         cache_dir=tmp_path_factory.mktemp("ut-cache"),
     )
-    g = Grader(settings, runtime=request.param)
-    if request.param != "pool" and request.param not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{request.param} is not registered with dockerd: run scripts/setup.sh")
+    g = Grader(settings, runtime=sandbox)
+    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
+        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
     return g
 
 
@@ -272,6 +273,7 @@ def test_an_honest_fix_that_prints_and_exits_its_own_way_passes(grader, tasks, r
 # --- hostile submissions -----------------------------------------------------------------
 
 
+@pytest.mark.same_in_every_sandbox
 @pytest.mark.parametrize("tid", BOTH)
 def test_a_printed_success_line_does_not_pass(grader, tasks, repo, tid):
     code = textwrap.dedent("""\
@@ -304,6 +306,7 @@ def test_os_exit_zero_is_a_run_that_never_finished(grader, tasks, repo, tid):
     assert any("exited 0 before unittest reported its end" in t for t in result.tampered), result.tampered
 
 
+@pytest.mark.same_in_every_sandbox
 @pytest.mark.parametrize("tid", BOTH)
 def test_a_replaced_result_class_is_caught(grader, tasks, repo, tid):
     code = UNFIXED + textwrap.dedent("""\
@@ -323,6 +326,7 @@ def test_a_replaced_result_class_is_caught(grader, tasks, repo, tid):
     assert any("reached into unittest" in t and "was replaced" in t for t in result.tampered), result.tampered
 
 
+@pytest.mark.same_in_every_sandbox
 def test_an_edited_runtests_script_goes_back_to_the_base(grader, tasks, repo):
     script = "import sys\nprint('Ran 3 tests in 0.001s\\n\\nOK')\nsys.exit(0)\n"
     result = grade(grader, tasks, "ut-script", repo.diff({"tests/runtests.py": script}))
@@ -330,6 +334,7 @@ def test_an_edited_runtests_script_goes_back_to_the_base(grader, tasks, repo):
     assert "tests/runtests.py" in result.apply.neutralized
 
 
+@pytest.mark.same_in_every_sandbox
 @pytest.mark.parametrize("tid", BOTH)
 def test_an_edited_or_deleted_hidden_test_goes_back(grader, tasks, repo, tid):
     hidden = TASKS[tid][1]
@@ -340,6 +345,7 @@ def test_an_edited_or_deleted_hidden_test_goes_back(grader, tasks, repo, tid):
         assert hidden in result.apply.neutralized and hidden in result.apply.restored, result.apply
 
 
+@pytest.mark.same_in_every_sandbox
 @pytest.mark.parametrize("tid", BOTH)
 def test_load_tests_and_a_shadowing_unittest_are_not_loaded(grader, tasks, repo, tid):
     """Runner injection: the test packages' __init__.py defining load_tests (a suite that
@@ -368,6 +374,7 @@ def test_load_tests_and_a_shadowing_unittest_are_not_loaded(grader, tasks, repo,
     assert {package, "unittest.py", "tests/unittest.py", "sitecustomize.py"} <= set(result.apply.neutralized)
 
 
+@pytest.mark.same_in_every_sandbox
 @pytest.mark.parametrize("tid", BOTH)
 def test_a_blanket_flip_is_caught_by_the_canaries(grader, tasks, repo, tid):
     """Every TestCase defined after the library's import gets empty test methods: the

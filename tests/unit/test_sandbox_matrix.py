@@ -22,6 +22,7 @@ FILES = [
     "tests/docker/test_attacks_c.py",
     "tests/docker/test_attacks_node.py",
     "tests/docker/test_attacks_node_configured.py",
+    "tests/docker/test_attacks_python_unittest.py",
 ]
 SANDBOXES = {"runc", "runsc", "pool"}
 # what the marker may never cover: a grade that must pass or fail honestly, and a hang
