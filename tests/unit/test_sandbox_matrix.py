@@ -60,9 +60,7 @@ def marked() -> set[str]:
     Node.js files' tests are tests/helpers/node_attacks.py's)."""
     names = set()
     for f in FILES:
-        source = (ROOT / f).read_text()
-        if "node" in f:
-            source = (ROOT / "tests/helpers/node_attacks.py").read_text()
+        source = (ROOT / ("tests/helpers/node_attacks.py" if "node" in f else f)).read_text()
         found = re.findall(r"@pytest\.mark\.same_in_every_sandbox\n(?:@.*\n)*def (\w+)\(", source)
         names |= {f"{f}::{name}" for name in found}
     assert names
