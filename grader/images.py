@@ -37,7 +37,7 @@ from grader.tasks.prepare import PreparedTask, prepare
 
 BASE_REPO = "grader/base"
 KIND_LABEL = "grader.kind"
-LAYOUT_VERSION = "2"  # bump when the instance image layout changes
+LAYOUT_VERSION = "3"  # bump when the instance image layout changes
 CA_FILE = "grader-ca.crt"
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.I | re.M)
 _ARG = re.compile(r"^\s*ARG\s+(\w+)=(\S+)", re.I | re.M)
@@ -275,7 +275,16 @@ class Images:
             f"WORKDIR {REPO_DIR}",
         ]
         if prepared.task.install:
-            lines.append(f"RUN {prepared.task.install} && chown -R {UID}:{UID} {REPO_DIR}")
+            # what the install put in node_modules/ is root's and read-only, its .cache/ aside
+            # (grader/box/runners/node_guard.py): no test process can change what node loads.
+            # The install runs in a subshell: one that ends with `exit $s` (npm-real's, which
+            # put package.json back) would otherwise skip the rest.
+            lines.append(
+                f"RUN ({prepared.task.install}) && chown -R {UID}:{UID} {REPO_DIR} && "
+                f"find {REPO_DIR} -name node_modules -type d -prune -exec sh -c "
+                '\'for d; do chown -hR 0:0 "$d" && chmod -R go-w,ug-s "$d" && mkdir -p "$d/.cache" && '
+                f'chown -hR {UID}:{UID} "$d/.cache"; done\' sh {{}} +'
+            )
         lines.append(f"RUN chown 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}")
         dockerfile = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()

@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import pytest
 
+from grader.verdict import Verdict
+from helpers import node_payloads as pl
 from helpers.node_attacks import (  # noqa: F401  (fixtures and tests, collected here)
+    failed,
+    grade,
     node_grader,
     node_mini,
     node_set,
@@ -43,3 +47,36 @@ RUNNERS = ["tap", "node-test", "mocha", "jest"]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "runner" in metafunc.fixturenames:
         metafunc.parametrize("runner", RUNNERS)
+
+
+# --- what node loads by itself (grader/box/runners/node_guard.py) -----------------------------
+
+
+def test_a_package_made_for_the_next_file_and_taken_away_again_is_seen(node_grader, node_set, node_mini):  # noqa: F811
+    """tape is Debian's here: the first test file's process makes a node_modules/ with a tape
+    that passes everything, the next file's process loads it and takes it away. Nothing is
+    left when the tests end; the guard's look after each unit sees it."""
+    result = grade(node_grader, node_set, node_mini, "tap", {"calc.js": pl.PACKAGES_FOR_THE_NEXT_FILE})
+    failed(result, "tap")
+    assert any("node_modules" in t for t in result.tampered), result.tampered
+
+
+def test_installed_packages_cannot_be_changed_and_a_configuration_moved_back_is_seen(node_grader, node_set, node_mini):  # noqa: F811
+    """jest's packages are root's and read-only: a test process can neither rewrite, touch,
+    move nor add to them. package.json, in the user's directory, can be moved away and back
+    (bytes and times kept): its held identity's change time moved on."""
+    result = grade(node_grader, node_set, node_mini, "jest", {"calc.js": pl.REWRITE_PACKAGES})
+    failed(result, "jest")
+    for how in ("rewrite an installed file", "set its times back", "move a package aside", "add a package"):
+        assert f"GUARD {how}: refused" in result.output, result.output
+    assert "GUARD replace package.json: done" in result.output, result.output
+    assert any("package.json" in t for t in result.tampered), result.tampered
+    if "GUARD move node_modules aside: done" in result.output:  # overlayfs refuses it (EXDEV)
+        assert any("node_modules" in t for t in result.tampered), result.tampered
+
+
+def test_a_tools_cache_written_under_node_modules_is_honest(node_grader, node_set, node_mini):  # noqa: F811
+    """node_modules/.cache is the user's (find-cache-dir, babel-loader): the fix that writes
+    there passes, untainted."""
+    result = grade(node_grader, node_set, node_mini, "jest", {"calc.js": pl.CACHE_WRITER})
+    assert result.verdict is Verdict.PASS and not result.tampered, result.to_json()

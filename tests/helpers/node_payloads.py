@@ -4,6 +4,7 @@ grades them; tests/unit/test_audit_node.py checks that the static audit names th
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 BUGGY = "'use strict';\n\nexports.mean = function mean(xs) {\n  return xs.reduce((a, b) => a + b, 0) / xs.length;\n};\n"
@@ -325,6 +326,56 @@ SWAP_NEXT_FILE = calc("""\
     } catch (e) { /* locked */ }
     try { fs.mkdirSync('test/node_modules/tape', { recursive: true }); } catch (e) { /* locked */ }
     """)
+
+# tape is Debian's here (no node_modules/ in the repository): the first test file's process
+# makes one with a tape that passes everything, which the next file's process loads; that
+# process then takes it away, so that nothing is left when the tests end.
+PACKAGES_FOR_THE_NEXT_FILE = calc(
+    f"    const FAKE = {json.dumps(FAKE_TAPE)};\n"
+    """\
+    const fs = require('fs');
+    if (fs.existsSync('node_modules/tape/index.js')) {
+      try { fs.rmSync('node_modules', { recursive: true, force: true }); } catch (e) { /* */ }
+    } else {
+      try {
+        fs.mkdirSync('node_modules/tape', { recursive: true });
+        fs.writeFileSync('node_modules/tape/index.js', FAKE);
+        fs.writeFileSync('node_modules/tape/package.json', '{"name": "tape", "main": "index.js"}');
+      } catch (e) { /* */ }
+    }
+    """
+)
+# With installed packages (mocha, jest): every way a test process could change what node
+# loads next, each one's outcome printed (`<how>: refused` or `<how>: done`).
+REWRITE_PACKAGES = calc("""\
+    const fs = require('fs');
+    const path = require('path');
+    const pkg = fs.readdirSync('node_modules').find((n) => n === 'mocha' || n === 'jest');
+    const target = path.join('node_modules', pkg, 'package.json');
+    const tries = {
+      'rewrite an installed file': () => fs.writeFileSync(target, fs.readFileSync(target)),
+      'set its times back': () => fs.utimesSync(target, 0, 0),
+      'move a package aside': () => fs.renameSync(path.join('node_modules', pkg), 'node_modules/aside'),
+      'add a package': () => fs.mkdirSync('node_modules/evil-package'),
+      'move node_modules aside': () => fs.renameSync('node_modules', 'nm-aside'),
+      'replace package.json': () => {
+        fs.renameSync('package.json', 'pj-aside');
+        fs.renameSync('pj-aside', 'package.json');
+      },
+    };
+    for (const [how, f] of Object.entries(tries)) {
+      try { f(); console.log('GUARD ' + how + ': done'); } catch (e) { console.log('GUARD ' + how + ': refused'); }
+    }
+    """)
+# Honest: a tool's cache written under node_modules/.cache while the tests run.
+CACHE_WRITER = calc(
+    """\
+    const fs = require('fs');
+    fs.mkdirSync('node_modules/.cache/calc', { recursive: true });
+    fs.writeFileSync('node_modules/.cache/calc/seen.json', JSON.stringify({ at: Date.now() }));
+    """,
+    fixed=True,
+)
 
 # Honest submissions of every shape: the fix alone; the fix spread over a new module, with
 # its own output, a lock file and an edited visible test (restored: still PASS).

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -619,60 +620,119 @@ def test_canaries_outcomes_are_left_as_they_were_for_the_host_to_judge():
 # --- the run's own files ---------------------------------------------------------------------
 
 
-def test_node_modules_and_configuration_changed_while_running_are_seen(tmp_path):
-    make_tree(
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="making files root's needs root (the grading container's supervisor is)"
+)
+USER = (4321, 4321)  # the submission's user in these tests: not root, owns the repository
+
+
+def armed(tmp_path: Path, files: dict[str, str]) -> nodejs.node_guard.Guard:
+    """A repository of the user's (node_modules/ too, as an image made before the guard
+    had it), armed as a run arms it."""
+    make_tree(tmp_path, files)
+    for dirpath, dirs, names in os.walk(tmp_path):
+        for n in [*dirs, *names, None]:
+            os.lchown(dirpath if n is None else os.path.join(dirpath, n), *USER)
+    j = order(tmp_path, tap.plan({"paths": ["test/a.js"]}, {}))
+    j.uid, j.gid = USER
+    return nodejs.guard(j)
+
+
+def changed(g: nodejs.node_guard.Guard) -> list[str]:
+    return [b.split(" (", 1)[0] for b in g.breaches()]
+
+
+def as_user(path: Path) -> None:
+    os.lchown(path, *USER)
+
+
+@AS_ROOT
+def test_the_guard_makes_node_modules_and_the_configuration_roots_and_honest_work_is_no_change(tmp_path):
+    g = armed(
         tmp_path,
         {
             "package.json": "{}",
             "node_modules/tape/index.js": "x",
-            "node_modules/.cache/x": "c",
+            "node_modules/tape/node_modules/dep/a.js": "d",
             "lib/a.js": "a",
             "test/a.js": "t",
         },
     )
-    spec = tap.plan({"paths": ["test/a.js"]}, {})
-    j = order(tmp_path, spec)
-    before = nodejs.watched(j)
-    assert set(before) == {"package.json", "node_modules/tape/index.js"}
-    (tmp_path / "node_modules/.cache/x").write_text("changed")  # a cache: not watched
-    (tmp_path / "lib/a.js").write_text("changed")  # the library: the submission's own
-    assert nodejs.changed_while_running(before, nodejs.watched(j)) == []
-    (tmp_path / "node_modules/tape/index.js").write_text("y")
-    (tmp_path / "node_modules/tape/extra.js").write_text("z")
-    assert nodejs.changed_while_running(before, nodejs.watched(j)) == [
-        "node_modules/tape/extra.js",
-        "node_modules/tape/index.js",
-    ]
+    try:
+        assert sorted(g.held) == ["node_modules", "package.json"]
+        for rel in ("node_modules", "node_modules/tape/index.js", "node_modules/tape/node_modules/dep", "package.json"):
+            st = (tmp_path / rel).lstat()
+            assert st.st_uid == 0 and not st.st_mode & 0o022, rel
+        assert (tmp_path / "package.json").stat().st_mode & 0o777 == 0o444
+        cache = tmp_path / "node_modules/.cache"
+        assert (cache.stat().st_uid, cache.stat().st_gid) == USER
+        # honest: a tool's cache, the library, a file of the tests' own beside the repository's
+        (cache / "babel").mkdir()
+        (cache / "babel/x.json").write_text("{}")
+        (tmp_path / "lib/a.js").write_text("changed")
+        (tmp_path / "coverage.json").write_text("{}")
+        # and the sandbox's own stamps on files of the tree (gVisor writing an atime back
+        # moves the host's change time on): no file of a node_modules/ is compared by stamp
+        os.utime(tmp_path / "node_modules/tape/index.js", ns=(1, 1))
+        assert changed(g) == []
+    finally:
+        g.close()
 
 
-def test_a_file_rewritten_or_moved_back_in_place_is_seen_and_a_new_lookups_stamp_is_not(tmp_path):
-    """Change times only move on: a file swapped and put back (same bytes, same mtime) has a
-    later one; gVisor's fresh lookup of an untouched file may report an earlier one."""
-    make_tree(
-        tmp_path,
-        {"package.json": "{}", "test/a.js": "t", "node_modules/jest/a.js": "aaaa", "node_modules/jest/b.js": "bbbb"},
-    )
-    j = order(tmp_path, tap.plan({"paths": ["test/a.js"]}, {}))
-    before = nodejs.watched(j)
-    a = tmp_path / "node_modules/jest/a.js"
-    st = a.stat()
-    # attack 1: moved aside and back, bytes and mtime untouched
-    os.rename(a, tmp_path / "aside.js")
-    os.rename(tmp_path / "aside.js", a)
-    # attack 2: rewritten with the same size, mtime set back by hand
-    b = tmp_path / "node_modules/jest/b.js"
-    b_st = b.stat()
-    b.write_text("BBBB")
-    os.utime(b, ns=(b_st.st_atime_ns, b_st.st_mtime_ns))
-    assert a.stat().st_mtime_ns == st.st_mtime_ns
-    assert nodejs.changed_while_running(before, nodejs.watched(j)) == [
-        "node_modules/jest/a.js",
-        "node_modules/jest/b.js",
-    ]
-    # honest: nothing touched, but a new lookup reports each change time a little earlier
-    fresh = nodejs.watched(j)
-    earlier = {rel: (size, mtime, ctime - 1_000_000) for rel, (size, mtime, ctime) in fresh.items()}
-    assert nodejs.changed_while_running(fresh, earlier) == []
+@AS_ROOT
+def test_a_configuration_file_moved_away_and_back_or_replaced_by_the_users_is_a_change(tmp_path):
+    g = armed(tmp_path, {"package.json": "{}", "lib/.babelrc": "{}", "test/a.js": "t", "node_modules/x/i.js": "x"})
+    try:
+        pj = tmp_path / "package.json"
+        st = pj.stat()
+        # attack 1: moved aside and back in the user's directory, bytes and times untouched
+        os.rename(pj, tmp_path / "aside.json")
+        os.rename(tmp_path / "aside.json", pj)
+        assert pj.stat().st_mtime_ns == st.st_mtime_ns
+        # attack 2: replaced by a file of the user's with the same bytes and times
+        rc = tmp_path / "lib/.babelrc"
+        rc_st = rc.stat()
+        rc.unlink()
+        rc.write_text("{}")
+        as_user(rc)
+        os.utime(rc, ns=(rc_st.st_atime_ns, rc_st.st_mtime_ns))
+        # attack 3: a configuration file that was not there (babel reads it for the next unit)
+        (tmp_path / "test/.babelrc").write_text("{}")
+        assert g.breaches() == [
+            "lib/.babelrc (replaced)",
+            "package.json (changed, or moved away and back)",
+            "test/.babelrc (appeared)",
+        ]
+    finally:
+        g.close()
+
+
+@AS_ROOT
+def test_a_node_modules_swapped_added_to_or_appearing_is_a_change(tmp_path):
+    g = armed(tmp_path, {"package.json": "{}", "test/a.js": "t", "node_modules/chai/index.js": "x"})
+    try:
+        # attack 1: the packages moved aside, a copy of the user's put in their place
+        os.rename(tmp_path / "node_modules", tmp_path / "nm")
+        (tmp_path / "node_modules/chai").mkdir(parents=True)
+        (tmp_path / "node_modules/chai/index.js").write_text("x")
+        as_user(tmp_path / "node_modules")
+        assert g.breaches() == ["node_modules (replaced)"]
+        # ... and put back, the next unit having loaded the copy: the held directory's change
+        # time moved on
+        shutil.rmtree(tmp_path / "node_modules")
+        os.rename(tmp_path / "nm", tmp_path / "node_modules")
+        assert g.breaches() == ["node_modules (changed, or moved away and back)"]
+    finally:
+        g.close()
+    g = armed(tmp_path / "b", {"package.json": "{}", "test/a.js": "t", "node_modules/chai/index.js": "x"})
+    try:
+        # attack 2: a package added beside the installed ones (as root here; the user cannot)
+        (tmp_path / "b/node_modules/tape").mkdir()
+        # attack 3: a node_modules/ of the user's where node looks first for the library's imports
+        (tmp_path / "b/lib/node_modules/chai").mkdir(parents=True)
+        assert g.breaches() == ["lib/node_modules (appeared)", "node_modules (entries added or removed: tape)"]
+    finally:
+        g.close()
 
 
 def test_placed_hidden_files_moved_aside_and_back_are_seen_and_an_earlier_stamp_is_not(tmp_path):

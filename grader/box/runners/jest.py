@@ -332,7 +332,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     check = order.check
     jest = jest_bin(tree)
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(order, tree, result, canaries)
+    prelude, made, guard = nodejs.prepare(order, tree, result, canaries)
     extra = [canaries["path"]] if canaries and "expect" in canaries and "path" in canaries else []
     own = check.base_config
     inline = frozen_config(own["shown"], reporters) if own else config(order, reporters)
@@ -357,6 +357,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         canaries,
         [("jest", list(check.paths), argv)],
         "jest",
+        guard,
         prelude=prelude,
         extra_sealed=made + configured,
         watched_extra=configured,

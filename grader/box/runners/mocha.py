@@ -73,10 +73,10 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
             "mocha is not installed in the repository (node_modules/mocha): the task's install must bring it"
         )
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(order, tree, result, canaries)
+    prelude, made, guard = nodejs.prepare(order, tree, result, canaries)
     extra = [canaries["path"]] if canaries and "expect" in canaries else []
     base = ["node", mocha, "--no-config", "--no-package", "--reporter", f"{reporters}/mocha-reporter.cjs"]
     commands = [(path, [path], [*base, *(check.args or []), *extra, path]) for path in check.paths]
     nodejs.run_units(
-        order, tree, result, canaries, commands, "mocha", by_count=True, prelude=prelude, extra_sealed=made
+        order, tree, result, canaries, commands, "mocha", guard, by_count=True, prelude=prelude, extra_sealed=made
     )

@@ -39,7 +39,7 @@ def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
 def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     check = order.check
     r = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(order, tree, result, canaries)
+    prelude, made, guard = nodejs.prepare(order, tree, result, canaries)
     flags = [
         "--import",
         f"{r}/node-test-preload.mjs",
@@ -49,4 +49,4 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         "--test-reporter-destination=stderr",
     ]
     commands = [(path, [path], ["node", *(check.args or []), *flags, path]) for path in check.paths]
-    nodejs.run_units(order, tree, result, canaries, commands, "node:test", prelude=prelude, extra_sealed=made)
+    nodejs.run_units(order, tree, result, canaries, commands, "node:test", guard, prelude=prelude, extra_sealed=made)

@@ -33,7 +33,7 @@ from ..hidden import hidden_manifest
 from ..order import CheckSpec, Order
 from ..proc import remaining, run_as_user, text
 from ..tree import Tree, rel_ok
-from . import node_forms
+from . import node_forms, node_guard
 from .common import test_file
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs", ".jsx", ".ts", ".cts", ".mts", ".tsx")
@@ -298,61 +298,19 @@ def seal(order: Order, tree: Tree, extra: list[str]) -> None:
     lock_dirs(order, tree, [r for r, d in manifest.items() if d is not None] + list(order.check.paths) + list(extra))
 
 
-def watched(order: Order, extra: list[str] | None = None) -> dict[str, tuple[int, int, int]]:
-    """What node loads by itself that the test processes could rewrite between units: every
-    file of every node_modules/ (its .cache/ aside), the runner configuration the patch
-    may not change (package.json, ...) and the `extra` files (those the configuration names
-    as modules the runner loads), by size, modification and change time."""
-    out = _watched(order)
-    for rel in extra or []:
-        try:
-            st = os.lstat(os.path.join(order.repo, rel))
-        except OSError:
-            continue
-        out[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return out
-
-
-def _watched(order: Order) -> dict[str, tuple[int, int, int]]:
-    names = set(NODE_PROTECT["names"])
-    prefixes = tuple(NODE_PROTECT["prefixes"])
-    out: dict[str, tuple[int, int, int]] = {}
-    for root, subdirs, files in os.walk(order.repo, followlinks=False):
-        rel_root = os.path.relpath(root, order.repo)
-        if rel_root == ".":
-            subdirs[:] = [s for s in subdirs if s != ".git"]
-        parts = [] if rel_root == "." else rel_root.split(os.sep)
-        in_modules = "node_modules" in parts
-        if in_modules:
-            subdirs[:] = [s for s in subdirs if not (s == ".cache" and parts[-1] == "node_modules")]
-        for name in files:
-            if in_modules or name in names or name.startswith(prefixes):
-                path = os.path.join(root, name)
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue
-                # not the inode number: gVisor may renumber a file it looks up again (jest
-                # scans node_modules/); a replaced or rewritten file has a new change time
-                out[posixpath.join(*parts, name) if parts else name] = (
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ctime_ns,
-                )
-    return out
-
-
-def changed_while_running(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """The files added, removed, resized or rewritten, or whose change time moved on (a
-    rename sets it, no call sets it back). A change time that went back is no change:
-    gVisor reports the host's stamp for a file it looks up again, a little before the one
-    it kept itself (jest's scan of node_modules/ does that)."""
-    out = []
-    for rel in set(before) | set(after):
-        was, now = before.get(rel), after.get(rel)
-        if was is None or now is None or was[:2] != now[:2] or now[2] > was[2]:
-            out.append(rel)
-    return sorted(out)
+def guard(order: Order) -> node_guard.Guard:
+    """What node loads by itself, sealed and held for the run before any submitted code
+    runs in it (node_guard): every node_modules/, the runner configuration the patch may
+    not change (package.json, ...)."""
+    g = node_guard.Guard(
+        order.repo,
+        (order.uid, order.gid),
+        set(NODE_PROTECT["names"]),
+        tuple(NODE_PROTECT["prefixes"]),
+        tuple(NODE_PROTECT["suffixes"]),
+    )
+    g.arm()
+    return g
 
 
 def run_command(order: Order, result: dict[str, Any]) -> str:
@@ -457,6 +415,7 @@ def run_units(
     canaries: dict[str, Any] | None,
     commands: list[tuple[str, list[str], list[str]]],
     runner: str,
+    held: node_guard.Guard,
     *,
     by_count: bool = False,
     prelude: str = "",
@@ -465,27 +424,34 @@ def run_units(
 ) -> None:
     """Run each (label, test files, argv) as a unit with a channel of its own, one after the
     other, and record the folded report in `result`. Stops early when the time is up.
+    `held`: what node loads by itself (`prepare`), compared after each unit;
     `extra_sealed`: more files sealed like the task's tests; `watched_extra`: more files
-    watched like node_modules/."""
-    seal(order, tree, list(extra_sealed or []))
-    before = watched(order, watched_extra)
-    units: list[Unit] = []
-    seconds = 0.0
-    if result.get("timed_out"):  # the command used the time up
-        commands = []
-    for label, _, argv in commands:
-        if remaining(order) <= 0:
-            break
-        run, rep = signed.run_signed(order, argv, settings=settings(order, canaries, label), env=node_env())
-        units.append((label, run, rep))
-        seconds += run["seconds"]
-        if run["timed_out"]:
-            break
+    held like the configuration (the modules it names)."""
+    try:
+        seal(order, tree, list(extra_sealed or []))
+        held.add(list(watched_extra or []))
+        held.arm()  # what the check's command made, sealed and held as the rest
+        moved = set(held.breaches())  # what it changed of what was held before it ran
+        units: list[Unit] = []
+        seconds = 0.0
+        if result.get("timed_out"):  # the command used the time up
+            commands = []
+        for label, _, argv in commands:
+            if remaining(order) <= 0:
+                break
+            run, rep = signed.run_signed(order, argv, settings=settings(order, canaries, label), env=node_env())
+            units.append((label, run, rep))
+            seconds += run["seconds"]
+            moved |= set(held.breaches())  # after each unit: one undone by a later unit is seen
+            if run["timed_out"]:
+                break
+    finally:
+        held.close()
     files = {label: list(tests) for label, tests, _ in commands}
     exit_code, report = fold(units, canaries, runner, by_count=by_count, files=files)
-    moved = changed_while_running(before, watched(order, watched_extra))
     if moved and not report.get("problem"):
-        shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
+        names = sorted(moved)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         report.setdefault("integrity", []).append(f"{shown}: loaded by node or the runner, changed while the tests ran")
     timed_out = any(run["timed_out"] for _, run, _ in units) or (len(units) < len(commands))
     output = prelude + signed.output_of(units, order.output_limit)
@@ -983,12 +949,16 @@ def write_canaries(tree: Tree, canaries: dict[str, Any]) -> bool:
     return True
 
 
-def prepare(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> tuple[str, list[str]]:
-    """Before the units: the check's command, if any, then the canary file it would have
-    removed. Returns the command's output and the files it made that the units run (sealed
-    like the task's tests)."""
+def prepare(
+    order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None
+) -> tuple[str, list[str], node_guard.Guard]:
+    """Before the units: what node loads by itself sealed and held (`guard`), the check's
+    command, if any, then the canary file it would have removed. Returns the command's
+    output, the files it made that the units run (sealed like the task's tests) and the
+    guard."""
+    held = guard(order)
     if not order.check.command:
-        return "", []
+        return "", [], held
     prelude = run_command(order, result)
     made = [p for p in order.check.paths if tree.lstat(p) is not None]
     if canaries and "expect" in canaries:
@@ -997,4 +967,4 @@ def prepare(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str
         else:
             canaries.clear()
             canaries["skipped"] = "the canaries cannot load as this task's test files do (an ES module under tape)"
-    return prelude, made
+    return prelude, made, held

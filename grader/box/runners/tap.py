@@ -39,9 +39,9 @@ def make_canaries(order: Order, tree: Tree) -> dict[str, Any] | None:
 def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, Any] | None) -> None:
     check = order.check
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(order, tree, result, canaries)
+    prelude, made, guard = nodejs.prepare(order, tree, result, canaries)
     commands = [
         (path, [path], ["node", *(check.args or []), "-r", f"{reporters}/tape-preload.cjs", path])
         for path in check.paths
     ]
-    nodejs.run_units(order, tree, result, canaries, commands, "tape", prelude=prelude, extra_sealed=made)
+    nodejs.run_units(order, tree, result, canaries, commands, "tape", guard, prelude=prelude, extra_sealed=made)

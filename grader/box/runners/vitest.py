@@ -206,7 +206,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
     check = order.check
     vitest = vitest_bin(tree)
     reporters = nodejs.reporter_dir()
-    prelude, made = nodejs.prepare(order, tree, result, canaries)
+    prelude, made, guard = nodejs.prepare(order, tree, result, canaries)
     extra = [canaries["path"]] if canaries and "expect" in canaries and "path" in canaries else []
     own = check.base_config or {"file": None, "files": [], "pool": "forks"}
     argv = [
@@ -231,6 +231,7 @@ def run(order: Order, tree: Tree, result: dict[str, Any], canaries: dict[str, An
         canaries,
         [("vitest", list(check.paths), argv)],
         "vitest",
+        guard,
         prelude=prelude,
         extra_sealed=made + loaded,
         watched_extra=loaded,
