@@ -62,6 +62,23 @@ def debian_mirror(settings: Settings) -> str:
     raise ImageError("no Debian mirror found in apt's sources; set GRADER_DEBIAN_MIRROR")
 
 
+def install_step(install: str, repo: str = REPO_DIR, uid: int = UID) -> str:
+    """The shell command of an instance image's install layer: the task's install, then the
+    repository made the user's, then what the install put in node_modules/ made root's and
+    read-only (grader/box/runners/node_guard.py: no test process can change what node
+    loads), each existing node_modules/.cache given to the user and the top one made. The
+    install runs in a subshell: one that ends with `exit $s` (npm-real's, which put
+    package.json back) would otherwise skip the rest."""
+    return (
+        f"({install}) && chown -R {uid}:{uid} {repo} && "
+        f"find {repo} -name node_modules -type d -prune -exec sh -c "
+        '\'for d; do chown -hR 0:0 "$d" && chmod -R go-w,ug-s "$d" && '
+        f'if [ -d "$d/.cache" ]; then chown -hR {uid}:{uid} "$d/.cache"; fi; done\' sh {{}} + && '
+        f"if [ -d {repo}/node_modules ]; then mkdir -p {repo}/node_modules/.cache && "
+        f"chown {uid}:{uid} {repo}/node_modules/.cache; fi"
+    )
+
+
 @dataclass(frozen=True)
 class Environment:
     name: str
@@ -275,16 +292,7 @@ class Images:
             f"WORKDIR {REPO_DIR}",
         ]
         if prepared.task.install:
-            # what the install put in node_modules/ is root's and read-only, its .cache/ aside
-            # (grader/box/runners/node_guard.py): no test process can change what node loads.
-            # The install runs in a subshell: one that ends with `exit $s` (npm-real's, which
-            # put package.json back) would otherwise skip the rest.
-            lines.append(
-                f"RUN ({prepared.task.install}) && chown -R {UID}:{UID} {REPO_DIR} && "
-                f"find {REPO_DIR} -name node_modules -type d -prune -exec sh -c "
-                '\'for d; do chown -hR 0:0 "$d" && chmod -R go-w,ug-s "$d" && mkdir -p "$d/.cache" && '
-                f'chown -hR {UID}:{UID} "$d/.cache"; done\' sh {{}} +'
-            )
+            lines.append(f"RUN {install_step(prepared.task.install)}")
         lines.append(f"RUN chown 0:0 {GRADER_DIR} && chmod -R go-rwx {GRADER_DIR}")
         dockerfile = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()

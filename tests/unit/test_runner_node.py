@@ -654,12 +654,14 @@ def test_the_guard_makes_node_modules_and_the_configuration_roots_and_honest_wor
             "package.json": "{}",
             "node_modules/tape/index.js": "x",
             "node_modules/tape/node_modules/dep/a.js": "d",
+            "fixtures/p/node_modules/dep/a.js": "f",  # a fixture's, checked in with the tests
             "lib/a.js": "a",
             "test/a.js": "t",
         },
     )
     try:
-        assert sorted(g.held) == ["node_modules", "package.json"]
+        assert sorted(g.held) == ["fixtures/p/node_modules", "node_modules", "package.json"]
+        assert not (tmp_path / "fixtures/p/node_modules/.cache").exists()  # made at the top only
         for rel in ("node_modules", "node_modules/tape/index.js", "node_modules/tape/node_modules/dep", "package.json"):
             st = (tmp_path / rel).lstat()
             assert st.st_uid == 0 and not st.st_mode & 0o022, rel

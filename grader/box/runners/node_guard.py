@@ -8,7 +8,9 @@ The guard relies on ownership, not on time stamps of files the test processes co
   so after the task's install: grader/images.py; an image made otherwise is put right here,
   at a cost). Its one entry of the user's is `.cache/` (tools' caches: find-cache-dir,
   babel-loader), which node never resolves a package from (no package name starts with a
-  dot). Nothing in such a tree can be rewritten, added, removed or renamed by the user;
+  dot): made in the repository's top node_modules/ only (a fixture's node_modules/ deeper
+  in the tree is left as its tests expect it), given to the user where it was already.
+  Nothing else in such a tree can be rewritten, added, removed or renamed by the user;
 - the configuration files (and the files the runner's configuration names as modules) are
   made root's and read-only;
 - what sits in a directory of the user's (each node_modules/ directory itself, each
@@ -125,13 +127,14 @@ class Guard:
                 if st.st_uid != 0:
                     own_tree(path)
                 cache = os.path.join(path, CACHE)
-                if not os.path.lexists(cache):
-                    os.mkdir(cache, 0o755)
-                # Also when it is there: an overlay filesystem copies a directory up when
-                # anything below it is first changed, and the copy's change time is new. The
-                # tests' first write into .cache/ would move node_modules/'s on; done here,
-                # before it is held, it moves nothing later.
-                os.lchown(cache, *self.owner)
+                if rel == DIR_NAME and not os.path.lexists(cache):
+                    os.mkdir(cache, 0o755)  # the project's own (find-cache-dir's); no other is made
+                if os.path.isdir(cache) and not os.path.islink(cache):
+                    # Also when it was there: an overlay filesystem copies a directory up when
+                    # anything below it is first changed, and the copy's change time is new.
+                    # The tests' first write into .cache/ would move node_modules/'s on; done
+                    # here, before it is held, it moves nothing later.
+                    os.lchown(cache, *self.owner)
                 self.listings[rel] = self._listing(rel)
             elif st.st_uid != 0:
                 os.lchown(path, 0, 0)  # a link: the user's replacement of it would be theirs
