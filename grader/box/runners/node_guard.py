@@ -118,38 +118,33 @@ class Guard:
         """Seal and hold what is not held yet: all of it before the check's command, what
         the command made (a compiled tree's own package.json) when called again after it."""
         roots, configs = scan(self.repo, *self._pattern)
-        for rel in roots:
-            if rel in self.held:
-                continue
+        for rel in [r for r in roots + configs if r not in self.held]:
             path = os.path.join(self.repo, rel)
             st = os.lstat(path)
-            if stat.S_ISDIR(st.st_mode):
-                if st.st_uid != 0:
-                    own_tree(path)
-                cache = os.path.join(path, CACHE)
-                if rel == DIR_NAME and not os.path.lexists(cache):
-                    os.mkdir(cache, 0o755)  # the project's own (find-cache-dir's); no other is made
-                if os.path.isdir(cache) and not os.path.islink(cache):
-                    # Also when it was there: an overlay filesystem copies a directory up when
-                    # anything below it is first changed, and the copy's change time is new.
-                    # The tests' first write into .cache/ would move node_modules/'s on; done
-                    # here, before it is held, it moves nothing later.
-                    os.lchown(cache, *self.owner)
-                self.listings[rel] = self._listing(rel)
-            elif st.st_uid != 0:
-                os.lchown(path, 0, 0)  # a link: the user's replacement of it would be theirs
-            self._hold(rel)
-            self.roots.append(rel)
-        for rel in configs:
-            if rel in self.held:
-                continue
-            path = os.path.join(self.repo, rel)
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode):
+            if rel in roots and stat.S_ISDIR(st.st_mode):
+                self._seal_packages(rel, path, st.st_uid)
+            elif stat.S_ISREG(st.st_mode):
                 make_read_only(path)
             elif st.st_uid != 0:
-                os.lchown(path, 0, 0)  # a link (tsconfig.json -> ../tsconfig.base.json, say)
+                # a link (tsconfig.json -> ../tsconfig.base.json): the user's replacement of it
+                # would be theirs
+                os.lchown(path, 0, 0)
             self._hold(rel)
+        self.roots += [r for r in roots if r not in self.roots]
+
+    def _seal_packages(self, rel: str, path: str, uid: int) -> None:
+        if uid != 0:
+            own_tree(path)
+        cache = os.path.join(path, CACHE)
+        if rel == DIR_NAME and not os.path.lexists(cache):
+            os.mkdir(cache, 0o755)  # the project's own (find-cache-dir's); no other is made
+        if os.path.isdir(cache) and not os.path.islink(cache):
+            # Also when it was there: an overlay filesystem copies a directory up when anything
+            # below it is first changed, and the copy's change time is new. The tests' first
+            # write into .cache/ would move node_modules/'s on; done here, before it is held,
+            # it moves nothing later.
+            os.lchown(cache, *self.owner)
+        self.listings[rel] = self._listing(rel)
 
     def add(self, rels: list[str]) -> None:
         """Hold more files (already made root's by the caller): the modules a runner's
