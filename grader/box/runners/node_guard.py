@@ -18,16 +18,16 @@ The guard relies on ownership, not on time stamps of files the test processes co
   and checked by its identity: the path must still name the held file or directory, root's,
   and its change time must not have moved on (a rename sets it; no call sets it back).
   Held open, gVisor keeps the times it has instead of looking the file up again from the
-  host (whose stamps differ: an atime written back by the sandbox moves the host's change
-  time on), so an honest run is never flagged;
+  host, whose stamps differ from its own in either direction (later most likely because
+  the sandbox writes an access time back to the host), so those stamps flag no honest run;
 - a node_modules/ or a configuration file that appears anywhere in the repository, or one
   that goes away, is a change.
 
 `Guard.breaches` is called after every unit (no process of the user's is alive then:
 native.run_as_user kills them all), so a change made by one unit and undone by a later one
-is still seen. A walk of the repository outside node_modules/ and one call per held file:
-the whole of node_modules/ is never walked again (under gVisor a walk of jest's 4,400
-files took 1.4 s).
+is still seen. Each look is a walk of the repository outside node_modules/ (names only)
+and a few calls per held file: node_modules/ itself is never walked (under gVisor a walk
+of jest's 4,400 installed files took 1.4 s).
 """
 
 from __future__ import annotations
