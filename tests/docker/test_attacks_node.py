@@ -9,7 +9,10 @@ configuration edited, shadowed or replaced, __mocks__ written), the hidden test 
 visible one deleted, a crash, a hang, a blanket flip of every test and a flip of the throws
 assertion alone that only the canaries catch, a forged record written into the report pipe, a
 rewrite of the next test file's process; and honest submissions of each shape, which still
-PASS. The configured variants list their ids as SWE-bench's parsers write them (`mean › empty
+PASS. Last, the guard of what node loads by itself (grader/box/runners/node_guard.py): a
+package made for the next file and taken away again, installed packages rewritten, touched,
+moved or added to and package.json moved away and back, and an honest writer of a tool's
+cache under node_modules/.cache. The configured variants list their ids as SWE-bench's parsers write them (`mean › empty
 throws`, `vt/mean.test.ts > mean > empty throws`), resolved by the grader. The attacks' code is
 in tests/helpers/node_payloads.py (tests/unit/test_audit_node.py checks the audit names it)."""
 
