@@ -13,6 +13,7 @@ import os
 import random
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -735,6 +736,94 @@ def test_a_node_modules_swapped_added_to_or_appearing_is_a_change(tmp_path):
         assert g.breaches() == ["lib/node_modules (appeared)", "node_modules (entries added or removed: tape)"]
     finally:
         g.close()
+
+
+PATTERN = ({"package.json", ".babelrc"}, ("jest.config.",), (".babelrc.js",))
+
+
+def settled(tmp_path: Path, files: dict[str, str]) -> nodejs.node_guard.Scanner:
+    """A tree whose directories were last changed well before the scanner's margin, and a
+    first look at it."""
+    make_tree(tmp_path, files)
+    scanner = nodejs.node_guard.Scanner(str(tmp_path), PATTERN)
+    scanner.margin_ns = 20_000_000
+    time.sleep(0.05)  # past the margin: every stamp is now one the next look may trust
+    scanner.look()
+    return scanner
+
+
+def test_the_kept_scan_finds_what_a_full_walk_finds(tmp_path):
+    make_tree(
+        tmp_path,
+        {
+            "package.json": "{}",
+            "node_modules/a/index.js": "",
+            "lib/node_modules/b/index.js": "",
+            "lib/deep/er/.babelrc": "{}",
+            "lib/deep/er/x.babelrc.js": "",
+            "test/jest.config.js": "",
+            ".git/package.json": "{}",  # .git/ at the top is never walked
+            "sub/.git/package.json": "{}",  # a fixture's .git/ is
+        },
+    )
+    (tmp_path / "linked").symlink_to(tmp_path / "lib")  # not followed
+    (tmp_path / "test/node_modules").symlink_to(tmp_path / "node_modules")  # a link is a node_modules/ too
+    (tmp_path / "lib/package.json").symlink_to(tmp_path / "gone")  # a dangling one is a file
+    want = (
+        ["lib/node_modules", "node_modules", "test/node_modules"],
+        [
+            "lib/deep/er/.babelrc",
+            "lib/deep/er/x.babelrc.js",
+            "lib/package.json",
+            "package.json",
+            "sub/.git/package.json",
+            "test/jest.config.js",
+        ],
+    )
+    walked: tuple[list[str], list[str]] = ([], [])
+    for root, subdirs, names in os.walk(tmp_path):
+        rel = os.path.relpath(root, tmp_path)
+        rel = "" if rel == "." else rel + "/"
+        if not rel:
+            subdirs.remove(".git")
+        walked[0].extend(rel + s for s in subdirs if s == "node_modules")
+        subdirs[:] = [s for s in subdirs if s != "node_modules"]
+        walked[1].extend(
+            rel + n
+            for n in names
+            if n == "package.json" or n.endswith("babelrc") or n.endswith(".babelrc.js") or n.startswith("jest.config.")
+        )
+    assert (sorted(walked[0]), sorted(walked[1])) == want
+    scanner = nodejs.node_guard.Scanner(str(tmp_path), PATTERN)
+    assert scanner.look() == want == nodejs.node_guard.scan(str(tmp_path), *PATTERN)
+    assert scanner.look() == want  # again, from what it kept
+
+
+def test_a_look_lists_again_only_the_directories_whose_stamp_moved_and_honest_writes_add_nothing(tmp_path):
+    scanner = settled(tmp_path, {"package.json": "{}", "lib/a/b/x.js": "", "test/a.js": "", "docs/r.md": ""})
+    before = scanner.listed
+    assert scanner.look() == ([], ["package.json"]) and scanner.listed == before  # nothing moved: no listing
+    (tmp_path / "lib/a/b/y.js").write_text("the tests' own file")  # honest: a file that is no configuration
+    assert scanner.look() == ([], ["package.json"]) and scanner.listed == before + 1  # lib/a/b alone
+
+
+def test_a_configuration_or_node_modules_made_in_a_directory_the_last_look_kept_is_found(tmp_path):
+    scanner = settled(tmp_path, {"package.json": "{}", "lib/a/b/x.js": "", "src/y.js": "", "test/a.js": ""})
+    # attack 1: a package.json deep in a directory whose parents do not change
+    (tmp_path / "lib/a/b/package.json").write_text('{"type": "module"}')
+    # attack 2: ... and its directory's modification time put back as it was
+    st = (tmp_path / "src").stat()
+    (tmp_path / "src/node_modules/chai").mkdir(parents=True)
+    os.utime(tmp_path / "src", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert scanner.look() == (["src/node_modules"], ["lib/a/b/package.json", "package.json"])
+    # attack 3: a kept directory moved away and one of the same name put in its place
+    time.sleep(0.05)
+    scanner.look()
+    os.rename(tmp_path / "lib/a", tmp_path / "lib/aside")
+    (tmp_path / "lib/a/b").mkdir(parents=True)
+    (tmp_path / "lib/a/b/.babelrc").write_text("{}")
+    shutil.rmtree(tmp_path / "lib/aside")
+    assert scanner.look() == (["src/node_modules"], ["lib/a/b/.babelrc", "package.json"])
 
 
 def test_placed_hidden_files_moved_aside_and_back_are_seen_and_an_earlier_stamp_is_not(tmp_path):

@@ -25,9 +25,11 @@ The guard relies on ownership, not on time stamps of files the test processes co
 
 `Guard.breaches` is called after every unit (no process of the user's is alive then:
 native.run_as_user kills them all), so a change made by one unit and undone by a later one
-is still seen. Each look is a walk of the repository outside node_modules/ (names only)
-and a few calls per held file: node_modules/ itself is never walked (under gVisor a walk
-of jest's 4,400 installed files took 1.4 s).
+is still seen. Each look stats every directory of the repository outside node_modules/ and
+lists again only those whose stamp moved since the last look (`Scanner`), and makes a few
+calls per held file: node_modules/ itself is never walked (under gVisor a walk of jest's
+4,400 installed files took 1.4 s). A look at this repository's 1,449 directories took 21 ms
+against 69 ms for a walk of their names, on the host.
 """
 
 from __future__ import annotations
@@ -35,10 +37,95 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+import time
 
 CACHE = ".cache"  # the one entry of a node_modules/ that is the user's
 DIR_NAME = "node_modules"
 _WRITE_OR_SETID = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
+
+
+Listing = tuple[list[str], list[str], list[str]]  # names: node_modules/, configuration files, subdirectories
+
+
+def _listing_of(path: str, top: bool, pattern: tuple[set[str], tuple[str, ...], tuple[str, ...]]) -> Listing | None:
+    """One directory's part of a scan (as os.walk sees it, links not followed): the
+    node_modules/ directories in it, its configuration files, the subdirectories to walk."""
+    names, prefixes, suffixes = pattern
+    roots: list[str] = []
+    configs: list[str] = []
+    into: list[str] = []
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                name = entry.name
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    if name == DIR_NAME:
+                        roots.append(name)
+                    elif not (top and name == ".git") and not entry.is_symlink():
+                        into.append(name)
+                elif name == DIR_NAME or name in names or name.startswith(prefixes) or name.endswith(suffixes):
+                    configs.append(name)
+    except OSError:
+        return None
+    return roots, configs, into
+
+
+class Scanner:
+    """`scan`, kept between looks: each directory's stamp (device, inode, change and
+    modification times) and listing. A later look stats every directory it knows and lists
+    again only those whose stamp moved, and those new to it. Any entry added to, removed
+    from or renamed in a directory moves its change time on, which no call sets back, so a
+    directory whose stamp stayed has the listing it had. One changed within `margin_ns` of a
+    look is listed again at the next look whatever its stamp says: a second change in the
+    same tick of the kernel's clock need not move the time again. Stamps the sandbox reports
+    otherwise than before (gVisor's own against the host's) only cost a listing."""
+
+    margin_ns = 1_000_000_000
+
+    def __init__(self, repo: str, pattern: tuple[set[str], tuple[str, ...], tuple[str, ...]]) -> None:
+        self.repo = repo
+        self.pattern = pattern
+        self.known: dict[str, tuple[tuple[int, int, int, int] | None, Listing]] = {}
+        self.listed = 0  # directories listed, over every look (the tests count them)
+
+    def look(self) -> tuple[list[str], list[str]]:
+        now = time.time_ns()
+        known: dict[str, tuple[tuple[int, int, int, int] | None, Listing]] = {}
+        roots: list[str] = []
+        configs: list[str] = []
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            path = os.path.join(self.repo, rel) if rel else self.repo
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            stamp: tuple[int, int, int, int] | None = (st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
+            old = self.known.get(rel)
+            if old is not None and old[0] is not None and old[0] == stamp:
+                listing = old[1]
+            else:
+                got = _listing_of(path, not rel, self.pattern)
+                self.listed += 1
+                if got is None:
+                    continue
+                listing = got
+            if abs(now - st.st_ctime_ns) < self.margin_ns or abs(now - st.st_mtime_ns) < self.margin_ns:
+                stamp = None  # changed just now: listed again next time
+            known[rel] = (stamp, listing)
+            here, files, into = listing
+            roots += [posixpath.join(rel, n) if rel else n for n in here]
+            configs += [posixpath.join(rel, n) if rel else n for n in files]
+            stack += [posixpath.join(rel, n) if rel else n for n in into]
+        self.known = known
+        return sorted(roots), sorted(configs)
 
 
 def scan(
@@ -47,19 +134,7 @@ def scan(
     """The repository's node_modules/ directories (never walked into) and its configuration
     files (by name, prefix or suffix) outside them, as paths relative to `repo`. .git/ at
     the top is not walked."""
-    roots: list[str] = []
-    configs: list[str] = []
-    for root, subdirs, files in os.walk(repo, followlinks=False):
-        rel_root = os.path.relpath(root, repo)
-        parts = [] if rel_root == "." else rel_root.split(os.sep)
-        if not parts:
-            subdirs[:] = [s for s in subdirs if s != ".git"]
-        roots += [posixpath.join(*parts, s) for s in subdirs if s == DIR_NAME]
-        subdirs[:] = [s for s in subdirs if s != DIR_NAME]
-        for name in files:
-            if name == DIR_NAME or name in names or name.startswith(prefixes) or name.endswith(suffixes):
-                configs.append(posixpath.join(*parts, name))
-    return sorted(roots), sorted(configs)
+    return Scanner(repo, (names, prefixes, suffixes)).look()
 
 
 def own_tree(path: str) -> None:
@@ -110,6 +185,7 @@ class Guard:
         self.repo = repo
         self.owner = owner  # the user's (uid, gid): a node_modules/.cache is theirs
         self._pattern = (names, prefixes, suffixes)
+        self.scanner = Scanner(repo, self._pattern)
         self.roots: list[str] = []
         self.listings: dict[str, frozenset[str]] = {}
         self.held: dict[str, tuple[int, tuple[int, int, int]]] = {}  # rel: (fd, (dev, ino, ctime))
@@ -117,7 +193,7 @@ class Guard:
     def arm(self) -> None:
         """Seal and hold what is not held yet: all of it before the check's command, what
         the command made (a compiled tree's own package.json) when called again after it."""
-        roots, configs = scan(self.repo, *self._pattern)
+        roots, configs = self.scanner.look()
         for rel in [r for r in roots + configs if r not in self.held]:
             path = os.path.join(self.repo, rel)
             st = os.lstat(path)
@@ -166,7 +242,7 @@ class Guard:
         file that appeared or went away, a held one that the path no longer names, that is
         no longer root's, or whose change time moved on, an entry added to or gone from a
         node_modules/."""
-        roots, configs = scan(self.repo, *self._pattern)
+        roots, configs = self.scanner.look()
         out = {rel: "appeared" for rel in (set(roots) - set(self.roots)) | (set(configs) - set(self.held))}
         for rel, (fd, (dev, ino, ctime)) in self.held.items():
             try:
