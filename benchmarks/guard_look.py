@@ -67,16 +67,12 @@ print(json.dumps({"walk": statistics.median(walk), "kept": statistics.median(kep
 
 
 def image() -> str:
-    out = subprocess.run(
-        ["docker", "images", "--filter", "label=grader.kind=env", "--format", "{{.Repository}}:{{.Tag}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for tag in out:
-        if "node-20" in tag:
-            return tag
-    sys.exit("no node-20 environment image here: run scripts/setup.sh (or `grader env build node-20`)")
+    """The node-20 environment's image as this checkout makes it (built if missing)."""
+    sys.path.insert(0, str(ROOT))
+    from grader.config import get_settings
+    from grader.images import Images
+
+    return Images(get_settings()).build_env("node-20", log=print)
 
 
 def main() -> None:
@@ -87,7 +83,7 @@ def main() -> None:
     ap.add_argument("--runtimes", default="runc,runsc")
     args = ap.parse_args()
     tag = image()
-    print(f"{args.dirs} directories of {args.files} files, {args.rounds} rounds, image {tag}")
+    print(f"{args.dirs} directories of {args.files} files, {args.rounds} rounds, image {tag[:19]}")
     for runtime in args.runtimes.split(","):
         argv = ["docker", "run", "--rm", "--network=none", f"--runtime={runtime}", "--user", "1000:1000"]
         argv += ["-v", f"{ROOT / 'grader' / 'box'}:/opt/guard/grader/box:ro", "--entrypoint", "python3", tag]
