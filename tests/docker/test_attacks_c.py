@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Verdict
+from helpers.sandboxes import grader_under
 
 pytestmark = [pytest.mark.docker]
 
@@ -223,13 +223,7 @@ def c_tasks(tmp_path_factory: pytest.TempPathFactory, mini_c: MiniC, mini_am: Mi
 
 @pytest.fixture(scope="module")
 def c_grader(sandbox: str, c_tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Grader:
-    settings = get_settings(
-        tasks_dir=c_tasks, environments_dir=ROOT / "environments", cache_dir=tmp_path_factory.mktemp("cache")
-    )
-    grader = Grader(settings, runtime=sandbox)
-    if sandbox == "runsc" and "runsc" not in grader.sandbox.engine.runtimes():
-        pytest.fail("runsc is not registered with dockerd: run scripts/setup.sh")
-    return grader
+    return grader_under(sandbox, c_tasks, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")

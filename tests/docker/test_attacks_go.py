@@ -25,6 +25,7 @@ from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
 from helpers import go_mini as gm
+from helpers.sandboxes import grader_under
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,15 +45,7 @@ def go_tasks(tmp_path_factory, go_mini) -> TaskSet:
 
 @pytest.fixture(scope="module")
 def grader(sandbox: str, tmp_path_factory, go_tasks) -> Grader:
-    settings = get_settings(
-        tasks_dir=go_tasks.dir,
-        environments_dir=ROOT / "environments",
-        cache_dir=tmp_path_factory.mktemp("go-cache"),
-    )
-    g = Grader(settings, runtime=sandbox)
-    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
-    return g
+    return grader_under(sandbox, go_tasks.dir, tmp_path_factory.mktemp("go-cache"))
 
 
 def grade(grader: Grader, go_tasks: TaskSet, patch: bytes, task: str = "go-mini") -> Result:

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import helpers.java_mini as jm
-from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
+from helpers.sandboxes import grader_under
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,15 +43,7 @@ def java_tasks(tmp_path_factory, java_mini) -> TaskSet:
 
 @pytest.fixture(scope="module")
 def grader(sandbox: str, tmp_path_factory, java_tasks) -> Grader:
-    settings = get_settings(
-        tasks_dir=java_tasks.dir,
-        environments_dir=ROOT / "environments",
-        cache_dir=tmp_path_factory.mktemp("java-cache"),
-    )
-    g = Grader(settings, runtime=sandbox)
-    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
-    return g
+    return grader_under(sandbox, java_tasks.dir, tmp_path_factory.mktemp("java-cache"))
 
 
 def grade(grader: Grader, java_tasks: TaskSet, patch: bytes, task: str = "java-mini") -> Result:

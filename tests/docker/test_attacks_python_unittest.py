@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
+from helpers.sandboxes import grader_under
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -216,15 +216,7 @@ def tasks(tmp_path_factory, repo: Repo) -> TaskSet:
 
 @pytest.fixture(scope="module")
 def grader(sandbox: str, tasks, tmp_path_factory) -> Grader:
-    settings = get_settings(
-        tasks_dir=tasks.dir,
-        environments_dir=ROOT / "environments",
-        cache_dir=tmp_path_factory.mktemp("ut-cache"),
-    )
-    g = Grader(settings, runtime=sandbox)
-    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
-    return g
+    return grader_under(sandbox, tasks.dir, tmp_path_factory.mktemp("ut-cache"))
 
 
 def grade(grader: Grader, tasks: TaskSet, tid: str, patch: bytes) -> Result:

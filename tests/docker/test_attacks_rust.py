@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from grader.audit_rules import rust as rust_rules
-from grader.config import get_settings
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from grader.verdict import Result, Verdict
 from helpers import rust_mini as rm
+from helpers.sandboxes import grader_under
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,15 +41,7 @@ def rust_tasks(tmp_path_factory, rust_mini) -> TaskSet:
 
 @pytest.fixture(scope="module")
 def grader(sandbox: str, tmp_path_factory, rust_tasks) -> Grader:
-    settings = get_settings(
-        tasks_dir=rust_tasks.dir,
-        environments_dir=ROOT / "environments",
-        cache_dir=tmp_path_factory.mktemp("rust-cache"),
-    )
-    g = Grader(settings, runtime=sandbox)
-    if sandbox != "pool" and sandbox not in g.sandbox.engine.runtimes():
-        pytest.fail(f"{sandbox} is not registered with dockerd: run scripts/setup.sh")
-    return g
+    return grader_under(sandbox, rust_tasks.dir, tmp_path_factory.mktemp("rust-cache"))
 
 
 def grade(grader: Grader, rust_tasks: TaskSet, patch: bytes, task: str = "rust-mini") -> Result:
