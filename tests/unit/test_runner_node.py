@@ -826,6 +826,30 @@ def test_a_configuration_or_node_modules_made_in_a_directory_the_last_look_kept_
     assert scanner.look() == (["src/node_modules"], ["lib/a/b/.babelrc", "package.json"])
 
 
+def test_a_link_whose_target_changes_outside_the_repository_is_found_though_its_directory_stays(tmp_path):
+    outside = tmp_path / "tmp"  # a directory the user may write that is not the repository (/tmp)
+    outside.mkdir()
+    repo = tmp_path / "repo"
+    make_tree(repo, {"package.json": "{}", "lib/a.js": "", "src/b.js": "", "docs/r.md": ""})
+    # what a patch may add: links, dangling when the run starts
+    (repo / "lib/node_modules").symlink_to(outside / "evil")
+    (repo / "src/package.json").symlink_to(outside / "pj")
+    (outside / "pj").mkdir()  # a directory now: no configuration file
+    (repo / "docs/other").symlink_to(repo / "lib")  # honest: a link of no such name
+    scanner = nodejs.node_guard.Scanner(str(repo), PATTERN)
+    scanner.margin_ns = 20_000_000
+    time.sleep(0.05)
+    assert scanner.look() == ([], ["lib/node_modules", "package.json"])
+    before = scanner.listed
+    # attack 1: the link's target made a directory of packages (node resolves through it)
+    (outside / "evil/chai").mkdir(parents=True)
+    # attack 2: the configuration link's target made a file
+    (outside / "pj").rmdir()
+    (outside / "pj").write_text('{"type": "module"}')
+    assert scanner.look() == (["lib/node_modules"], ["package.json", "src/package.json"])
+    assert scanner.listed == before + 2  # lib and src, never docs: its link names nothing the guard looks for
+
+
 def test_placed_hidden_files_moved_aside_and_back_are_seen_and_an_earlier_stamp_is_not(tmp_path):
     from grader.box.hidden import moved, placed_identity
     from grader.box.tree import Tree

@@ -47,13 +47,18 @@ _WRITE_OR_SETID = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
 Listing = tuple[list[str], list[str], list[str]]  # names: node_modules/, configuration files, subdirectories
 
 
-def _listing_of(path: str, top: bool, pattern: tuple[set[str], tuple[str, ...], tuple[str, ...]]) -> Listing | None:
+def _listing_of(
+    path: str, top: bool, pattern: tuple[set[str], tuple[str, ...], tuple[str, ...]]
+) -> tuple[Listing, bool] | None:
     """One directory's part of a scan (as os.walk sees it, links not followed): the
-    node_modules/ directories in it, its configuration files, the subdirectories to walk."""
+    node_modules/ directories in it, its configuration files, the subdirectories to walk;
+    and whether a link in it decides what it holds by what it points to (a node_modules or
+    configuration name: its target can change while the directory does not)."""
     names, prefixes, suffixes = pattern
     roots: list[str] = []
     configs: list[str] = []
     into: list[str] = []
+    by_target = False
     try:
         with os.scandir(path) as it:
             for entry in it:
@@ -62,16 +67,19 @@ def _listing_of(path: str, top: bool, pattern: tuple[set[str], tuple[str, ...], 
                     is_dir = entry.is_dir()
                 except OSError:
                     is_dir = False
+                named = name == DIR_NAME or name in names or name.startswith(prefixes) or name.endswith(suffixes)
+                if named and entry.is_symlink():
+                    by_target = True
                 if is_dir:
                     if name == DIR_NAME:
                         roots.append(name)
                     elif not (top and name == ".git") and not entry.is_symlink():
                         into.append(name)
-                elif name == DIR_NAME or name in names or name.startswith(prefixes) or name.endswith(suffixes):
+                elif named:
                     configs.append(name)
     except OSError:
         return None
-    return roots, configs, into
+    return (roots, configs, into), by_target
 
 
 class Scanner:
@@ -82,7 +90,10 @@ class Scanner:
     directory whose stamp stayed has the listing it had. One changed within `margin_ns` of a
     look is listed again at the next look whatever its stamp says: a second change in the
     same tick of the kernel's clock need not move the time again. Stamps the sandbox reports
-    otherwise than before (gVisor's own against the host's) only cost a listing."""
+    otherwise than before (gVisor's own against the host's) only cost a listing. A directory
+    holding a link named like a node_modules/ or a configuration file is listed at every
+    look: what the link is counted as follows its target, which may change outside the
+    repository (a link into /tmp) while the directory stays as it was."""
 
     margin_ns = 1_000_000_000
 
@@ -116,7 +127,9 @@ class Scanner:
                 self.listed += 1
                 if got is None:
                     continue
-                listing = got
+                listing, by_target = got
+                if by_target:
+                    stamp = None  # a link whose target decides: listed at every look
             if abs(now - st.st_ctime_ns) < self.margin_ns or abs(now - st.st_mtime_ns) < self.margin_ns:
                 stamp = None  # changed just now: listed again next time
             known[rel] = (stamp, listing)
