@@ -10,7 +10,8 @@ project's sources and tests without node_modules/. Each round runs one walk and 
 look; between rounds one file is written into one directory (what a unit of tests does),
 so the kept look lists that one again (and those changed within its margin, a second),
 and every fifth round a package.json and a node_modules/ are made in a directory the last
-look kept: both looks must find the same, or the run fails. It prints the medians, the
+look kept; in the fourth, the targets outside the tree of two links named node_modules and
+package.json change: both looks must find the same, or the run fails. It prints the medians, the
 ratio, and how many directories a kept look listed again.
 
     .venv/bin/python benchmarks/guard_look.py                     # runc and runsc
@@ -33,19 +34,32 @@ sys.path.insert(0, "/opt/guard")
 from grader.box.runners import node_guard as ng
 dirs, files, rounds = map(int, sys.argv[1:4])
 repo = "/tmp/repo"
+def place(d):
+    return os.path.join(repo, "pkg%d" % (d % 7), "mod%d" % (d % 31), "d%d" % d)
 for d in range(dirs):
-    path = os.path.join(repo, "pkg%d" % (d % 7), "mod%d" % (d % 31), "d%d" % d)
+    path = place(d)
     os.makedirs(path)
     for f in range(files):
         open(os.path.join(path, "f%d.js" % f), "w").close()
 open(os.path.join(repo, "package.json"), "w").close()
+# links a patch may add, dangling or pointing at a directory: what they count as follows
+# their targets outside the repository, which round 3 changes
+# (in the last two directories, which no round writes into)
+last, before_last = place(dirs - 1), place(dirs - 2)
+os.symlink("/tmp/evil", os.path.join(last, "node_modules"))
+os.makedirs("/tmp/pj")
+os.symlink("/tmp/pj", os.path.join(before_last, "package.json"))
 pattern = ({"package.json", ".babelrc"}, ("jest.config.",), (".babelrc.js",))
 scanner = ng.Scanner(repo, pattern)
 scanner.look()
 time.sleep(1.1)  # past the scanner's margin: the tree's stamps are settled
 walk, kept, listed = [], [], []
 for i in range(rounds):
-    d = os.path.join(repo, "pkg%d" % (i % 7), "mod%d" % (i % 31), "d%d" % i)
+    d = place(i)
+    if i == 3:  # the links' targets: a directory of packages, a file where a directory was
+        os.makedirs("/tmp/evil/chai")
+        os.rmdir("/tmp/pj")
+        open("/tmp/pj", "w").close()
     if i % 5 == 4:  # now and then what the guard is for: a package.json, a node_modules/
         os.makedirs(os.path.join(d, "node_modules", "chai"))
         open(os.path.join(d, "package.json"), "w").close()
@@ -79,9 +93,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dirs", type=int, default=300)
     ap.add_argument("--files", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=15, help="fewer than --dirs less 2")
     ap.add_argument("--runtimes", default="runc,runsc")
     args = ap.parse_args()
+    if args.rounds > args.dirs - 2:
+        sys.exit("--rounds must be at most --dirs less 2: the last two directories hold the links")
     tag = image()
     print(f"{args.dirs} directories of {args.files} files, {args.rounds} rounds, image {tag[:19]}")
     for runtime in args.runtimes.split(","):
