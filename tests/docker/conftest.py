@@ -26,50 +26,53 @@ from grader.tasks.loader import TaskSet
 from helpers import ROOT
 from helpers.service import Stack, make_service, new_key
 
-# Each file's seconds in one run of the tier (three workers, November 29, at 090dd5c, before
-# the Node hangs blocked; `--durations=0`, summed by file). The files start longest first, so
-# that no long one is left for the end while the other workers stand idle (pytest-xdist would
-# order them by their number of tests, which put the fault, load and suite files, a few long
-# tests each, last: scripts/test.sh passes `--no-loadscope-reorder`). A file not named here
-# starts after them, in the usual order. The six language attack files' figures were scaled
-# on November 30 by what their tests took alone before and after the tests marked
-# `same_in_every_sandbox` went to runc alone (1,829 -> 1,320 s of the workers' time).
+# Each file's seconds in one run of the tier (three workers, December 1, at ccaee03, the machine
+# otherwise idle; `--junitxml`, summed by file; test_load.py's less the 12 grades it no longer
+# makes). The files start longest first, so that no long one is left for the end while the
+# other workers stand idle (pytest-xdist would order them by their number of tests, which put
+# the fault, load and suite files, a few long tests each, last: scripts/test.sh passes
+# `--no-loadscope-reorder`). A file not named here starts after them, in the usual order.
 SECONDS_BY_FILE = {
-    "test_attacks.py": 699,
-    "test_attacks_node.py": 398,
-    "test_attacks_node_configured.py": 363,
-    "test_load.py": 295,
-    "test_service_faults.py": 275,
-    "test_realworld_docker.py": 200,
-    "test_attacks_java.py": 181,
-    "test_attacks_rust.py": 159,
-    "test_attacks_python_unittest.py": 159,
-    "test_attacks_go.py": 137,
-    "test_attacks_round2.py": 123,
-    "test_suite_c.py": 122,
-    "test_attacks_c.py": 113,
-    "test_schema_fuzz.py": 106,
-    "test_pipeline_docker.py": 99,
-    "test_suite_history.py": 92,
-    "test_blame_docker.py": 90,
-    "test_suite_node.py": 83,
-    "test_service_e2e.py": 81,
-    "test_suite_python.py": 75,
-    "test_suite_java_docker.py": 71,
-    "test_suite_go_docker.py": 69,
-    "test_host_loss.py": 68,
-    "test_importers_docker.py": 67,
-    "test_importers_node_docker.py": 65,
-    "test_sandbox_conformance.py": 58,
-    "test_service_image_docker.py": 52,
-    "test_suite_rust.py": 47,
-    "test_gvisor.py": 46,
-    "test_languages_docker.py": 45,
-    "test_warm_delivery.py": 42,
-    "test_history_docker.py": 42,
-    "test_jobs_docker.py": 40,
-    "test_overhead_docker.py": 37,
-    "test_examples_docker.py": 35,
+    "test_attacks.py": 763,
+    "test_attacks_node.py": 446,
+    "test_attacks_node_configured.py": 302,
+    "test_load.py": 271,
+    "test_attacks_rust.py": 269,
+    "test_service_faults.py": 267,
+    "test_attacks_go.py": 260,
+    "test_attacks_java.py": 234,
+    "test_realworld_docker.py": 230,
+    "test_suite_c.py": 215,
+    "test_attacks_round2.py": 213,
+    "test_attacks_c.py": 202,
+    "test_schema_fuzz.py": 167,
+    "test_attacks_python_unittest.py": 167,
+    "test_blame_docker.py": 151,
+    "test_suite_node.py": 147,
+    "test_lanes_docker.py": 147,
+    "test_sandbox_conformance.py": 140,
+    "test_service_e2e.py": 139,
+    "test_suite_python.py": 127,
+    "test_pipeline_docker.py": 124,
+    "test_suite_go_docker.py": 119,
+    "test_host_loss.py": 112,
+    "test_suite_java_docker.py": 111,
+    "test_languages_docker.py": 92,
+    "test_jobs_docker.py": 78,
+    "test_importers_node_docker.py": 69,
+    "test_suite_history.py": 68,
+    "test_warm_delivery.py": 66,
+    "test_suite_rust.py": 65,
+    "test_importers_docker.py": 61,
+    "test_gvisor.py": 54,
+    "test_history_docker.py": 51,
+    "test_overhead_docker.py": 48,
+    "test_image_archive_docker.py": 44,
+    "test_speed.py": 43,
+    "test_examples_docker.py": 40,
+    "test_secrets.py": 29,
+    "test_feedback_docker.py": 25,
+    "test_audit_realworld.py": 20,
 }
 
 

@@ -1,4 +1,4 @@
-"""A burst through the whole service, CI-sized: benchmarks/load.py with 400 submissions, and 24
+"""A burst through the whole service, CI-sized: benchmarks/load.py with 400 submissions, and 12
 graded in containers (`make stress` runs 10,000). The counts must reconcile exactly: what the API accepted,
 what the database holds, what was graded; nothing lost. The figures it prints (rates,
 latencies, memory) are for reading, never asserted."""
@@ -38,7 +38,7 @@ def test_a_burst_graded_in_containers_reconciles():
             sys.executable,
             str(ROOT / "benchmarks" / "load.py"),
             "--count",
-            "24",
+            "12",
             "--baseline",
             "4",
             "--batch",
@@ -52,8 +52,8 @@ def test_a_burst_graded_in_containers_reconciles():
     print(run.stdout)
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads((ROOT / "benchmarks" / "out" / "load-containers.json").read_text())
-    assert figures["accepted"] == figures["in_database"] == figures["done"] == 24
-    assert figures["lost"] == 0 and figures["verdicts"] == {"PASS": 24}
+    assert figures["accepted"] == figures["in_database"] == figures["done"] == 12
+    assert figures["lost"] == 0 and figures["verdicts"] == {"PASS": 12}
 
 
 def _answered(statuses: dict[str, int], n: int) -> bool:
