@@ -65,12 +65,12 @@ step "the unit tier (tests/unit), failing fast" tests/unit -x -n 2 "$@" || {
     exit "$status"
   fi
 }
-step "the service tier (tests/service)" tests/service -n 3 --dist loadfile "$@" || true
+# each tier's files longest first (its conftest.py), not by their number of tests
+step "the service tier (tests/service)" tests/service -n 3 --dist loadfile --no-loadscope-reorder "$@" || true
 start=$SECONDS
 wait "$prebuild" || echo "scripts/test.sh: building the images in the background failed" >&2
 echo "scripts/test.sh: the images were ready $((SECONDS - start)) s after the tiers before them" >&2
 grep '^prebuild:' "$prebuild_log" >&2 || tail -20 "$prebuild_log" >&2
-# the files longest first (tests/docker/conftest.py), not by their number of tests
 step "the docker tier (tests/docker)" tests/docker -n "${GRADER_TEST_DOCKER_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@" || true
 step "the browser tier (tests/browser)" tests/browser -n 2 --dist loadfile "$@" || true
 step "the disruptive tests, alone, after the others" --disruptive "$@" || true

@@ -24,14 +24,13 @@ from grader.images import Images
 from grader.pipeline import Grader
 from grader.tasks.loader import TaskSet
 from helpers import ROOT
+from helpers.order import longest_first
 from helpers.service import Stack, make_service, new_key
 
 # Each file's seconds in one run of the tier (three workers, December 1, at ccaee03, the machine
 # otherwise idle; `--junitxml`, summed by file; test_load.py's less the 12 grades it no longer
-# makes). The files start longest first, so that no long one is left for the end while the
-# other workers stand idle (pytest-xdist would order them by their number of tests, which put
-# the fault, load and suite files, a few long tests each, last: scripts/test.sh passes
-# `--no-loadscope-reorder`). A file not named here starts after them, in the usual order.
+# makes): the files start longest first (helpers/order.py). Before, this table had the compiled
+# languages' attack files and test_suite_c.py at half their time, and they started late.
 SECONDS_BY_FILE = {
     "test_attacks.py": 763,
     "test_attacks_node.py": 446,
@@ -106,7 +105,7 @@ def sandbox(request) -> str:
 
 def pytest_collection_modifyitems(config, items):
     """The tier's files, longest first (`SECONDS_BY_FILE`); each file's tests keep their order."""
-    items.sort(key=lambda item: -SECONDS_BY_FILE.get(item.path.name, 0) if "docker" in item.path.parts else 0)
+    longest_first(items, "docker", SECONDS_BY_FILE)
 
 
 @pytest.fixture(scope="session", autouse=True)
