@@ -93,7 +93,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dirs", type=int, default=300)
     ap.add_argument("--files", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=15, help="fewer than --dirs less 2")
+    ap.add_argument("--rounds", type=int, default=15, help="at most --dirs less 2")
     ap.add_argument("--runtimes", default="runc,runsc")
     args = ap.parse_args()
     if args.rounds > args.dirs - 2:
