@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     network_lanes: bool = Field(
         True,
         description="a worker's grading containers join network namespaces it made once, one run in each at a "
-        "time, instead of Docker making one per container (grader/sandbox/docker/lanes.py; docs/security.md)",
+        "time, instead of Docker making one per container; under the pool provider its keepers share one "
+        "(grader/sandbox/docker/lanes.py; docs/security.md)",
     )
     pool_fork: bool = Field(
         True,

@@ -10,6 +10,8 @@ one would meet.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from grader.sandbox import ContainerSpec, Limits, get_sandbox
@@ -302,5 +304,63 @@ def test_idle_keepers_are_bounded_the_least_recently_used_removed(grader, mini_s
         assert len(ids[0]) == len(ids[1]) == 1 and ids[0] != ids[1]
         assert sandbox.engine.client.containers.list(all=True, filters={"id": list(ids[0])[0]}) == []
         assert sandbox.busy_containers() == []
+    finally:
+        sandbox.close()
+
+
+# A run's network namespace (nsfs inodes are unique on the machine), then a listener left
+# behind in a daemon, and whether a port the other keeper's run left listening answers here.
+NETNS = """
+import os, socket, sys, time
+print(os.stat("/proc/self/ns/net").st_ino)
+try:
+    socket.create_connection(("127.0.0.1", 47001), timeout=0.5).close()
+    print("reached")
+except OSError:
+    print("refused")
+if os.fork() == 0:
+    os.setsid()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 47001))
+    s.listen(8)
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.3)
+"""
+
+
+def test_keepers_share_a_network_lane_that_no_run_is_in(grader, mini_set):
+    """The keepers of a sandbox sit in one network lane (a namespace Docker made once, not
+    once a keeper); every run makes its own. Attacks: a run of each of two keepers (two
+    shapes) reads which namespace it is in and leaves a daemon listening on a port, for the
+    next run of either keeper to reach. Honest: each run still has its loopback (it listens)."""
+    image, _ = grader.images.instance_image(mini_set.get("mini"))
+    sandbox = get_sandbox("pool")
+    try:
+        seen = []
+        for shape in ("a", "b", "a", "b"):
+            spec = ContainerSpec(
+                image=image, command=PY + [NETNS], workdir="/work/repo", labels={"grader.task": shape}, timeout=20.0
+            )
+            out = sandbox.run(spec)
+            assert out.exit_code == 0, out.stderr
+            inode, reached = out.stdout.decode().split()
+            assert reached == "refused"  # nothing the run before left listens here
+            seen.append(int(inode))
+        api = sandbox.engine.client.api
+        keepers = sorted(sandbox._idle_ids())
+        assert len(keepers) == 2
+        modes = {api.inspect_container(k)["HostConfig"]["NetworkMode"] for k in keepers}
+        assert len(modes) == 1 and next(iter(modes)).startswith("container:")  # one lane for both
+        holder_pid = api.inspect_container(next(iter(modes)).split(":", 1)[1])["State"]["Pid"]
+        lane = os.stat(f"/proc/{holder_pid}/ns/net").st_ino
+        assert len(set(seen)) == 4 and lane not in seen  # a namespace of each run's own, never the lane
+        # the lane's holder gone (removed by someone, dockerd restarted): a new keeper gets a new lane
+        api.remove_container(next(iter(modes)).split(":", 1)[1], force=True)
+        spec = ContainerSpec(image=image, command=["true"], workdir="/work/repo", labels={"grader.task": "c"})
+        assert sandbox.run(spec).exit_code == 0
+        new = {api.inspect_container(k)["HostConfig"]["NetworkMode"] for k in sandbox._idle_ids()} - modes
+        assert len(new) == 1 and next(iter(new)).startswith("container:")
     finally:
         sandbox.close()

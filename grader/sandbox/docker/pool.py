@@ -7,7 +7,9 @@ What a keeper has beyond a grading container's, each taken away again inside eve
 seccomp profile that is Docker's default plus unshare, mount, umount2, setns and pivot_root
 (keeper/seccomp.json); /proc unmasked (a new /proc would not mount otherwise); CAP_SETFCAP
 (the kernel asks it of a user namespace map that maps uid 0). And an anonymous volume for
-the runs' writes to the repository (removed with the keeper).
+the runs' writes to the repository (removed with the keeper). A worker's keepers share one
+network lane (lanes.py: Docker makes a namespace once, not once a keeper; no run is ever in
+it, since each makes its own before any of its code runs).
 
 The keeper's standard input and output are attached once: the host writes the shape's
 files, then one bundle per run; the keeper answers each run with one frame
@@ -34,6 +36,7 @@ from grader.errors import ImageError, SandboxError
 from grader.sandbox.base import ContainerOutput, ContainerSpec, refuse_clashes, sandbox_provider
 from grader.sandbox.docker.containers import DockerSandbox, _cid
 from grader.sandbox.docker.delivery import bundle
+from grader.sandbox.docker.lanes import Lane
 
 KEEPER_DIR = Path(__file__).with_name("keeper")
 SECCOMP = KEEPER_DIR / "seccomp.json"
@@ -156,7 +159,6 @@ class PoolSandbox(DockerSandbox):
     name = "pool"
 
     def __init__(self, *, fork: bool = True, keepers: int = 32, **kwargs: Any) -> None:
-        kwargs["network_lanes"] = False  # a keeper has no network; each run makes its own loopback
         # idle keepers kept, the least recently used removed beyond it (GRADER_POOL_KEEPERS;
         # at least one: a keeper is what makes the next run fast)
         self.max_idle = max(1, keepers)
@@ -168,9 +170,8 @@ class PoolSandbox(DockerSandbox):
         self.runtime = "pool"  # what a result's provenance says; its containers run under runc
         self.fork = fork  # `python -m pytest` forked from a loaded pytest (keeper/zygote.py)
 
-    def _keeper_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
-        kwargs = self._create_kwargs(spec)
-        kwargs["network_mode"] = "none"
+    def _keeper_kwargs(self, spec: ContainerSpec, lane: Lane | None) -> dict[str, Any]:
+        kwargs = self._create_kwargs(spec, lane)  # in the lane, or (without lanes) a namespace of its own
         kwargs["mounts"] = [docker.types.Mount(target=VOLUME, source=None, type="volume")]
         kwargs["cap_add"] = [*kwargs["cap_add"], "SETFCAP"]
         kwargs["security_opt"] = [*kwargs["security_opt"], f"seccomp={keeper_seccomp()}"]
@@ -231,8 +232,23 @@ class PoolSandbox(DockerSandbox):
             return bool(self._keepers.get(self._shape(spec)))
 
     def _start_keeper(self, spec: ContainerSpec) -> Keeper:
+        """A keeper for the shape, in the sandbox's network lane (all its keepers share one:
+        no run uses it, each makes a namespace of its own). When the lane's holder is gone,
+        the lane is retired and the start tried once more in another."""
+        for attempt in (1, 2):
+            lane = self._lanes.for_idle(spec.image) if self._lanes is not None else None
+            try:
+                return self._start_keeper_in(spec, lane)
+            except SandboxError:
+                if lane is None or self._lanes is None or attempt == 2 or self._lanes.holder_alive(lane):
+                    raise
+                self._lanes.retire(lane)
+                self._sweep_lanes()
+        raise AssertionError("unreachable")
+
+    def _start_keeper_in(self, spec: ContainerSpec, lane: Lane | None) -> Keeper:
         self._check_engine()
-        kwargs = self._keeper_kwargs(spec)
+        kwargs = self._keeper_kwargs(spec, lane)
         api = self.engine.client.api
         fields = {"image", "command", "user", "working_dir", "environment", "labels", "stdin_open", "detach"}
         config = {k: v for k, v in kwargs.items() if k in fields}
