@@ -64,6 +64,8 @@ from grader.box.runners.common import python_env  # noqa: E402
 from grader.config import get_settings  # noqa: E402
 from grader.grading.spec import CONTAINER_ENV, runner_name  # noqa: E402
 from grader.images import Images  # noqa: E402
+from grader.sandbox.docker.containers import LABEL  # noqa: E402
+from grader.sandbox.docker.lanes import LANE_LABEL  # noqa: E402
 from grader.tasks.loader import TaskSet  # noqa: E402
 from grader.tasks.model import Task, TestsCheck  # noqa: E402
 
@@ -280,7 +282,7 @@ def measure_service(args: argparse.Namespace, suite: Path, tasks: list[Task], da
         )
         posted.raise_for_status()
         wait_graded(svc, http, len(warm), args.timeout)
-        with CpuWindow(svc) as cpu:
+        with CpuWindow(svc) as cpu, ContainersStarted() as started:
             t0 = time.time()
             posted = http.post(
                 f"{svc.url}/v1/submissions/batch", json={"run_id": "speed", "submissions": items}, timeout=300
@@ -338,8 +340,41 @@ def measure_service(args: argparse.Namespace, suite: Path, tasks: list[Task], da
         "seconds": round(t1 - t0, 3),
         "per_s": sum(g["status"] == "done" for g in graded) / (t1 - t0),
         "cpu": cpu.figures(),
+        "containers_started": started.figures(),
         "grades": graded,
     }
+
+
+class ContainersStarted:
+    """The grading containers (a container per grade, or the pool's keepers) and network
+    lanes' holders the engine starts while it is open, from its event stream (read live:
+    the engine keeps only its last 256 events): a keeper's start is CPU spent outside any
+    grade, which only this count ties to its cause."""
+
+    def __enter__(self) -> ContainersStarted:
+        import docker
+
+        self.client = docker.from_env()
+        self.stream = self.client.events(decode=True, filters={"type": "container", "event": "start", "label": LABEL})
+        self.events: list[dict] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        return self
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream closed at the window's end
+            for event in self.stream:
+                self.events.append(event)
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(0.5)  # the last starts' events in flight
+        self.stream.close()
+        self.thread.join(5)
+        self.client.close()
+
+    def figures(self) -> dict[str, int]:
+        lanes = sum(LANE_LABEL in (e.get("Actor", {}).get("Attributes") or {}) for e in self.events)
+        return {"grading containers or keepers": len(self.events) - lanes, "lane holders": lanes}
 
 
 def wait_graded(svc: Running, http: requests.Session, total: int, timeout: float) -> None:
@@ -549,6 +584,12 @@ def report(f: dict) -> None:
     print(
         "  in the container, by the supervisor's stage: "
         + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in cg["container_by_stage"].items())
+    )
+    st = s["containers_started"]
+    print(
+        f"  containers the engine started in the window: {st['grading containers or keepers']} grading containers "
+        f"or keepers ({st['grading containers or keepers'] / max(1, s['done']):.2f} a grade), "
+        f"{st['lane holders']} network lanes' holders"
     )
     c = s["cpu"]
     by = ", ".join(f"{k} {v} s ({v / (c['cores'] * c['seconds']):.0%})" for k, v in c["by"].items())

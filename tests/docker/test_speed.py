@@ -58,6 +58,9 @@ def test_speed_grades_every_submission_and_prints_a_positive_ratio_and_a_budget(
         assert {"claim", "load", "grade", "finish", "notify", "job"} <= set(stages), stages
         assert {"container_wait", "supervisor", "check", "cpu", "cpu_boot", "cpu_check"} <= set(g["durations"])
     assert f["cpu_per_grade"]["measured_in_container"] == 6 and f["cpu_per_grade"]["ratio"] > 0
+    # a container per grade (runc): each grade takes one started ahead and starts the next
+    assert s["containers_started"]["grading containers or keepers"] >= 5
+    assert "containers the engine started in the window" in run.stdout
     delivery = "file delivery (the order and patch on the container's stdin)"
     for name in ("database: claim", delivery, "supervisor: the tests' run (check)"):
         assert name in budget["stages"] and name in run.stdout
