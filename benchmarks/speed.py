@@ -177,12 +177,16 @@ def measure_bare(client, tasks: list[BareTask], streams: int, rounds: int) -> di
                             code_ = word.partition("=")[2]
                             codes[code_] = codes.get(code_, 0) + 1
 
-        def cpu() -> float:
-            """CPU seconds of every bare container so far (their cgroups: exact, nothing sampled)."""
-            ns = [container_cgroup("cpuacct", c.id, "cpuacct.usage", "cpu.stat") for mine in containers for c in mine]
-            if None in ns:
+        def cpu() -> list[float]:
+            """CPU seconds of each task's bare containers so far, in the tasks' order (their
+            cgroups: exact, nothing sampled)."""
+            ns = [
+                [container_cgroup("cpuacct", mine[i].id, "cpuacct.usage", "cpu.stat") for mine in containers]
+                for i in range(len(tasks))
+            ]
+            if any(None in per_task for per_task in ns):
                 raise MeasurementBroken("a bare container's cgroup cannot be read (its CPU is part of the figures)")
-            return sum(n for n in ns if n is not None) / 1e9
+            return [sum(n or 0 for n in per_task) / 1e9 for per_task in ns]
 
         threads = [threading.Thread(target=stream, args=(s,)) for s in range(streams)]
         for t in threads:
@@ -193,7 +197,7 @@ def measure_bare(client, tasks: list[BareTask], streams: int, rounds: int) -> di
         for t in threads:
             t.join()
         seconds = time.monotonic() - t0
-        cpu_s = cpu() - cpu0
+        by_task = [b - a for a, b in zip(cpu0, cpu(), strict=True)]
     finally:
         for mine in containers:
             for c in mine:
@@ -205,7 +209,15 @@ def measure_bare(client, tasks: list[BareTask], streams: int, rounds: int) -> di
     ran = sum(n for code, n in codes.items() if code in ("0", "1"))
     if ran != runs:
         raise MeasurementBroken(f"of {runs} bare runs, {ran} ran their tests (pytest's exit statuses: {codes})")
-    return {"runs": runs, "seconds": round(seconds, 3), "per_s": runs / seconds, "cpu_s": cpu_s, "pytest_exit": codes}
+    return {
+        "runs": runs,
+        "seconds": round(seconds, 3),
+        "per_s": runs / seconds,
+        "cpu_s": sum(by_task),
+        # a task's CPU a run (its streams' containers, all their rounds)
+        "cpu_s_by_task": {bt.task.id: c / (streams * rounds) for bt, c in zip(tasks, by_task, strict=True)},
+        "pytest_exit": codes,
+    }
 
 
 # --- the service ---------------------------------------------------------------------------------
@@ -304,6 +316,7 @@ def measure_service(args: argparse.Namespace, suite: Path, tasks: list[Task], da
             graded = [
                 {
                     "id": r.id,
+                    "task": r.task_id,
                     "status": r.status,
                     "verdict": r.verdict,
                     "attempts": r.attempts,
@@ -540,6 +553,24 @@ def cpu_per_grade(service: dict, bare_cpu: float) -> dict:
     }
 
 
+def by_task(grades: list[dict], bare_by_task: dict[str, float]) -> list[dict]:
+    """Each task's check (the tests' run under grading: the supervisor's count of its CPU)
+    against the same task's bare run (its whole round: the reset, the placement, git apply
+    and the pytest process), most over first: where a suite's excess comes from."""
+    checks: dict[str, list[float]] = {}
+    for g in grades:
+        if "cpu_check" in g["durations"]:
+            checks.setdefault(g["task"], []).append(g["durations"]["cpu_check"])
+    rows = [
+        {"task": t, "grades": len(cs), "check_cpu": statistics.mean(cs), "bare_cpu": bare_by_task[t]}
+        for t, cs in checks.items()
+        if t in bare_by_task
+    ]
+    for row in rows:
+        row["over"] = row["check_cpu"] - row["bare_cpu"]
+    return sorted(rows, key=lambda r: -r["over"])
+
+
 def report(f: dict) -> None:
     b, s, bud = f["bare"], f["service"], f["budget"]
     print(
@@ -591,6 +622,17 @@ def report(f: dict) -> None:
         f"or keepers ({st['grading containers or keepers'] / max(1, s['done']):.2f} a grade), "
         f"{st['lane holders']} network lanes' holders"
     )
+    rows = f["by_task"]
+    over = sum(max(0.0, r["over"]) for r in rows)
+    print(
+        f"  by task, the check's CPU against the task's bare round ({len(rows)} tasks; the excess over bare "
+        f"summed over them, one grade each: {over * 1000:.0f} ms); the five furthest over:"
+    )
+    for r in rows[:5]:
+        print(
+            f"    {r['task'][:58]:58} check {r['check_cpu'] * 1000:6.0f} ms, bare {r['bare_cpu'] * 1000:6.0f} ms: "
+            f"{r['over'] * 1000:+6.0f} ms ({max(0.0, r['over']) / over if over else 0:.0%} of the excess)"
+        )
     c = s["cpu"]
     by = ", ".join(f"{k} {v} s ({v / (c['cores'] * c['seconds']):.0%})" for k, v in c["by"].items())
     print(
@@ -659,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": seconds,
             "per_s": runs / seconds,
             "cpu_s_per_run": (before["cpu_s"] + after["cpu_s"]) / runs,
+            "cpu_s_by_task": {t: (c + after["cpu_s_by_task"][t]) / 2 for t, c in before["cpu_s_by_task"].items()},
             "before_per_s": before["per_s"],
             "after_per_s": after["per_s"],
             "pytest_exit": {
@@ -698,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         "budget": budget(service["grades"], args.workers),
     }
     figures["cpu_per_grade"] = cpu_per_grade(service, figures["bare"]["cpu_s_per_run"])
+    figures["by_task"] = by_task(service["grades"], bare["cpu_s_by_task"])
     report(figures)
     out.write_text(json.dumps({**figures, "grades": service["grades"]}, indent=1))
     print(f"written to {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

@@ -61,6 +61,10 @@ def test_speed_grades_every_submission_and_prints_a_positive_ratio_and_a_budget(
     # a container per grade (runc): each grade takes one started ahead and starts the next
     assert s["containers_started"]["grading containers or keepers"] >= 5
     assert "containers the engine started in the window" in run.stdout
+    # each task's check against its own bare round
+    rows = {r["task"]: r for r in f["by_task"]}
+    assert set(rows) == {"calc-mean-empty", "calc-median-even"} and "by task" in run.stdout
+    assert all(r["grades"] == 3 and r["check_cpu"] > 0 and r["bare_cpu"] > 0 for r in rows.values())
     delivery = "file delivery (the order and patch on the container's stdin)"
     for name in ("database: claim", delivery, "supervisor: the tests' run (check)"):
         assert name in budget["stages"] and name in run.stdout
