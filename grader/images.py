@@ -140,6 +140,8 @@ class Images:
     def __init__(self, settings: Settings, engine: DockerEngine | None = None):
         self.settings = settings
         self.engine = engine or DockerEngine()
+        # instance image id -> the environment image's it was verified to be built FROM
+        self.env_of: dict[str, str] = {}
 
     # --- environments ---------------------------------------------------------------
     def environments(self) -> list[Environment]:
@@ -275,11 +277,14 @@ class Images:
                     "image and build it again",
                     env.name,
                 )
+            self.env_of[str(facts["id"])] = env_id
             return str(facts["id"]), prepared
         if not build:
             raise ImageError(f"instance image {tag} for task {task.id} is missing; run `grader tasks build {task.id}`")
         log(f"building instance image {tag}")
-        return self._build_instance(prepared, env_id, tag, log), prepared
+        image_id = self._build_instance(prepared, env_id, tag, log)
+        self.env_of[image_id] = env_id
+        return image_id, prepared
 
     def _build_instance(self, prepared: PreparedTask, env_id: str, tag: str, log: Log) -> str:
         # Ownership is set as the files arrive (COPY --chown) or in the layer that made them

@@ -142,7 +142,8 @@ class Grader:
             read_at_base = (task.id, task_hash, image_id)
             order.check.base_config = self._base_configs.get(read_at_base)
             order.bytecode_held = self._archives.held()
-            archive = self._archives.for_image(image_id)
+            env_image = self.images.env_of.get(image_id)
+            archive = self._archives.for_image(image_id, env_image)
             t = time.monotonic()
             out = self.sandbox.run(container_spec(task, order, image_id, patch, archive))
             durations["container"] = time.monotonic() - t
@@ -158,8 +159,8 @@ class Grader:
                 expected=expected,
             )
             if result.verdict is not Verdict.ERROR:
-                self._remember(read_at_base, out.stdout, config=order.check.base_config is None)
-                learnt = self._archives.for_image(image_id)
+                self._remember(read_at_base, out.stdout, config=order.check.base_config is None, env_image=env_image)
+                learnt = self._archives.for_image(image_id, env_image)
                 if learnt is not archive:
                     # its bytecode learnt: the container started after this run holds the
                     # archive without it, so one with it is started for the next
@@ -181,7 +182,7 @@ class Grader:
         already (a run takes it, as it takes the one its previous run's refill started); never
         builds an image. True if one is being started."""
         image_id, _ = self._instance_image(task, task.definition_hash(), build=False)
-        shape = container_shape(task, image_id, self._archives.for_image(image_id))
+        shape = container_shape(task, image_id, self._archives.for_image(image_id, self.images.env_of.get(image_id)))
         if self.sandbox.is_warm(shape):
             return False
         self.sandbox.prewarm(shape)
@@ -199,7 +200,7 @@ class Grader:
         self._images[key] = (now + IMAGE_TTL, image_id, prepared)
         return image_id, prepared
 
-    def _remember(self, key: tuple[str, str, str], stdout: bytes, *, config: bool) -> None:
+    def _remember(self, key: tuple[str, str, str], stdout: bytes, *, config: bool, env_image: str | None) -> None:
         """Keep what a run reported for the next runs of its image (`key`: task, hash, image),
         each taken by the supervisor before the patch was applied, on the stdout no process
         of the submission reaches: the interpreter it ran and the bytecode it compiled, while
@@ -214,7 +215,7 @@ class Grader:
             return
         if not isinstance(report, dict):
             return
-        self._archives.learn(key[2], report)
+        self._archives.learn(key[2], report, env_image)
         read = report.get("base_config")
         if not config or not isinstance(read, dict) or len(json.dumps(read)) > BASE_CONFIG_BYTES:
             return

@@ -93,26 +93,37 @@ class Archives:
     reported its bytecode, that bytecode too for every image known to run that interpreter
     (an image's interpreter is learnt from its first run's report). What it holds is a fact
     of the sources, the interpreter and the image (an id names its content), so the graders
-    of a process share one (`shared`)."""
+    of a process share one (`shared`).
+
+    Before an instance image's first run, its interpreter is taken to be the one the first
+    reported run of its environment image (the image it was verified to be built FROM)
+    ran: a task's first grade then gets the bytecode too, and keeps the container (or the
+    pool's keeper) started for it, whose shape the archive is part of. A guess that is
+    wrong costs only speed: the import system passes over a pyc of another interpreter
+    for its source, and the run's own report then names the image's interpreter."""
 
     def __init__(self) -> None:
         self._bytecode: dict[str, bytes] = {}  # magic -> the archive with its bytecode
         self._magic: dict[str, str] = {}  # image id -> its interpreter's magic, as reported
+        self._env_magic: dict[str, str] = {}  # environment image id -> the first of its images' reported
         self._lock = threading.Lock()
 
     def held(self) -> list[str]:
         """The magic numbers whose bytecode is held (a run's Order.bytecode_held)."""
         return sorted(self._bytecode)
 
-    def for_image(self, image_id: str) -> bytes:
-        magic = self._magic.get(image_id)
+    def for_image(self, image_id: str, env_image_id: str | None = None) -> bytes:
+        """The archive for a run on `image_id`, an instance image of `env_image_id` (None:
+        not known)."""
+        magic = self._magic.get(image_id) or (self._env_magic.get(env_image_id) if env_image_id else None)
         return self._bytecode.get(magic, archive()) if magic else archive()
 
     def knows(self, image_id: str) -> bool:
         return image_id in self._magic
 
-    def learn(self, image_id: str, report: dict[str, Any]) -> None:
-        """Take what a run on `image_id` reported (its `bytecode` and `compiled` fields)."""
+    def learn(self, image_id: str, report: dict[str, Any], env_image_id: str | None = None) -> None:
+        """Take what a run on `image_id` (an instance image of `env_image_id`) reported (its
+        `bytecode` and `compiled` fields)."""
         said = report.get("bytecode")
         magic = said.get("magic") if isinstance(said, dict) else None
         if not isinstance(magic, str) or len(magic) != 8:
@@ -129,6 +140,10 @@ class Archives:
             while len(self._magic) >= IMAGES_KEPT:
                 self._magic.pop(next(iter(self._magic)))
             self._magic[image_id] = magic
+            if env_image_id:
+                while len(self._env_magic) >= IMAGES_KEPT:
+                    self._env_magic.pop(next(iter(self._env_magic)))
+                self._env_magic.setdefault(env_image_id, magic)  # a task whose install changed it keeps its own
 
 
 @functools.cache

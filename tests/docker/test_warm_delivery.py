@@ -11,11 +11,13 @@ takes a container started for it, and says so (`container_warm`).
 
 from __future__ import annotations
 
+import json
 import secrets
 import textwrap
 
 import pytest
 
+from grader.grading import ship
 from grader.pipeline import Grader
 from grader.sandbox import ContainerSpec, Limits
 from grader.sandbox.docker import containers
@@ -255,3 +257,32 @@ def test_new_early_files_replace_a_shapes_idle_container(grader, mini_set, monke
     assert (out.stdout, out.durations["warm"]) == (b"new", 1.0)
     grader.sandbox.busy_containers()
     assert started == [b"new"]  # only the refill
+
+
+def test_a_tasks_first_grade_gets_the_bytecode_its_environment_ran(grader, mini_set, monkeypatch):
+    """A task's first grade gets the supervisor's bytecode when an image of its environment
+    ran before (ship.Archives): the container (or keeper) started for it has the shape of its
+    later grades, so none is started again once its interpreter is learnt; and the run
+    imports the supervisor from that bytecode."""
+    archives = ship.Archives()
+    monkeypatch.setattr(grader, "_archives", archives)
+    first, second = mini_set.get("mini"), mini_set.get("mini-nolist")
+    assert grader.grade(first, first.gold_patch_text()).verdict is Verdict.PASS
+    image, _ = grader.images.instance_image(second)
+    assert not archives.knows(image) and archives.held()  # a new image, its environment's bytecode held
+    runs, prewarmed = [], []
+    run, prewarm = grader.sandbox.run, grader.sandbox.prewarm
+
+    def spy(spec):
+        out = run(spec)
+        runs.append((spec, out))
+        return out
+
+    monkeypatch.setattr(grader.sandbox, "run", spy)
+    monkeypatch.setattr(grader.sandbox, "prewarm", lambda spec: prewarmed.append(spec) or prewarm(spec))
+    assert grader.grade(second, second.gold_patch_text()).verdict is Verdict.PASS
+    ((spec, out),) = runs
+    report = json.loads(out.stdout)
+    assert report["bytecode"]["loaded"] is True and "compiled" not in report, report["bytecode"]
+    assert archives.knows(image) and archives.for_image(image) in spec.early_files.values()
+    assert prewarmed == []  # no container of another archive started for its next grade

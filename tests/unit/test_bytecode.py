@@ -154,6 +154,22 @@ def test_archives_ship_the_bytecode_to_the_images_known_to_run_its_interpreter(t
     assert archives.knows("img-c") and archives.for_image("img-c") == ship.archive()
 
 
+def test_an_image_of_a_known_environment_gets_the_bytecode_before_its_first_run(tmp_path):
+    """A task's first grade gets the archive its later grades get (its container's or
+    keeper's shape): the interpreter is its environment image's. A task whose image runs
+    another keeps its own, and does not change the environment's."""
+    archives = ship.Archives()
+    archives.learn("img-a", {"bytecode": {"magic": MAGIC, "loaded": False}, "compiled": _compiled(tmp_path)}, "env-1")
+    with_bytecode = archives.for_image("img-a")
+    assert with_bytecode != ship.archive()
+    assert archives.for_image("img-b", "env-1") == with_bytecode and not archives.knows("img-b")
+    assert archives.for_image("img-b") == archives.for_image("img-b", "env-2") == ship.archive()
+    # img-c, of env-1, reports another interpreter: its own answer wins, for it alone
+    archives.learn("img-c", {"bytecode": {"magic": "0a0d0d0a", "loaded": False}}, "env-1")
+    assert archives.for_image("img-c", "env-1") == ship.archive()
+    assert archives.for_image("img-d", "env-1") == with_bytecode
+
+
 def test_archives_keep_nothing_of_a_refused_report(tmp_path):
     archives = ship.Archives()
     archives.learn("img-a", {"bytecode": {"magic": MAGIC}, "compiled": "not base64!"})

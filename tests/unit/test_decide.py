@@ -151,10 +151,12 @@ class StubImages:
 
     def __init__(self, cache: Path, fault: Exception | None = None):
         self.cache, self.fault = cache, fault
+        self.env_of: dict[str, str] = {}
 
     def instance_image(self, task, *, build=True, log=None, task_hash=None):
         if self.fault is not None:
             raise self.fault
+        self.env_of[IMAGE] = "sha256:env"
         return IMAGE, prepare(task, self.cache, task_hash)
 
 
