@@ -355,7 +355,9 @@ def test_keepers_share_a_network_lane_that_no_run_is_in(grader, mini_set):
         assert len(modes) == 1 and next(iter(modes)).startswith("container:")  # one lane for both
         holder_pid = api.inspect_container(next(iter(modes)).split(":", 1)[1])["State"]["Pid"]
         lane = os.stat(f"/proc/{holder_pid}/ns/net").st_ino
-        assert len(set(seen)) == 4 and lane not in seen  # a namespace of each run's own, never the lane
+        # a namespace of each run's own, never the lane (a freed namespace's inode number may
+        # be given to the next one, so the runs' numbers need not differ from each other)
+        assert lane not in seen
         # the lane's holder gone (removed by someone, dockerd restarted): a new keeper gets a new lane
         api.remove_container(next(iter(modes)).split(":", 1)[1], force=True)
         spec = ContainerSpec(image=image, command=["true"], workdir="/work/repo", labels={"grader.task": "c"})
