@@ -24,7 +24,8 @@ import socket
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import docker.errors
 import requests.exceptions
@@ -36,6 +37,8 @@ from grader.sandbox.docker.delivery import MAGIC, Stdin, bundle
 from grader.sandbox.docker.engine import DockerEngine
 from grader.sandbox.docker.lanes import Lane, Lanes
 from grader.sandbox.docker.memory import MemoryWatch
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -297,16 +300,21 @@ class DockerSandbox(Sandbox):
 
     def _start_new(self, spec: ContainerSpec, *, for_run: bool = False) -> Warm:
         """Create and start a container that idles until its run's files arrive, and give
-        it its shape's early files (the stream stays open for the run's). With lanes, it
-        joins one: for a run about to be given it (`for_run`), a lane no run is in, taken
-        for that run; else any (lanes.py). When the lane's holder is gone (someone removed
-        it, dockerd restarted), the lane is retired and the start tried once more in another."""
+        it its shape's early files (the stream stays open for the run's), in a lane
+        (`_in_lane`)."""
+        return self._in_lane(spec.image, lambda lane: self._start_in(spec, lane), for_run=for_run)
+
+    def _in_lane(self, image: str, start: Callable[[Lane | None], _T], *, for_run: bool = False) -> _T:
+        """`start(lane)` of a container. With lanes, it joins one: for a run about to be
+        given it (`for_run`), a lane no run is in, taken for that run; else any (lanes.py).
+        When the lane's holder is gone (someone removed it, dockerd restarted), the lane is
+        retired and the start tried once more in another."""
         for attempt in (1, 2):
             lane = None
             if self._lanes is not None:
-                lane = self._lanes.take_free(spec.image) if for_run else self._lanes.for_idle(spec.image)
+                lane = self._lanes.take_free(image) if for_run else self._lanes.for_idle(image)
             try:
-                return self._start_in(spec, lane)
+                return start(lane)
             except Exception as exc:
                 if lane is None or self._lanes is None:
                     raise

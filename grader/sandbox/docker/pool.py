@@ -235,16 +235,7 @@ class PoolSandbox(DockerSandbox):
         """A keeper for the shape, in the sandbox's network lane (all its keepers share one:
         no run uses it, each makes a namespace of its own). When the lane's holder is gone,
         the lane is retired and the start tried once more in another."""
-        for attempt in (1, 2):
-            lane = self._lanes.for_idle(spec.image) if self._lanes is not None else None
-            try:
-                return self._start_keeper_in(spec, lane)
-            except SandboxError:
-                if lane is None or self._lanes is None or attempt == 2 or self._lanes.holder_alive(lane):
-                    raise
-                self._lanes.retire(lane)
-                self._sweep_lanes()
-        raise AssertionError("unreachable")
+        return self._in_lane(spec.image, lambda lane: self._start_keeper_in(spec, lane))
 
     def _start_keeper_in(self, spec: ContainerSpec, lane: Lane | None) -> Keeper:
         self._check_engine()
