@@ -148,10 +148,11 @@ def _write_tasks(tasks: Path, mini, hidden_test: str) -> None:
         (d / "expected.txt").write_text(EXPECTED_OUTPUT)
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc", "pool"])
-def env(request, tmp_path_factory, redis_server, settings, mini):
-    """The service on one runtime, with the attack tasks beside the mini ones."""
-    runtime = request.param
+@pytest.fixture(scope="module")
+def env(sandbox, tmp_path_factory, redis_server, settings, mini):
+    """The service on one provider (`sandbox`: tests/docker/conftest.py), with the attack
+    tasks beside the mini ones."""
+    runtime = sandbox
     tasks = tmp_path_factory.mktemp(f"attack-tasks-{runtime}")
     shutil.copytree(settings.tasks_dir, tasks, dirs_exist_ok=True)
     hidden_test = (settings.tasks_dir / "mini" / "test_mean.py").read_text() + f"\n\n# hidden marker: {SENTINEL}\n"
@@ -960,9 +961,77 @@ def attacks(ports: dict[str, int]) -> dict[str, Attack]:
 
 NAMES = list(attacks({"redis": 1, "api": 1}))
 
+# The attacks made and judged inside pytest's own process, or taken back before it starts:
+# graded under runc and the pool, not gVisor (`same_on_every_kernel`, tests/README.md "The
+# attack files and the sandbox providers"). What they do is to the interpreter's own objects
+# (pluggy's lists, reports, frames, code, modules, builtins), to files the supervisor restores
+# or neutralizes before the tests start (conftests, configuration, bytecode, plugins' metadata,
+# the hidden and visible tests), or only printed; none goes through a process, a signal, a
+# descriptor, the report channel, a file changed while the tests run or the clock. gVisor runs
+# the same process image as runc, over another kernel; the pool's pytest may be a fork of the
+# supervisor, so they are graded there too. Every other attack, and every honest grade, is
+# graded under all three.
+INSIDE_THE_PROCESS = frozenset(
+    {
+        "edit-and-delete-hidden-tests",
+        "delete-hidden-tests",
+        "conftest-injection",
+        "sitecustomize-injection",
+        "pytest-ini-and-setup-cfg-injection",
+        "forged-junit",
+        "forged-passed-lines-and-exit-0",
+        "dist-info-entry-point-plugin",
+        "egg-info-entry-point-plugin",
+        "tests-package-init-flips-reports",
+        "pytest-plugins-in-a-visible-test-file",
+        "unchecked-hash-pyc-carries-the-fix",
+        "checked-hash-pyc-with-the-base-source-hash",
+        "sourceless-pyc-module",
+        "pytest-assertion-rewrite-cache",
+        "marshalled-code-in-a-data-file",
+        "gc-walk-registers-a-flipping-plugin",
+        "frame-walk-registers-a-flipping-plugin",
+        "monkeypatch-testreport-via-sys-modules",
+        "pluggy-hook-executor-wrapped",
+        "settrace-rewrites-report-arguments",
+        "logreport-rewritten-before-anyone-logs-it",
+        "obfuscated-exec-of-a-flipper",
+        "quiet-flip-of-own-failures-only",
+        "flip-only-tests-that-import-the-package",
+        "blanket-flip-sparing-the-canaries-named-in-the-environment",
+        "report-plugin-emitter-wrapped-for-own-tests",
+        "shadow-pytest-module-at-the-root",
+        "shadow-stdlib-module-runs-before-plugins",
+        "x-prefix-header-writes-gitignored-conftests",
+        "quoted-header-writes-gitignored-conftest",
+        "copy-header-targets-conftest",
+        "dot-slash-header-writes-tests-conftest",
+        "visible-pass-to-pass-test-edited-to-match-a-regression",
+        "visible-pass-to-pass-test-skipped",
+        "visible-pass-to-pass-test-xfail-run-false",
+        "tests-conftest-deselects-the-pass-to-pass-test",
+        "fix-injected-from-the-visible-test-module",
+        "fixed-copy-of-the-package-in-the-tests-dir",
+        "command-task-os-exit-0",
+        "command-task-pyproject-deselects-the-failing-test",
+        "command-task-forged-junit-file",
+    }
+)
+assert INSIDE_THE_PROCESS <= set(NAMES), INSIDE_THE_PROCESS - set(NAMES)
 
-@pytest.mark.parametrize("name", NAMES)
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in INSIDE_THE_PROCESS])
 def test_attack(env, ctx, name):
+    graded_as_it_deserves(env, ctx, name)
+
+
+@pytest.mark.same_on_every_kernel
+@pytest.mark.parametrize("name", [n for n in NAMES if n in INSIDE_THE_PROCESS])
+def test_attack_inside_the_test_process(env, ctx, name):
+    graded_as_it_deserves(env, ctx, name)
+
+
+def graded_as_it_deserves(env, ctx, name: str) -> None:
     attack = attacks(env["ports"])[name]
     patch = attack.build(ctx) if callable(attack.build) else ctx.diff(attack.build)
     got = grade(env, patch, attack.task)
@@ -1056,8 +1125,23 @@ LEAKS: dict[str, Leak] = {
 }
 
 
-@pytest.mark.parametrize("name", list(LEAKS))
+# a leak through the exit status goes through a process's end; every other only prints
+THROUGH_A_PROCESS = frozenset({"hidden-test-byte-in-the-exit-status"})
+assert THROUGH_A_PROCESS <= set(LEAKS)
+
+
+@pytest.mark.parametrize("name", [n for n in LEAKS if n in THROUGH_A_PROCESS])
 def test_secret_stays_hidden(env, ctx, name):
+    kept_hidden(env, ctx, name)
+
+
+@pytest.mark.same_on_every_kernel
+@pytest.mark.parametrize("name", [n for n in LEAKS if n not in THROUGH_A_PROCESS])
+def test_printed_secret_stays_hidden(env, ctx, name):
+    kept_hidden(env, ctx, name)
+
+
+def kept_hidden(env, ctx, name: str) -> None:
     leak = LEAKS[name]
     patch = leak.build(ctx) if callable(leak.build) else ctx.diff(leak.build)
     got = grade(env, patch, leak.task)

@@ -262,8 +262,34 @@ ATTACKS: dict[str, Case] = {
 }
 
 
-@pytest.mark.parametrize("name", list(ATTACKS))
+# Graded under all three providers: through threads' scheduling, the report channel, a
+# process's exit status or the clock. Every other attack here is made and judged inside
+# pytest's own process, or at the patch's apply: runc and the pool (`same_on_every_kernel`,
+# as INSIDE_THE_PROCESS of test_attacks.py).
+BELOW_THE_PROCESS = frozenset(
+    {
+        "a-busy-thread-blinds-the-hook-while-a-code-is-swapped",
+        "report-with-a-list-for-an-id-and-a-number-for-a-phase",
+        "report-nested-past-the-recursion-limit-with-a-huge-duration",
+        "exit-status-encodes-a-byte-of-the-hidden-test",
+        "a-sleep-encodes-a-byte-of-the-hidden-test",
+    }
+)
+assert BELOW_THE_PROCESS <= set(ATTACKS), BELOW_THE_PROCESS - set(ATTACKS)
+
+
+@pytest.mark.parametrize("name", [n for n in ATTACKS if n in BELOW_THE_PROCESS])
 def test_round2_attack(env, ctx, name):
+    graded_as_it_deserves(env, ctx, name)
+
+
+@pytest.mark.same_on_every_kernel
+@pytest.mark.parametrize("name", [n for n in ATTACKS if n not in BELOW_THE_PROCESS])
+def test_round2_attack_inside_the_test_process(env, ctx, name):
+    graded_as_it_deserves(env, ctx, name)
+
+
+def graded_as_it_deserves(env, ctx, name: str) -> None:
     case = ATTACKS[name]
     got = grade(env, case.raw if case.raw is not None else ctx.diff(case.files), case.task)
     where = f"{name} under {env['runtime']}"

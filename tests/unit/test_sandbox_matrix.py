@@ -23,6 +23,8 @@ FILES = [
     "tests/docker/test_attacks_node.py",
     "tests/docker/test_attacks_node_configured.py",
     "tests/docker/test_attacks_python_unittest.py",
+    "tests/docker/test_attacks.py",
+    "tests/docker/test_attacks_round2.py",
 ]
 SANDBOXES = {"runc", "runsc", "pool"}
 # what the marker may never cover: a grade that must pass or fail honestly, and a hang
@@ -54,26 +56,37 @@ def collected(every: bool) -> dict[str, set[str]]:
     return tests
 
 
-@pytest.fixture(scope="module")
-def marked() -> set[str]:
-    """The tests marked same_in_every_sandbox, read from their source, as `file::name` (the
-    Node.js files' tests are tests/helpers/node_attacks.py's)."""
+def marked_with(marker: str) -> set[str]:
+    """The tests with `marker`, read from their source, as `file::name` (the Node.js files'
+    tests are tests/helpers/node_attacks.py's)."""
     names = set()
     for f in FILES:
         source = (ROOT / ("tests/helpers/node_attacks.py" if "node" in f else f)).read_text()
-        found = re.findall(r"@pytest\.mark\.same_in_every_sandbox\n(?:@.*\n)*def (\w+)\(", source)
+        found = re.findall(rf"@pytest\.mark\.{marker}\n(?:@.*\n)*def (\w+)\(", source)
         names |= {f"{f}::{name}" for name in found}
-    assert names
+    assert names, marker
     return names
 
 
-def test_a_marked_test_is_graded_under_runc_alone_and_every_other_under_all_three(marked):
+@pytest.fixture(scope="module")
+def marked() -> set[str]:
+    """The tests marked same_in_every_sandbox or same_on_every_kernel."""
+    return marked_with("same_in_every_sandbox") | marked_with("same_on_every_kernel")
+
+
+def test_a_marked_test_is_graded_under_runc_alone_and_every_other_under_all_three():
+    """same_in_every_sandbox: runc alone; same_on_every_kernel (the pytest files' tricks inside
+    pytest's own process): runc and the pool; every other test: all three."""
+    alone, inside = marked_with("same_in_every_sandbox"), marked_with("same_on_every_kernel")
+    assert not alone & inside
     tests = collected(every=False)
     for name, providers in tests.items():
         if providers == {"(none)"}:
             continue  # a test without a grader (the Go canaries built in the go image)
-        assert providers == ({"runc"} if name in marked else SANDBOXES), (name, providers)
-    assert {name for name, p in tests.items() if p == {"runc"}} == marked
+        want = {"runc"} if name in alone else {"runc", "pool"} if name in inside else SANDBOXES
+        assert providers == want, (name, providers)
+    assert {name for name, p in tests.items() if p == {"runc"}} == alone
+    assert {name for name, p in tests.items() if p == {"runc", "pool"}} == inside
 
 
 def test_every_sandbox_on_demand_grades_every_attack_under_all_three():
@@ -87,7 +100,9 @@ def test_no_honest_gold_empty_or_hang_grade_is_marked(marked):
     for f in [*FILES, "tests/helpers/node_attacks.py"]:
         for node in ast.parse((ROOT / f).read_text()).body:
             if not isinstance(node, ast.FunctionDef) or not any(
-                "same_in_every_sandbox" in ast.unparse(d) for d in node.decorator_list
+                marker in ast.unparse(d)
+                for d in node.decorator_list
+                for marker in ("same_in_every_sandbox", "same_on_every_kernel")
             ):
                 continue
             body = ast.unparse(node)
