@@ -137,13 +137,21 @@ class Archives:
             with self._lock:
                 self._bytecode.setdefault(magic, built)
         with self._lock:
-            while len(self._magic) >= IMAGES_KEPT:
-                self._magic.pop(next(iter(self._magic)))
-            self._magic[image_id] = magic
-            if env_image_id:
-                while len(self._env_magic) >= IMAGES_KEPT:
-                    self._env_magic.pop(next(iter(self._env_magic)))
-                self._env_magic.setdefault(env_image_id, magic)  # a task whose install changed it keeps its own
+            _put_bounded(self._magic, image_id, magic)
+            if env_image_id:  # a task whose install changed the interpreter keeps its own
+                _put_bounded(self._env_magic, env_image_id, magic, replace=False)
+
+
+def _put_bounded(table: dict[str, str], key: str, value: str, *, replace: bool = True) -> None:
+    """`value` under `key` (the value there kept unless `replace`), the oldest entries dropped
+    so that `table` holds at most IMAGES_KEPT."""
+    if key in table:
+        if replace:
+            table[key] = value
+        return
+    while len(table) >= IMAGES_KEPT:
+        table.pop(next(iter(table)))
+    table[key] = value
 
 
 @functools.cache

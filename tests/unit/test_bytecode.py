@@ -170,6 +170,21 @@ def test_an_image_of_a_known_environment_gets_the_bytecode_before_its_first_run(
     assert archives.for_image("img-d", "env-1") == with_bytecode
 
 
+def test_archives_remember_a_bounded_number_of_images(tmp_path, monkeypatch):
+    """The oldest images are forgotten past IMAGES_KEPT; an image reported again keeps its
+    place; an environment keeps the interpreter its first reported image ran."""
+    monkeypatch.setattr(ship, "IMAGES_KEPT", 3)
+    archives = ship.Archives()
+    archives.learn("img-0", {"bytecode": {"magic": MAGIC}, "compiled": _compiled(tmp_path)}, "env-0")
+    for i in range(1, 5):
+        archives.learn(f"img-{i}", {"bytecode": {"magic": MAGIC}}, f"env-{i}")
+    assert [archives.knows(f"img-{i}") for i in range(5)] == [False, False, True, True, True]
+    archives.learn("img-4", {"bytecode": {"magic": "0a0d0d0a"}}, "env-4")
+    assert [archives.knows(f"img-{i}") for i in range(5)] == [False, False, True, True, True]
+    assert archives.for_image("img-new", "env-4") != ship.archive()  # still the first report's
+    assert archives.for_image("img-4") == ship.archive()  # its own later report wins for it
+
+
 def test_archives_keep_nothing_of_a_refused_report(tmp_path):
     archives = ship.Archives()
     archives.learn("img-a", {"bytecode": {"magic": MAGIC}, "compiled": "not base64!"})
