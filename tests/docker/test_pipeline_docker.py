@@ -163,11 +163,6 @@ def test_sleeping_past_the_limit_is_timed_out(grader, mini, mini_set):
     assert result.durations["total"] < 20 + 10
 
 
-def test_infinite_loop_at_import_is_timed_out(grader, mini, mini_set):
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": fixed_with("while True:\n    pass")}))
-    assert result.verdict is Verdict.TIMED_OUT
-
-
 # --- ERROR: faults of the machinery, never FAIL ----------------------------------------
 
 
@@ -191,6 +186,8 @@ def test_missing_image_is_error_when_builds_are_off(settings, mini_set, tmp_path
 
 
 # --- hostile patches -------------------------------------------------------------------
+# A fork bomb and a loop that spins at import are tests/docker/test_attacks.py's, under every
+# provider: each burns its whole time limit of CPU, which the run shares with every other test.
 
 
 def test_conftest_attack_is_neutralized(grader, mini, mini_set):
@@ -288,19 +285,6 @@ def test_forged_junit_file_is_not_read(grader, mini, mini_set):
         """
     patch = mini.diff({"calc/__init__.py": fixed_with(prelude).replace("raise ValueError('empty')", "return 0")})
     assert grade(grader, mini_set, patch).verdict is Verdict.FAIL
-
-
-def test_fork_bomb_is_contained(grader, mini, mini_set):
-    prelude = """\
-        import os
-        while True:
-            try:
-                os.fork()
-            except OSError:
-                pass
-        """
-    result = grade(grader, mini_set, mini.diff({"calc/__init__.py": fixed_with(prelude)}))
-    assert result.verdict in (Verdict.TIMED_OUT, Verdict.FAIL)
 
 
 def test_memory_hog_is_contained(grader, mini, mini_set):
