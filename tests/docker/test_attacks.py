@@ -1,4 +1,6 @@
-"""Hostile submissions through the whole service, under runc and under gVisor.
+"""Hostile submissions through the whole service, under runc, gVisor and the pool (the
+attacks made and judged inside pytest's own process under runc and the pool alone:
+`INSIDE_THE_PROCESS` below).
 
 Each attack is its own test: it is submitted through the REST API, graded by an RQ
 worker in a real container, and must get the verdict it deserves: a patch that does not

@@ -1,7 +1,8 @@
 """Issue 18, "verdict integrity, second round": hostile submissions written against round
-one's defences, by class, through the whole service under runc and gVisor (the `env`
-fixture of tests/test_attacks.py), and honest submissions of the same shapes that must
-not be hurt.
+one's defences, by class, through the whole service under runc, gVisor and the pool (the
+`env` fixture of tests/test_attacks.py; those inside pytest's own process under runc and the
+pool alone: `BELOW_THE_PROCESS` below names the others), and honest submissions of the same
+shapes that must not be hurt.
 
 Each attack gets FAIL; where only an audit can see what it did, it says so (`audit`:
 rules that must be among the result's findings). Each honest submission gets PASS with
