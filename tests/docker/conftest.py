@@ -96,12 +96,11 @@ def pytest_generate_tests(metafunc):
     if "sandbox" not in metafunc.fixturenames:
         return
     marked = metafunc.definition.get_closest_marker
+    every = os.environ.get(EVERY_SANDBOX, "") == "1"
     providers = SANDBOXES
-    if os.environ.get(EVERY_SANDBOX, "") == "1":
-        pass
-    elif marked("same_in_every_sandbox") is not None:
+    if not every and marked("same_in_every_sandbox") is not None:
         providers = ("runc",)
-    elif marked("same_on_every_kernel") is not None:
+    elif not every and marked("same_on_every_kernel") is not None:
         providers = ("runc", "pool")  # gVisor runs the process image runc runs
     metafunc.parametrize("sandbox", providers, indirect=True, scope="module")
 
