@@ -340,6 +340,71 @@ def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
     assert rep["outcomes"] == {"test_x.py::test_ok": "passed", "test_x.py::test_bad": "failed"}
 
 
+def test_a_long_run_reaches_the_supervisor_whole_and_in_order(tmp_path):
+    """Passes are held and sent together: every record of a run longer than the hold,
+    passes, skips and failures mixed, still arrives, signed in one chain."""
+    source = (
+        "import pytest\n\n"
+        "@pytest.mark.parametrize('n', range(60))\n"
+        "def test_many(n):\n    assert n % 17 != 5\n\n"
+        "@pytest.mark.parametrize('n', range(7))\n"
+        "def test_some_skip(n):\n    if n % 3 == 0:\n        pytest.skip('no')\n"
+    )
+    code, rep = run_plugin(tmp_path, source)
+    assert code == 1 and rep["forged"] is None and rep["end"]["exit"] == 1
+    outcomes = rep["outcomes"]
+    assert len(outcomes) == 67
+    assert {t for t, o in outcomes.items() if o == "failed"} == {f"test_x.py::test_many[{n}]" for n in (5, 22, 39, 56)}
+    assert sum(o == "skipped" for o in outcomes.values()) == 3
+
+
+# Code in the test process can reach the plugin's closures (no audited event guards a
+# closure cell): what emit holds back must never be a record that counts against the run.
+_REACH_THE_HELD_RECORDS = """
+import sys
+
+def held_lists():
+    for name, mod in list(sys.modules.items()):
+        hook = getattr(mod, "pytest_runtest_logreport", None)
+        if not name.startswith("grader_report_") or hook is None:
+            continue
+        for var, cell in zip(hook.__code__.co_freevars, hook.__closure__):
+            if var == "emit":
+                emit = cell.cell_contents
+                for inner, c in zip(emit.__code__.co_freevars, emit.__closure__):
+                    if isinstance(c.cell_contents, list) and inner != "chain":
+                        yield c.cell_contents
+"""
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        # the held records emptied, then the run goes on to its end
+        "    for held in helper.held_lists():\n        held.clear()\n",
+        # the held records emptied and the process gone before its end
+        "    for held in helper.held_lists():\n        held.clear()\n    import os\n    os._exit(0)\n",
+        # the process gone with records held
+        "    import os\n    os._exit(0)\n",
+    ],
+    ids=["emptied", "emptied-then-exit", "exit"],
+)
+def test_a_failure_is_never_held_where_the_test_process_can_drop_it(tmp_path, after):
+    source = (
+        "import helper\n\n"
+        "def test_a_pass():\n    pass\n\n"
+        "def test_fails():\n    assert 0\n\n"
+        "def test_b_pass():\n    pass\n\n"
+        f"def test_then():\n{after}"
+    )
+    _, rep = run_plugin(tmp_path, source, extra=_REACH_THE_HELD_RECORDS)
+    assert rep["outcomes"]["test_x.py::test_fails"] == "failed"  # it left the process as it was made
+    if "_exit" in after:
+        assert rep["forged"] is None and rep["end"] is None  # a session with no end: the run cannot pass
+    else:
+        assert rep["forged"]  # records dropped from the chain's middle: the next one's signature shows it
+
+
 @pytest.mark.parametrize(
     "how, said",
     [
