@@ -415,6 +415,8 @@ def test_a_failure_is_never_held_where_the_test_process_can_drop_it(tmp_path, af
             "_pytest.reports.TestReport.from_item_and_call was replaced",
         ),
         ("import gc\nobjs = gc.get_objects()\n", "gc.get_objects called from helper.py"),
+        # the plugin reads code identity through gc.get_referents in its own name
+        ("import gc, pytest\nheld = gc.get_referents(pytest.raises)\n", "gc.get_referents called from helper.py"),
         ("import sys\nsys.settrace(lambda *a: None)\nsys.settrace(None)\n", "sys.settrace called from helper.py"),
         (
             "import marshal\nexec(marshal.loads(marshal.dumps(compile('x = 1', '<m>', 'exec'))))\n",
@@ -718,6 +720,103 @@ def test_a_hook_changed_in_any_test_of_a_long_run_is_named(tmp_path, how):
     )
     code, rep = run_plugin(tmp_path, source, extra=how)
     assert any("hook from helper.py was registered" in what for what in rep["integrity"]), rep["integrity"]
+
+
+_REACH_THE_BUSY_SET = """
+import sys, types, _thread
+
+def plugin_busy():
+    todo = [f for n, m in list(sys.modules.items()) if n.startswith("grader_report_") for f in vars(m).values()]
+    seen = set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen or not callable(f):
+            continue
+        seen.add(id(f))
+        code = getattr(f, "__code__", None)
+        for var, cell in zip(getattr(code, "co_freevars", ()), getattr(f, "__closure__", None) or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if var == "busy" and isinstance(v, set):
+                return v
+            todo.extend(vars(v).values() if isinstance(v, types.SimpleNamespace) else [v])
+    raise LookupError("no busy set")
+"""
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [
+        # a module's function replaced for one test and put back: no audit event for it
+        (
+            "import _pytest.runner as r\nkept = r.call_and_report\n"
+            "def mine(*a, **k):\n    return kept(*a, **k)\n"
+            "def install(n):\n    r.call_and_report = mine if n == 5 else kept\n",
+            "_pytest.runner.call_and_report was replaced",
+        ),
+        # a property's getter swapped in place (property.__init__ again, no audit event)
+        (
+            "from _pytest.reports import BaseReport\nprop = BaseReport.__dict__['passed']\n"
+            "kept = prop.fget\ndef mine(self):\n    return kept(self)\n"
+            "def install(n):\n    prop.__init__(mine if n == 9 else kept)\n",
+            "the code of _pytest.reports.BaseReport.passed was replaced",
+        ),
+        # a classmethod's function swapped in place, in the last test
+        (
+            "from _pytest.reports import TestReport\ncm = TestReport.__dict__['from_item_and_call']\n"
+            "kept = cm.__func__\ndef mine(cls, item, call):\n    return kept(cls, item, call)\n"
+            "def install(n):\n    if n == 19:\n        cm.__init__(mine)\n",
+            "the code of _pytest.reports.TestReport.from_item_and_call was replaced",
+        ),
+        # its code swapped for one test, with the plugin's own audit hook muted for this
+        # thread (the plugin's set of busy threads, reached through closures), and put
+        # back: only the code's identity, read after the test, sees it
+        (
+            _REACH_THE_BUSY_SET + "import _pytest.runner as r\nfn = r.call_and_report\nkept = fn.__code__\n"
+            "def install(n):\n    plugin_busy().add(_thread.get_ident())\n"
+            "    fn.__code__ = kept.replace() if n == 7 else kept  # a copy: the run goes on as it was\n",
+            "the code of _pytest.runner.call_and_report was replaced",
+        ),
+        # the same, on a hook pytest calls around every test (a method of a plugin object)
+        (
+            _REACH_THE_BUSY_SET + "from _pytest.capture import CaptureManager\n"
+            "fn = CaptureManager.pytest_runtest_call\nkept = fn.__code__\n"
+            "def install(n):\n    plugin_busy().add(_thread.get_ident())\n"
+            "    fn.__code__ = kept.replace() if n == 11 else kept\n",
+            "the code of a pytest_runtest_call hook was replaced",
+        ),
+    ],
+    ids=[
+        "module-function-for-one-test",
+        "property-getter-in-place",
+        "classmethod-function-in-place",
+        "code-muted",
+        "hook-code-muted",
+    ],
+)
+def test_a_report_path_function_or_hook_changed_in_any_test_of_a_long_run_is_named(tmp_path, how, said):
+    source = (
+        "import helper\n\nimport pytest\n\n@pytest.fixture(autouse=True)\ndef _x(request):\n"
+        "    helper.install(int(request.node.name.split('_')[1]))\n\n"
+        + "".join(f"def test_{n}():\n    pass\n\n" for n in range(20))
+    )
+    code, rep = run_plugin(tmp_path, source, extra=how)
+    assert any(said in what for what in rep["integrity"]), rep["integrity"]
+
+
+def test_a_long_honest_run_says_nothing(tmp_path):
+    """Honest: twenty tests, fixtures, a failure, a skip and pytest.raises: no record."""
+    source = (
+        "import pytest\n\n@pytest.fixture(autouse=True)\ndef _x(monkeypatch):\n"
+        "    monkeypatch.setenv('X', '1')\n\n"
+        + "".join(f"def test_{n}():\n    with pytest.raises(ZeroDivisionError):\n        1 / 0\n\n" for n in range(18))
+        + "def test_fails():\n    assert 0\n\ndef test_skips():\n    pytest.skip('no')\n"
+    )
+    code, rep = run_plugin(tmp_path, source)
+    assert code == 1 and rep["integrity"] == [] and rep["forged"] is None, rep["integrity"]
+    assert sum(1 for o in rep["outcomes"].values() if o == "passed") == 18, rep["outcomes"]
 
 
 def test_a_hook_the_tasks_own_test_code_registers_is_not_named(tmp_path):
