@@ -333,6 +333,58 @@ def run_plugin(tmp_path, test_source: str, settings: dict | None = None, extra: 
     return proc.wait(), channel.read_report(data, key)
 
 
+# the submission's code: threads that read frames (each line a finding of its own, said
+# from that thread) while the main thread runs the tests, the interpreter switching
+# threads every microsecond so that the plugin's records are made at the same moments
+_THREADS_THAT_READ_FRAMES = (
+    "import sys, threading, time\n"
+    "sys.setswitchinterval(1e-6)\n"
+    "def reader(k):\n"
+    "    for _ in range(200):\n"
+    + "".join(f"        sys._current_frames()  # {n}\n" for n in range(30))
+    + "        time.sleep(0.0002)\n"
+    "for k in range(4):\n"
+    "    threading.Thread(target=reader, args=(k,), daemon=True).start()\n"
+)
+
+
+def test_records_made_by_several_threads_at_once_stay_one_signed_chain(tmp_path):
+    """Honest: the submission's threads read frames while the tests run (a sampling
+    profiler's habit). Their findings are said from their threads, at the moments the main
+    thread says its tests' records: every record arrives whole, in one chain, and no test
+    is lost."""
+    source = "import helper\nimport time\n\n" + "".join(
+        f"def test_{n}():\n    time.sleep(0.0005)\n\n" for n in range(150)
+    )
+    code, rep = run_plugin(tmp_path, source, settings={"changed": ["helper.py"]}, extra=_THREADS_THAT_READ_FRAMES)
+    assert rep["forged"] is None, rep["forged"]
+    assert code == 0 and rep["end"]["exit"] == 0 and rep["integrity"] == [], rep["integrity"]
+    assert len(rep["outcomes"]) == 150 and set(rep["outcomes"].values()) == {"passed"}
+    assert any("a frame read at helper.py" in f for f in rep["findings"]), rep["findings"]
+
+
+def test_a_forked_child_says_nothing_in_its_parents_session(tmp_path):
+    """Honest: a test forks a worker (multiprocessing's habit on Linux) whose code, the
+    submission's, reads a frame. The child inherits the plugin and its channel; a record
+    from it would be a second link after the parent's last one. It says nothing; the
+    parent's chain is whole, and the parent's own reads are still findings."""
+    helper = "import sys\n\ndef read():\n    return sys._getframe().f_lineno\n"
+    source = (
+        "import os\n\nimport helper\n\n"
+        "def test_forks():\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        helper.read()\n"
+        "        os._exit(0)\n"
+        "    assert os.waitpid(pid, 0)[1] == 0\n\n"
+        "def test_after():\n    assert helper.read() > 0\n"
+    )
+    code, rep = run_plugin(tmp_path, source, settings={"changed": ["helper.py"]}, extra=helper)
+    assert rep["forged"] is None, rep["forged"]
+    assert code == 0 and rep["outcomes"] == {"test_x.py::test_forks": "passed", "test_x.py::test_after": "passed"}
+    assert any("a frame read at helper.py" in f for f in rep["findings"]), rep["findings"]
+
+
 def test_the_plugin_signs_what_the_supervisor_checks(tmp_path):
     code, rep = run_plugin(tmp_path, "def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
     assert code == 1

@@ -94,18 +94,29 @@ def _channel() -> tuple[Emit, dict[str, Any]]:
     # at most the passes held (feedback, never a verdict: its session has no end).
     held: list[bytes] = []
     most = HELD  # read once: the module's name can be rebound, this cannot
+    # One record at a time, whichever thread says it: a finding is said from the thread
+    # whose audited call made it (a submission's sampling thread reading frames) while the
+    # main thread says its tests', and each link of the chain must be made, held and
+    # written in the order the reader checks it. Reentrant: a signal handler that makes a
+    # record in the middle of one can break the chain (so the run is called tampered),
+    # never hang it. A forked child's records are not its parent's session: it says none.
+    turn = _thread.RLock()
+    pid = os.getpid()
 
     def emit(record: dict[str, Any]) -> None:
-        line = encode(dict(record, s=session)).encode()
-        mac = digest(key, chain[0] + line, sha256).hex().encode()
-        chain[0] = mac
-        held.append(line + b"\t" + mac + b"\n")
-        if record.get("t") == "test" and record.get("outcome") in ("passed", "skipped") and len(held) < most:
+        if os.getpid() != pid:
             return
-        data = b"".join(held)
-        held.clear()
-        while data:
-            data = data[os.write(report_fd, data) :]
+        with turn:
+            line = encode(dict(record, s=session)).encode()
+            mac = digest(key, chain[0] + line, sha256).hex().encode()
+            chain[0] = mac
+            held.append(line + b"\t" + mac + b"\n")
+            if record.get("t") == "test" and record.get("outcome") in ("passed", "skipped") and len(held) < most:
+                return
+            data = b"".join(held)
+            held.clear()
+            while data:
+                data = data[os.write(report_fd, data) :]
 
     return emit, settings
 
