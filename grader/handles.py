@@ -17,7 +17,6 @@ from rq import Queue
 from rq.job import Job
 from rq.queue import EnqueueData
 
-from grader.combined import Combined
 from grader.config import DEFAULT_TIMEOUT, Settings, get_settings
 from grader.errors import StoreError, TaskError, TaskNotFound
 from grader.store.db import Database
@@ -67,7 +66,6 @@ class Handles:
         self._queues: dict[str | None, Queue] = {None: self.queue}
         self._tasks = tasks
         self._loading = threading.Lock()
-        self._sending: Combined[tuple[str, str | None, str]] = Combined(self._send)
 
     @property
     def tasks(self) -> TaskSet:
@@ -203,16 +201,7 @@ class Handles:
 
     def enqueue_many(self, items: Sequence[tuple[str, str | None, str]]) -> None:
         """(submission id, job id, task id) each, each to its environment's queue in input
-        order. Calls that threads of this process make at once go to Redis together: the
-        first sends its own, and whatever the others brought while it did goes in the next
-        one pipeline (a shared write's group of POSTs is answered at one moment, and each
-        would otherwise pay Redis a round trip of its own). Raises StoreError if Redis
-        fails; then none of the batch it was sent in may be queued, and the reconciler
-        enqueues what the database holds as queued with no job."""
-        self._sending(list(items))
-
-    def _send(self, items: Sequence[tuple[str, str | None, str]]) -> None:
-        """One pipeline per 500."""
+        order; one round trip per 500."""
         try:
             data = [
                 (

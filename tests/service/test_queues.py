@@ -6,14 +6,11 @@ refuses: PATCH FAILED by a worker without a container."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 
 import pytest
 from rq import SimpleWorker
 
-from grader.errors import StoreError
 from grader.handles import UNVERIFIED_KEY, grade_queue_name, host
 from grader.workers import ready_environments
 from helpers import ROOT
@@ -53,57 +50,6 @@ def test_a_batch_keeps_its_order_within_each_environment(api, svc):
     ids = [item["id"] for item in r.json["items"]]
     assert [j.args[0] for j in svc.grade_queue("c").get_jobs()] == [ids[0], ids[1], ids[3]]
     assert [j.args[0] for j in svc.grade_queue("go-1.24").get_jobs()] == [ids[2]]
-
-
-def at_once(n: int, call: Callable[[int], None]) -> list[BaseException | None]:
-    """`call(k)` in n threads started together; each one's exception, or None."""
-    start = threading.Barrier(n)
-    told: list[BaseException | None] = [None] * n
-
-    def run(k: int) -> None:
-        start.wait(10)
-        try:
-            call(k)
-        except BaseException as exc:  # noqa: BLE001 - each caller's outcome is what is tested
-            told[k] = exc
-
-    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a caller was left waiting"
-    return told
-
-
-def test_enqueues_made_by_many_threads_at_once_are_each_queued_once_in_order(svc):
-    """The enqueues of a process's threads go to Redis together (grader/combined.py): every
-    job still lands once, on its environment's queue, each caller's in its order."""
-    tasks = ["c-median-even", "go-median-even", "py39-median-even"]
-
-    def post(k: int) -> None:
-        for n in range(5):
-            svc.enqueue_many([(f"s-{k}-{n}-{i}", f"j-{k}-{n}-{i}", tasks[(k + i) % 3]) for i in range(3)])
-
-    assert at_once(16, post) == [None] * 16
-    queued = {env: [j.id for j in svc.grade_queue(env).get_jobs()] for env in ("c", "go-1.24", "python-3.9")}
-    every = [j for ids in queued.values() for j in ids]
-    assert len(every) == len(set(every)) == 16 * 5 * 3
-    for env, ids in queued.items():
-        for k in range(16):  # one caller's jobs of an environment, in the order it sent them
-            mine = [j for j in ids if j.startswith(f"j-{k}-")]
-            assert mine == sorted(mine, key=lambda j: tuple(int(x) for x in j.split("-")[2:])), (env, mine)
-
-
-def test_enqueues_made_at_once_to_a_redis_that_is_away_each_raise(database_url):
-    """Redis away: every caller of a combined enqueue is told (StoreError, so that intake
-    leaves it to the reconciler), and none is left waiting."""
-    away = make_service(database_url, "redis://127.0.0.1:9/0", tasks_dir=LANGUAGES)
-    try:
-        told = at_once(8, lambda k: away.enqueue_many([(f"s-{k}", f"j-{k}", "c-median-even")]))
-    finally:
-        away.close()
-    assert all(isinstance(e, StoreError) for e in told), told
 
 
 def test_a_grade_of_a_task_no_longer_served_goes_where_every_worker_looks(svc):
