@@ -365,6 +365,30 @@ HONEST: dict[str, Case] = {
         },
         P,
     ),
+    # 2: a worker forked while the tests run (multiprocessing's habit on Linux) whose code
+    # reads a frame: the child inherits the plugin and its channel, and says nothing in the
+    # parent's session (a record from it would break the parent's chain)
+    "fix-that-forks-a-worker-that-reads-a-frame": Case(
+        "2",
+        {
+            "calc/__init__.py": code(
+                """
+                import os
+                import sys
+
+
+                def _in_a_fork():
+                    pid = os.fork()
+                    if pid == 0:
+                        sys._getframe()
+                        os._exit(0)
+                    os.waitpid(pid, 0)
+                """,
+                FIXED.replace("    return sum(xs) / len(xs)", "    _in_a_fork()\n    return sum(xs) / len(xs)"),
+            )
+        },
+        P,
+    ),
     # 2: a function whose code it swaps itself (a fast path chosen at import)
     "fix-that-swaps-its-own-functions-code": Case(
         "2",
