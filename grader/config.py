@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         description="a worker starts a container for the task of the next job in its queue while it grades "
         "(a suite of many tasks otherwise starts each grade's container cold)",
     )
+    affinity: bool = Field(
+        True,
+        description="a worker takes, from the first jobs of its next queue, one whose task's container (or keeper) "
+        "it holds idle before the head, each head passed over at most a few times (grader/jobs.py: take_warm)",
+    )
     network_lanes: bool = Field(
         True,
         description="a worker's grading containers join network namespaces it made once, one run in each at a "

@@ -188,6 +188,23 @@ class Grader:
         self.sandbox.prewarm(shape)
         return True
 
+    def is_warm(self, task: Task) -> bool:
+        """Whether a container (or keeper) of `task`'s runs is idle here or being started, by
+        what this grader already knows: no engine call, no sandbox made (a worker asks it of
+        each job it may take next: jobs.take_warm)."""
+        if self._sandbox is None:
+            return False
+        now = time.monotonic()
+        # by the task's id, not its definition's hash (which reads every file it references):
+        # a hint for the order of work, never for what grades it
+        images = {hit[1] for (tid, _), hit in list(self._images.items()) if tid == task.id and hit[0] > now}
+        return any(
+            self._sandbox.is_warm(
+                container_shape(task, image_id, self._archives.for_image(image_id, self.images.env_of.get(image_id)))
+            )
+            for image_id in images
+        )
+
     def _instance_image(self, task: Task, task_hash: str, *, build: bool = True) -> tuple[str, PreparedTask]:
         """images.instance_image, or its answer for this task within the last IMAGE_TTL seconds."""
         key, now = (task.id, task_hash), time.monotonic()

@@ -25,12 +25,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rq import SimpleWorker
+from rq import Queue, SimpleWorker
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
 from rq.worker import DequeueStrategy
 
 from grader import jobs
@@ -39,9 +41,52 @@ from grader.errors import GraderError, StoreError
 from grader.handles import DOCKER_KEY, UNVERIFIED_KEY, Handles, host, host_name
 
 if TYPE_CHECKING:
+    from redis import Redis
+
     from grader.images import Images
 
 log = logging.getLogger(__name__)
+
+
+class _WarmFirst(Queue):
+    """RQ's queue, whose worker first looks for a job it holds the container of
+    (jobs.take_warm), then pops the head as RQ does."""
+
+    @classmethod
+    def dequeue_any(
+        cls,
+        queues: Iterable[Queue],
+        timeout: int | None,
+        connection: Redis,
+        job_class: type[Job] | None = None,
+        serializer: Any = None,
+        death_penalty_class: Any = None,
+    ) -> tuple[Job, Queue] | None:
+        queues = list(queues)
+        try:
+            taken = jobs.take_warm(queues, connection)
+            if taken is not None:
+                job_id, queue = taken
+                job = (job_class or Job).fetch(job_id, connection=connection, serializer=serializer)
+                return job, cls.from_queue_key(
+                    queue.key,
+                    connection=connection,
+                    job_class=job_class,
+                    serializer=serializer,
+                    death_penalty_class=death_penalty_class,
+                )
+        except NoSuchJobError:
+            pass  # taken off its queue and gone since, as RQ's own pop passes over one
+        except Exception as exc:  # noqa: BLE001 - the order of work is a hint: RQ's pop below
+            log.debug("looking for a job whose container is warm: %s", exc)
+        return super().dequeue_any(
+            queues,
+            timeout,
+            connection=connection,
+            job_class=job_class,
+            serializer=serializer,
+            death_penalty_class=death_penalty_class,
+        )
 
 
 def run_worker(
@@ -50,7 +95,8 @@ def run_worker(
     """One RQ worker over the grades of `environments` (every known one when None), those of
     no known environment, and the callbacks."""
     jobs.use(svc)
-    worker = SimpleWorker([*svc.grade_queues(environments), svc.webhook_queue], connection=svc.redis, name=name)
+    queues = [q.name for q in [*svc.grade_queues(environments), svc.webhook_queue]]  # made as _WarmFirst
+    worker = SimpleWorker(queues, connection=svc.redis, name=name, queue_class=_WarmFirst)
     worker.work(burst=burst, with_scheduler=True, logging_level="INFO", dequeue_strategy=DequeueStrategy.ROUND_ROBIN)
 
 

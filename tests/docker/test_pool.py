@@ -366,3 +366,22 @@ def test_keepers_share_a_network_lane_that_no_run_is_in(grader, mini_set):
         assert len(new) == 1 and next(iter(new)).startswith("container:")
     finally:
         sandbox.close()
+
+
+def test_a_grader_says_which_tasks_it_holds_a_keeper_of(settings, mini_set):
+    """Grader.is_warm under the pool (jobs.take_warm asks it): no keeper before a grade; the
+    grade's keeper idle after it; none of another shape; none once the keepers are removed."""
+    from grader.pipeline import Grader
+    from grader.verdict import Verdict
+
+    grader = Grader(settings, runtime="pool")
+    task = mini_set.get("mini")
+    try:
+        assert not grader.is_warm(task)
+        assert grader.grade(task, task.gold_patch_text()).verdict is Verdict.PASS
+        grader.sandbox.settle()
+        assert grader.is_warm(task)
+        assert not grader.is_warm(task.model_copy(update={"id": "another"}))
+    finally:
+        grader.sandbox.close()
+    assert not grader.is_warm(task)

@@ -286,3 +286,18 @@ def test_a_tasks_first_grade_gets_the_bytecode_its_environment_ran(grader, mini_
     assert report["bytecode"]["loaded"] is True and "compiled" not in report, report["bytecode"]
     assert archives.knows(image) and archives.for_image(image) in spec.early_files.values()
     assert prewarmed == []  # no container of another archive started for its next grade
+
+
+def test_a_grader_says_which_tasks_it_holds_a_container_of(settings, mini_set):
+    """Grader.is_warm, which a worker asks of the jobs it may take next (jobs.take_warm):
+    nothing before a grade (no sandbox, no image looked up); after a grade, the container its
+    refill started; nothing once the sandbox put its containers away."""
+    grader = Grader(settings)
+    task = mini_set.get("mini")
+    assert not grader.is_warm(task) and grader._sandbox is None  # asking made no sandbox
+    assert grader.grade(task, task.gold_patch_text()).verdict is Verdict.PASS
+    assert grader.is_warm(task)  # the refill's start, under way or landed
+    grader.sandbox.settle()
+    assert grader.is_warm(task)
+    grader.sandbox.close()
+    assert not grader.is_warm(task)

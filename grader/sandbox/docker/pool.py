@@ -228,8 +228,10 @@ class PoolSandbox(DockerSandbox):
             return idle.pop() if idle else None
 
     def is_warm(self, spec: ContainerSpec) -> bool:
+        """Whether a keeper of `spec`'s shape is idle here, or being started."""
+        key = self._shape(spec)
         with self._pool_lock:
-            return bool(self._keepers.get(self._shape(spec)))
+            return bool(self._keepers.get(key)) or key in self._starting
 
     def _start_keeper(self, spec: ContainerSpec) -> Keeper:
         """A keeper for the shape, in the sandbox's network lane (all its keepers share one:
