@@ -267,8 +267,9 @@ def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -
     task's shape (a worker keeps one for each of its last few shapes) and starts one cold,
     a second of a grade's time, in its path. Another worker may take that job first: the
     container then waits for the task's next grade here, or is dropped for a newer shape.
-    The same task as this one is left to the refill after this run. Never an error: the
-    grade starts cold, as before."""
+    The same task as this one is left to the refill after this run. With GRADER_AFFINITY,
+    none when one of the first AFFINITY_WINDOW jobs is of this task or of one it holds: it
+    takes that one next (take_warm). Never an error: the grade starts cold, as before."""
     if job is None or not (svc.settings.prewarm and svc.settings.prewarm_next):
         return
     from rq import Queue
@@ -279,10 +280,11 @@ def _prewarm_next(svc: Handles, grader: Grader, job: Job | None, current: str) -
         # the other workers grading from this queue started before this one, so they finish
         # first and take the jobs at the head: this worker's next is the one after theirs
         ahead = max(0, queue.started_job_registry.get_job_count(cleanup=False) - 1)
-        head = queue.get_job_ids(ahead, 1)
-        if not head:
-            return
-        task_id = Job.fetch(head[0], connection=svc.redis).meta.get("task")
+        window = AFFINITY_WINDOW if svc.settings.affinity else 0
+        tasks = [_task_of(j) for j in Job.fetch_many(queue.get_job_ids(0, max(ahead + 1, window)), svc.redis)]
+        if any(t is not None and (t == current or _held(svc, grader, t)) for t in tasks[:window]):
+            return  # it takes one it holds next (take_warm): a start now would be for another worker's job
+        task_id = tasks[ahead] if len(tasks) > ahead else None
         if task_id and task_id != current:
             grader.prewarm(svc.task(task_id))
     except Exception as exc:  # noqa: BLE001 - a container not started ahead is only a cold start
@@ -317,7 +319,8 @@ def take_warm(queues: Sequence[Queue], connection: Redis) -> tuple[str, Queue] |
             continue
         if len(ids) == 1:
             return None
-        warm = next((n for n, job in enumerate(Job.fetch_many(ids, connection=connection)) if _held(job)), None)
+        held = [_held(svc, grader, task) for task in map(_task_of, Job.fetch_many(ids, connection=connection))]
+        warm = held.index(True) if True in held else None
         if not warm:  # none held, or the head: RQ's own pop
             return None
         passed = f"{PASSED_KEY}{ids[0]}"
@@ -331,13 +334,17 @@ def take_warm(queues: Sequence[Queue], connection: Redis) -> tuple[str, Queue] |
     return None
 
 
-def _held(job: Job | None) -> bool:
-    """Whether this worker holds a container or keeper of `job`'s task (a grade's job names its
-    task in its meta; another job, or a task no longer served, is held by nobody)."""
+def _task_of(job: Job | None) -> str | None:
+    """The task a grade's job names in its meta (None for another job, or one gone)."""
     task_id = job.meta.get("task") if job is not None else None
-    if not isinstance(task_id, str):
+    return task_id if isinstance(task_id, str) else None
+
+
+def _held(svc: Handles, grader: Grader, task_id: str | None) -> bool:
+    """Whether this worker holds a container or keeper of the task (one no longer served, or
+    no task, is held by nobody)."""
+    if task_id is None:
         return False
-    svc, grader = context()
     try:
         return grader.is_warm(svc.task(task_id))
     except GraderError:

@@ -4,8 +4,10 @@ reconciler in their parent.
 Each worker is a forked process running an RQ SimpleWorker over the queues of the
 environments this host takes grades of, the queue of grades of no known environment and
 the webhook queue, taking turns between them (round robin: one environment's backlog
-does not starve another's; within a queue, first in first out); the jobs are
-grader/jobs.py's entry points. The parent starts them, starts a new one for each that
+does not starve another's; within a queue, first in first out, but for a job whose
+container or keeper the worker holds, which it takes from the first few before the head,
+each head passed over at most a few times: jobs.take_warm); the jobs are grader/jobs.py's
+entry points. The parent starts them, starts a new one for each that
 exits, passes the reconciler (jobs.reconcile) once at start and then every
 `reconcile_interval` seconds, and every 10 s tells the API whether this host's Docker
 engine answers (/readyz) and looks again at which environments it has: with

@@ -162,3 +162,34 @@ def test_an_rq_worker_runs_the_job_it_took_out_of_order(svc, holds):
         "finished",
         3,
     )
+
+
+def test_no_container_is_started_ahead_for_a_job_when_the_worker_holds_one_of_the_next(svc, holds):
+    """jobs._prewarm_next with affinity: a worker that holds the task of one of the first jobs
+    (or grades one of their tasks now) takes that one next, so it starts nothing for the head,
+    which is another worker's; holding none, it starts the head's; with affinity off, the head's
+    whatever it holds."""
+    from rq.job import Job
+
+    enqueue(svc, "calc-add-mode", "calc-mean-empty", "calc-median-even")
+    running = Job.fetch("j-0", connection=svc.redis)
+    svc.grade_queue("python-3.11").remove("j-0")
+    started: list[str] = []
+    holds.prewarm = lambda task: started.append(task.id)  # type: ignore[attr-defined]
+    holds.held = {"calc-median-even"}
+    jobs._prewarm_next(svc, holds, running, "notes-merge-greeting")
+    assert started == []  # it takes j-2 next
+    jobs._prewarm_next(svc, holds, running, "calc-median-even")
+    assert started == []
+    holds.held = set()
+    jobs._prewarm_next(svc, holds, running, "calc-median-even")
+    assert started == []  # j-2 is of the task it grades now
+    jobs._prewarm_next(svc, holds, running, "notes-merge-greeting")
+    assert started == ["calc-mean-empty"]  # nothing of the window held: the head's
+    holds.held = {"calc-median-even"}
+    svc.settings.affinity = False
+    try:
+        jobs._prewarm_next(svc, holds, running, "notes-merge-greeting")
+    finally:
+        svc.settings.affinity = True
+    assert started == ["calc-mean-empty", "calc-mean-empty"]

@@ -175,10 +175,15 @@ def test_a_burst_worker_drains_its_hosts_environments_only(database_url, redis_s
 
 
 class _Prewarms:
-    """A grader that records the tasks a worker asks it to start a container for."""
+    """A grader that records the tasks a worker asks it to start a container for, and holds
+    a container of each task in `held`."""
 
     def __init__(self):
         self.tasks: list[str] = []
+        self.held: set[str] = set()
+
+    def is_warm(self, task):
+        return task.id in self.held
 
     def prewarm(self, task):
         self.tasks.append(task.id)
