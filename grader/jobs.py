@@ -306,7 +306,9 @@ def take_warm(queues: Sequence[Queue], connection: Redis) -> tuple[str, Queue] |
     without this the workers of a host each start a keeper of every task (a start costs
     0.4 to 0.5 s of the machine's CPU; with more tasks than a worker keeps, nearly every
     grade). A head is passed over at most AFFINITY_PASSES times, then taken whoever holds
-    it: no job waits longer than that many jobs behind it. None when GRADER_AFFINITY is off."""
+    it; every job taken before the head is a pass over it, so a job is overtaken by at most
+    AFFINITY_PASSES x (AFFINITY_WINDOW - 1) jobs that came after it. None when
+    GRADER_AFFINITY is off."""
     svc, grader = context()
     if not svc.settings.affinity:
         return None

@@ -193,3 +193,20 @@ def test_no_container_is_started_ahead_for_a_job_when_the_worker_holds_one_of_th
     finally:
         svc.settings.affinity = True
     assert started == ["calc-mean-empty", "calc-mean-empty"]
+
+
+def test_no_job_is_overtaken_by_more_than_the_bound(svc, holds):
+    """Each job taken before the head counts as a pass over the head, so while a job moves up
+    through the window's other places it is overtaken at most AFFINITY_PASSES times at each:
+    at most AFFINITY_PASSES x (AFFINITY_WINDOW - 1) jobs that came after it, and that many
+    in the worst order (unheld jobs ahead of it, held ones behind)."""
+    unheld = ["notes-merge-greeting"] * (jobs.AFFINITY_WINDOW - 1)
+    ids = enqueue(svc, *unheld, "notes-changelog-entry", *["calc-median-even"] * 30)
+    holds.held = {"calc-median-even"}
+    target = ids[len(unheld)]
+    order = []
+    while (got := take(svc)) is not None and got[0] != target:
+        order.append(got[0])
+    overtaken = [i for i in order if ids.index(i) > ids.index(target)]
+    bound = jobs.AFFINITY_PASSES * (jobs.AFFINITY_WINDOW - 1)
+    assert len(overtaken) == bound
