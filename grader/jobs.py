@@ -321,8 +321,8 @@ def take_warm(queues: Sequence[Queue], connection: Redis) -> tuple[str, Queue] |
             continue
         if len(ids) == 1:
             return None
-        held = [_held(svc, grader, task) for task in map(_task_of, Job.fetch_many(ids, connection=connection))]
-        warm = held.index(True) if True in held else None
+        tasks = map(_task_of, Job.fetch_many(ids, connection=connection))
+        warm = next((n for n, task in enumerate(tasks) if _held(svc, grader, task)), None)
         if not warm:  # none held, or the head: RQ's own pop
             return None
         passed = f"{PASSED_KEY}{ids[0]}"

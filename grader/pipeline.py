@@ -26,7 +26,7 @@ from grader.grading.spec import container_shape, container_spec, order_for
 from grader.images import Images
 from grader.metrics import file_localization
 from grader.patch import PatchInfo, inspect_patch, touched_files
-from grader.sandbox import Sandbox, sandbox_for_runtime
+from grader.sandbox import ContainerSpec, Sandbox, sandbox_for_runtime
 from grader.tasks.model import BisectCheck, ExactMatchCheck, HistoryCheck, OutputCheck, Task
 from grader.tasks.prepare import PreparedTask
 from grader.verdict import Localization, Provenance, Result, Verdict
@@ -182,7 +182,7 @@ class Grader:
         already (a run takes it, as it takes the one its previous run's refill started); never
         builds an image. True if one is being started."""
         image_id, _ = self._instance_image(task, task.definition_hash(), build=False)
-        shape = container_shape(task, image_id, self._archives.for_image(image_id, self.images.env_of.get(image_id)))
+        shape = self._shape(task, image_id)
         if self.sandbox.is_warm(shape):
             return False
         self.sandbox.prewarm(shape)
@@ -198,12 +198,11 @@ class Grader:
         # by the task's id, not its definition's hash (which reads every file it references):
         # a hint for the order of work, never for what grades it
         images = {hit[1] for (tid, _), hit in list(self._images.items()) if tid == task.id and hit[0] > now}
-        return any(
-            self._sandbox.is_warm(
-                container_shape(task, image_id, self._archives.for_image(image_id, self.images.env_of.get(image_id)))
-            )
-            for image_id in images
-        )
+        return any(self._sandbox.is_warm(self._shape(task, image_id)) for image_id in images)
+
+    def _shape(self, task: Task, image_id: str) -> ContainerSpec:
+        """The container a run of `task` in `image_id` takes, with the box archive it would get."""
+        return container_shape(task, image_id, self._archives.for_image(image_id, self.images.env_of.get(image_id)))
 
     def _instance_image(self, task: Task, task_hash: str, *, build: bool = True) -> tuple[str, PreparedTask]:
         """images.instance_image, or its answer for this task within the last IMAGE_TTL seconds."""

@@ -69,14 +69,7 @@ class _WarmFirst(Queue):
             taken = jobs.take_warm(queues, connection)
             if taken is not None:
                 job_id, queue = taken
-                job = (job_class or Job).fetch(job_id, connection=connection, serializer=serializer)
-                return job, cls.from_queue_key(
-                    queue.key,
-                    connection=connection,
-                    job_class=job_class,
-                    serializer=serializer,
-                    death_penalty_class=death_penalty_class,
-                )
+                return (job_class or Job).fetch(job_id, connection=connection, serializer=serializer), queue
         except NoSuchJobError:
             pass  # taken off its queue and gone since, as RQ's own pop passes over one
         except Exception as exc:  # noqa: BLE001 - the order of work is a hint: RQ's pop below
